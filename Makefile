@@ -1,0 +1,29 @@
+# Two commands set up everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint clean
+
+$(INSTALLED): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(INSTALLED)
+	$(BIN)/python examples/demo.py
+
+test: $(INSTALLED) lint
+	$(BIN)/python -m pytest
+
+test-slow: $(INSTALLED)
+	$(BIN)/python -m pytest -m slow
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check dynfuse tests perf examples
+	$(BIN)/ruff format --check dynfuse tests perf examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,28 @@
+"""dynfuse: a runtime JIT fusion engine for NumPy-style array code.
+
+Operations on a ``LazyArray`` are recorded, not run; when a value is needed, the whole recorded
+trace is planned and executed at once.
+"""
+
+from __future__ import annotations
+
+from . import numpy
+from .array import LazyArray, array, asarray
+from .config import set_backend
+from .explain import explain
+from .record import evaluate
+from .stats import reset_stats, stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LazyArray",
+    "array",
+    "asarray",
+    "evaluate",
+    "explain",
+    "numpy",
+    "reset_stats",
+    "set_backend",
+    "stats",
+]

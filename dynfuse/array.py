@@ -1,0 +1,337 @@
+"""LazyArray: NumPy's array interface, recorded instead of run.
+
+Shape, dtype and errors are known when an operation is written; values when they are asked for
+(``numpy.asarray(x)``, ``x.item()``, ``float(x)``, printing, iteration, ``dynfuse.evaluate``).
+Like an ndarray, a view (``x[1:]``, ``x.T``, ``x.reshape(...)``) keeps its base in ``.base`` and
+is materialized as a NumPy view of its base's buffer, so writes through either are seen by both.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from . import ops, record, views
+from .trace import Node
+
+_E = ops.elementwise_op
+
+
+def _binary(name: str) -> tuple:
+    """The forward, reflected and in-place operator methods for one binary ufunc."""
+    op = _E(name)
+
+    def forward(self: LazyArray, other: Any) -> Any:
+        return record.elementwise(op, (self, other))
+
+    def reflected(self: LazyArray, other: Any) -> Any:
+        return record.elementwise(op, (other, self))
+
+    def in_place(self: LazyArray, other: Any) -> LazyArray:
+        return record.elementwise(op, (self, other), out=self)
+
+    return forward, reflected, in_place
+
+
+def _unary(name: str) -> Any:
+    op = _E(name)
+
+    def method(self: LazyArray) -> Any:
+        return record.elementwise(op, (self,))
+
+    return method
+
+
+def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
+    """A reduction with NumPy's signature; serves as the method and as the ``dynfuse.numpy`` function."""
+
+    def reduce(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(positional):
+            raise TypeError(f"{name}() takes at most {len(positional) + 1} positional arguments")
+        for key, value in zip(positional, args, strict=False):
+            if key in kwargs:
+                raise TypeError(f"{name}() got multiple values for argument {key!r}")
+            kwargs[key] = value
+        return record.reduction(name, a, **kwargs)
+
+    reduce.__name__ = reduce.__qualname__ = name
+    reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
+    return reduce
+
+
+class LazyArray:
+    """An n-dimensional array whose operations are recorded and fused when its value is needed."""
+
+    __slots__ = ("__weakref__", "_base", "_node", "_views")
+    __array_priority__ = 100.0
+
+    def __init__(self, node: Node, base: LazyArray | None = None) -> None:
+        self._node = node
+        self._base = base
+        # Live views of this array (arrays are unhashable, as in NumPy, so keyed by id).
+        self._views: weakref.WeakValueDictionary[int, LazyArray] | None = None
+
+    def _add_view(self, view: LazyArray) -> None:
+        if self._views is None:
+            self._views = weakref.WeakValueDictionary()
+        self._views[id(view)] = view
+
+    # ---- known at once ---------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    @property
+    def size(self) -> int:
+        return views.size_of(self._node.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def base(self) -> LazyArray | None:
+        """The array whose memory this view shares, as ``ndarray.base``; None for an owner."""
+        return self._base
+
+    @property
+    def T(self) -> LazyArray:
+        return record.transpose(self)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # ---- materialization -------------------------------------------------------------------------
+
+    def _value(self) -> np.ndarray:
+        record.materialize_arrays([self])
+        return self._node.buffer
+
+    def numpy(self) -> np.ndarray:
+        """The values as an ndarray sharing this array's memory (as ``numpy.asarray`` gives)."""
+        buffer = self._value()
+        self._node.exposed = True
+        return buffer
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        buffer = self.numpy()
+        return np.asarray(buffer, dtype=dtype, copy=copy)
+
+    def item(self, *args: Any) -> Any:
+        return self._value().item(*args)
+
+    def tolist(self) -> Any:
+        return self._value().tolist()
+
+    def __bool__(self) -> bool:
+        return bool(self._value())
+
+    def __float__(self) -> float:
+        return float(self._value())
+
+    def __int__(self) -> int:
+        return int(self._value())
+
+    def __complex__(self) -> complex:
+        return complex(self._value())
+
+    def __index__(self) -> int:
+        return operator.index(self._value())
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        if self.ndim == 1:
+            return iter(self._value())
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        text = np.array_repr(self._value())
+        return "LazyArray" + text[len("array") :] if text.startswith("array") else f"LazyArray({text})"
+
+    def __str__(self) -> str:
+        return str(self._value())
+
+    def __format__(self, spec: str) -> str:
+        return format(self._value(), spec)
+
+    def __reduce__(self) -> tuple:
+        return (_from_numpy, (np.array(self._value()),))
+
+    def __copy__(self) -> LazyArray:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict) -> LazyArray:
+        return self.copy()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- NumPy protocols ---------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        out = record.single_out(kwargs.pop("out", None))
+        if method == "__call__" and ufunc in ops.UFUNC_OPS:
+            return record.ufunc_call(ops.UFUNC_OPS[ufunc], inputs, out, kwargs)
+        if method == "__call__" and ufunc is np.matmul and not kwargs:
+            return record.matmul(*inputs, out=out)
+        if method == "reduce" and ufunc in ops.UFUNC_REDUCE_OPS and len(inputs) == 1:
+            kwargs.setdefault("axis", 0)
+            return record.reduction(ops.UFUNC_REDUCE_OPS[ufunc].name, inputs[0], out=out, **kwargs)
+        if out is not None:
+            kwargs["out"] = out
+        name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+        return record.fallback(name, getattr(ufunc, method), inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+        if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):
+            return NotImplemented
+        handler = record.HANDLED_FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        return record.fallback(record.function_name(func), func, args, kwargs)
+
+    # ---- operators ---------------------------------------------------------------------------------
+
+    __add__, __radd__, __iadd__ = _binary("add")
+    __sub__, __rsub__, __isub__ = _binary("subtract")
+    __mul__, __rmul__, __imul__ = _binary("multiply")
+    __truediv__, __rtruediv__, __itruediv__ = _binary("divide")
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _binary("floor_divide")
+    __mod__, __rmod__, __imod__ = _binary("remainder")
+    __pow__, __rpow__, __ipow__ = _binary("power")
+    __and__, __rand__, __iand__ = _binary("bitwise_and")
+    __or__, __ror__, __ior__ = _binary("bitwise_or")
+    __xor__, __rxor__, __ixor__ = _binary("bitwise_xor")
+    __lshift__, __rlshift__, __ilshift__ = _binary("left_shift")
+    __rshift__, __rrshift__, __irshift__ = _binary("right_shift")
+    __lt__ = _binary("less")[0]
+    __le__ = _binary("less_equal")[0]
+    __gt__ = _binary("greater")[0]
+    __ge__ = _binary("greater_equal")[0]
+    __eq__ = _binary("equal")[0]  # type: ignore[assignment]
+    __ne__ = _binary("not_equal")[0]  # type: ignore[assignment]
+    __neg__ = _unary("negative")
+    __pos__ = _unary("positive")
+    __invert__ = _unary("invert")
+    __abs__ = _unary("absolute")
+
+    def __divmod__(self, other: Any) -> tuple[Any, Any]:
+        return self // other, self % other
+
+    def __rdivmod__(self, other: Any) -> tuple[Any, Any]:
+        return other // self, other % self
+
+    def __matmul__(self, other: Any) -> Any:
+        return record.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return record.matmul(other, self)
+
+    def __imatmul__(self, other: Any) -> LazyArray:
+        return record.matmul(self, other, out=self)
+
+    # ---- indexing ----------------------------------------------------------------------------------
+
+    def __getitem__(self, index: Any) -> Any:
+        return record.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        record.setitem(self, index, value)
+
+    # ---- methods -----------------------------------------------------------------------------------
+
+    def astype(self, dtype: Any, casting: str = "unsafe", copy: bool = True) -> Any:
+        return record.astype(self, dtype, casting=casting, copy=copy)
+
+    def copy(self) -> Any:
+        return record.astype(self, self.dtype)
+
+    def fill(self, value: Any) -> None:
+        record.setitem(self, Ellipsis, value)
+
+    def reshape(self, *shape: Any, order: str = "C") -> Any:
+        if order != "C":
+            return record.fallback("reshape", np.reshape, (self, shape), {"order": order})
+        return record.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes: Any) -> Any:
+        return record.transpose(self, None if not axes else axes[0] if len(axes) == 1 else axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Any:
+        return record.permute(self, views.swapaxes_axes(axis1, axis2, self.ndim))
+
+    def squeeze(self, axis: Any = None) -> Any:
+        shape = np.squeeze(views.shape_stand_in(self.shape), axis).shape
+        return record.reshape(self, shape)
+
+    def ravel(self) -> Any:
+        return record.reshape(self, -1)
+
+    def flatten(self) -> Any:
+        return record.reshape(self, -1).copy()
+
+    def clip(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - NumPy's names
+        from .numpy import clip
+
+        return clip(self, min, max)
+
+    sum = reduction_method("sum", ("axis", "dtype", "out", "keepdims"))
+    prod = reduction_method("prod", ("axis", "dtype", "out", "keepdims"))
+    mean = reduction_method("mean", ("axis", "dtype", "out", "keepdims"))
+    var = reduction_method("var", ("axis", "dtype", "out", "ddof", "keepdims"))
+    std = reduction_method("std", ("axis", "dtype", "out", "ddof", "keepdims"))
+    max = reduction_method("max", ("axis", "out", "keepdims"))
+    min = reduction_method("min", ("axis", "out", "keepdims"))
+    any = reduction_method("any", ("axis", "out", "keepdims"))
+    all = reduction_method("all", ("axis", "out", "keepdims"))
+    argmax = reduction_method("argmax", ("axis", "out"))
+    argmin = reduction_method("argmin", ("axis", "out"))
+
+
+def _from_numpy(array: np.ndarray) -> LazyArray:
+    return LazyArray(Node.leaf(array, exposed=False))
+
+
+def asarray(obj: Any, dtype: Any = None, copy: bool | None = None) -> LazyArray:
+    """A lazy array over ``obj``; an ndarray is wrapped without a copy, as ``numpy.asarray`` does.
+
+    A wrapped ndarray is the same memory: results not yet materialized read it when they are,
+    so a later write to the ndarray is seen by them (use ``dynfuse.array`` to take a copy).
+    """
+    if isinstance(obj, LazyArray):
+        target = obj.dtype if dtype is None else np.dtype(dtype)
+        if target == obj.dtype and not copy:
+            return obj
+        if copy is False:
+            raise ValueError("asarray: unable to avoid a copy while converting to the requested dtype")
+        return record.astype(obj, target)
+    if isinstance(obj, np.ndarray) and not copy:
+        if dtype is None or np.dtype(dtype) == obj.dtype:
+            return LazyArray(Node.leaf(obj, exposed=True))
+        if copy is False:
+            raise ValueError("asarray: unable to avoid a copy while converting to the requested dtype")
+    return LazyArray(Node.leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
+
+
+def array(obj: Any, dtype: Any = None, copy: bool = True) -> LazyArray:
+    """A lazy array holding a copy of ``obj`` (unless ``copy=False``), as ``numpy.array`` does."""
+    return asarray(obj, dtype=dtype, copy=copy if copy else None)

@@ -1,0 +1,127 @@
+"""NumPy 2 dtype promotion (NEP 50) and casting, decided by NumPy itself.
+
+Promotion rules are subtle (weak Python scalars, value-based overflow errors for Python ints,
+comparisons that accept out-of-range ints, per-ufunc loops such as ``sqrt(int8) -> float16``).
+Rather than re-deriving them, an op's result dtype is found by running its NumPy reference on
+one-element probe arrays of the operand dtypes, with the weak scalars themselves. That gives the
+exact result dtype and raises the exact exception NumPy would, at the line that records the op.
+Results are cached per (op, params, operand dtypes), so a probe runs once per signature.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .ops import Op
+
+SUPPORTED_DTYPES: frozenset[np.dtype] = frozenset(
+    np.dtype(name)
+    for name in "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()
+)
+
+WEAK_SCALAR_TYPES = (bool, int, float, complex)
+
+
+def is_supported(dtype: np.dtype) -> bool:
+    return dtype in SUPPORTED_DTYPES
+
+
+def is_weak_scalar(value: Any) -> bool:
+    """Python scalars are weak under NEP 50; NumPy scalars (even ``np.float64``, a float subclass) are not."""
+    return isinstance(value, WEAK_SCALAR_TYPES) and not isinstance(value, np.generic)
+
+
+def scalar_key(value: Any) -> Any:
+    """The part of a weak scalar that can change the result dtype or raise.
+
+    Only Python ints matter by value (out of range for the array dtype, negative powers of
+    integers); every int in [0, 127] fits every integer dtype and behaves alike.
+    """
+    if type(value) is int and not 0 <= value <= 127:
+        return (int, value)
+    return type(value)
+
+
+_probe_arrays: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}
+
+
+def _ones(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    key = (dtype, shape)
+    probe = _probe_arrays.get(key)
+    if probe is None:
+        probe = np.ones(shape, dtype)
+        probe.flags.writeable = False
+        _probe_arrays[key] = probe
+    return probe
+
+
+def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnings: bool) -> np.dtype:
+    with np.errstate(all="ignore"):
+        if quiet_warnings:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = op.reference(*operands, **params)
+        else:
+            result = op.reference(*operands, **params)
+    return np.asarray(result).dtype
+
+
+_result_dtypes: dict[tuple, np.dtype] = {}
+
+
+def result_dtype(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple) -> np.dtype:
+    """The dtype NumPy gives ``op`` on these operands, or the exception NumPy raises.
+
+    ``operands`` are (dtype, None) for arrays and (None, value) for weak Python scalars.
+    """
+    key = (op, params, *[dtype if dtype is not None else scalar_key(value) for dtype, value in operands])
+    dtype = _result_dtypes.get(key)
+    if dtype is None:
+        probes = [_ones(dtype, (1,)) if dtype is not None else value for dtype, value in operands]
+        dtype = _run_probe(op, probes, dict(params), quiet_warnings=False)
+        _result_dtypes[key] = dtype
+    return dtype
+
+
+def reduction_dtype(op: Op, dtype: np.dtype, shape: tuple[int, ...], params: tuple) -> np.dtype:
+    """The dtype of a reduction, or NumPy's exception (an empty ``max`` raises here, not later).
+
+    Probing needs the operand's rank for its axes; a size-0 operand is probed at its real
+    (free) shape, because which reductions of empty arrays raise depends on the shape.
+    """
+    empty = 0 in shape
+    key = (op, params, dtype, len(shape))
+    cached = None if empty else _result_dtypes.get(key)
+    if cached is not None:
+        return cached
+    probe = np.empty(shape, dtype) if empty else _ones(dtype, (1,) * len(shape))
+    result = _run_probe(op, [probe], dict(params), quiet_warnings=empty)
+    if not empty:
+        _result_dtypes[key] = result
+    return result
+
+
+def check_output_cast(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple, out_dtype: np.dtype) -> None:
+    """Raise NumPy's exception if the result of ``op`` may not be written into an ``out_dtype`` array.
+
+    Ufuncs cast their output with the 'same_kind' rule unless told otherwise; asking the ufunc
+    itself keeps the exception type and message exactly NumPy's.
+    """
+    key = ("out", op, params, out_dtype, *[d if d is not None else scalar_key(v) for d, v in operands])
+    if key in _result_dtypes:
+        return
+    probes = [_ones(dtype, (1,)) if dtype is not None else value for dtype, value in operands]
+    out = np.ones(1, out_dtype)
+    with np.errstate(all="ignore"):
+        op.reference(*probes, out=out, **dict(params))
+    _result_dtypes[key] = out_dtype
+
+
+def check_cast(from_dtype: np.dtype, to_dtype: np.dtype, casting: str) -> None:
+    if not np.can_cast(from_dtype, to_dtype, casting=casting):
+        raise TypeError(
+            f"Cannot cast array data from {from_dtype!r} to {to_dtype!r} according to the rule {casting!r}"
+        )

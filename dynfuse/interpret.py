@@ -1,0 +1,35 @@
+"""The reference executor: runs a trace op by op with NumPy.
+
+It is the correctness oracle for every backend and the path for work too small to compile.
+Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
+scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
+last consumer has run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .trace import Node
+
+
+def run(order: Sequence[Node], outputs: Collection[Node]) -> dict[Node, np.ndarray]:
+    """Compute every node of ``order`` (inputs first); return the values of ``outputs``."""
+    wanted = set(outputs)
+    uses = Counter(child for node in order for child in node.inputs if not child.is_materialized)
+    values: dict[Node, Any] = {}
+    for node in order:
+        args = [child.buffer if child.is_materialized else values[child] for child in node.inputs]
+        values[node] = node.op.reference(*args, **dict(node.params))
+        for child in node.inputs:
+            if child in uses:
+                uses[child] -= 1
+                if uses[child] == 0 and child not in wanted:
+                    del values[child]
+    stats.count("interpreted_ops", len(order))
+    return {node: np.asarray(values[node]) for node in wanted}

@@ -1,0 +1,133 @@
+"""The op table: the single place that knows what an op means.
+
+Each op is one entry: its kind, which tells the scheduler how it may fuse, and its NumPy reference,
+which is at once the semantics of the op (the reference executor runs it), the rule for its result
+dtype and errors (``dtypes`` probes it), and the oracle every backend is tested against.
+Backends add their scalar code for an op beside its entry, keyed by the op's name.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class OpKind(enum.Enum):
+    BUFFER = "buffer"  # a leaf holding a materialized ndarray
+    SCALAR = "scalar"  # a leaf holding a weak Python scalar (a kernel parameter, not data)
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    VIEW = "view"  # a new index map over the same data: no arithmetic, no copy
+    BARRIER = "barrier"  # a library call (matmul): not fusable, its neighbours still are
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    name: str
+    kind: OpKind
+    reference: Callable[..., Any] | None = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _astype(a: Any, dtype: np.dtype) -> np.ndarray:
+    return np.asarray(a).astype(dtype)
+
+
+def _to_numpy_index(index: tuple) -> tuple:
+    """Turn a normalized basic index (see ``views.basic_index``) back into a NumPy index."""
+    items = []
+    for item in index:
+        if isinstance(item, tuple):
+            start, step, length = item
+            stop = start + length * step
+            items.append(slice(start, stop if stop >= 0 else None, step))
+        else:
+            items.append(item)
+    return tuple(items)
+
+
+def _getitem(a: np.ndarray, index: tuple) -> np.ndarray:
+    return a[_to_numpy_index(index)]
+
+
+BUFFER = Op("buffer", OpKind.BUFFER)
+SCALAR = Op("scalar", OpKind.SCALAR)
+
+# Elementwise ops that are NumPy ufuncs: the ufunc is the reference.
+UFUNC_NAMES = """
+add subtract multiply divide floor_divide remainder fmod power float_power
+negative positive absolute fabs sign sqrt cbrt square reciprocal
+exp exp2 expm1 log log2 log10 log1p
+sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot
+floor ceil trunc rint maximum minimum fmax fmin
+logical_and logical_or logical_xor logical_not
+bitwise_and bitwise_or bitwise_xor invert left_shift right_shift
+equal not_equal less less_equal greater greater_equal
+isnan isinf isfinite signbit copysign heaviside deg2rad rad2deg logaddexp logaddexp2
+""".split()
+
+ELEMENTWISE: dict[str, Op] = {name: Op(name, OpKind.ELEMENTWISE, getattr(np, name)) for name in UFUNC_NAMES}
+ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
+ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
+ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
+
+# Other names NumPy gives the same ufuncs.
+ALIASES = {
+    "true_divide": "divide",
+    "mod": "remainder",
+    "abs": "absolute",
+    "bitwise_not": "invert",
+    "bitwise_invert": "invert",
+    "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift",
+    "pow": "power",
+    "acos": "arccos",
+    "asin": "arcsin",
+    "atan": "arctan",
+    "atan2": "arctan2",
+    "acosh": "arccosh",
+    "asinh": "arcsinh",
+    "atanh": "arctanh",
+}
+
+REDUCTIONS: dict[str, Op] = {
+    name: Op(name, OpKind.REDUCTION, getattr(np, name))
+    for name in "sum prod mean max min argmax argmin any all var std".split()
+}
+# Reductions that accept ``dtype=`` and ``ddof=``, as their NumPy references do.
+REDUCTIONS_WITH_DTYPE = frozenset({"sum", "prod", "mean", "var", "std"})
+REDUCTIONS_WITH_DDOF = frozenset({"var", "std"})
+# Reductions that take one axis (or None), not a tuple of axes.
+SINGLE_AXIS_REDUCTIONS = frozenset({"argmax", "argmin"})
+
+VIEWS: dict[str, Op] = {
+    "reshape": Op("reshape", OpKind.VIEW, np.reshape),
+    "transpose": Op("transpose", OpKind.VIEW, np.transpose),
+    "broadcast_to": Op("broadcast_to", OpKind.VIEW, np.broadcast_to),
+    "getitem": Op("getitem", OpKind.VIEW, _getitem),
+}
+
+BARRIERS: dict[str, Op] = {"matmul": Op("matmul", OpKind.BARRIER, np.matmul)}
+
+OPS: dict[str, Op] = {op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()}
+
+# NumPy ufuncs that ``__array_ufunc__`` records lazily, and the op each one is.
+UFUNC_OPS: dict[np.ufunc, Op] = {op.reference: op for op in OPS.values() if isinstance(op.reference, np.ufunc)}
+
+# ``ufunc.reduce`` methods that are one of our reductions.
+UFUNC_REDUCE_OPS: dict[np.ufunc, Op] = {
+    np.add: REDUCTIONS["sum"],
+    np.multiply: REDUCTIONS["prod"],
+    np.maximum: REDUCTIONS["max"],
+    np.minimum: REDUCTIONS["min"],
+}
+
+
+def elementwise_op(name: str) -> Op:
+    return ELEMENTWISE[ALIASES.get(name, name)]

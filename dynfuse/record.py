@@ -1,0 +1,361 @@
+"""Recording: each array operation becomes a node, checked now, computed later.
+
+Every function here validates its operands at once (shapes, axes, dtypes, weak-scalar ranges)
+and raises NumPy's exception type at the caller's line, then returns a lazy array over a new node.
+What cannot be recorded (an unsupported dtype, function or argument) falls back to NumPy on
+materialized inputs, counted by name.
+
+Writes (in-place operators, ``out=``, item assignment) keep NumPy's aliasing semantics:
+- an array that nothing else can observe (no live views, memory not shared with NumPy) is simply
+  rebound to a new node, so in-place code stays lazy and fusable;
+- otherwise the write is eager: the target's base, its views and every pending node that reads the
+  overlapping memory are materialized first (so they keep the values from before the write, or
+  share the memory, exactly as NumPy decided when it took the view), then the buffer is written.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from . import array as array_module
+from . import config, dtypes, execute, ops, stats, views
+from .ops import OpKind
+from .trace import Node, pending_readers
+
+# NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
+HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
+
+
+def is_lazy(value: Any) -> bool:
+    return isinstance(value, array_module.LazyArray)
+
+
+def as_node(value: Any) -> Node:
+    if is_lazy(value):
+        return value._node
+    if dtypes.is_weak_scalar(value):
+        return Node.scalar(value)
+    if isinstance(value, np.ndarray):
+        return Node.leaf(value, exposed=True)
+    return Node.leaf(np.asarray(value), exposed=False)
+
+
+def new_array(node: Node, base: Any = None) -> Any:
+    array = array_module.LazyArray(node, base)
+    if node.depth >= config.max_depth:
+        materialize_arrays([array])
+    return array
+
+
+def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:
+    """Operands as the dtype probes take them: (dtype, None) for arrays, (None, value) for weak scalars."""
+    return [(None, node.buffer) if node.op is ops.SCALAR else (node.dtype, None) for node in nodes]
+
+
+def _unsupported(nodes: Iterable[Node]) -> bool:
+    return any(node.dtype is not None and not dtypes.is_supported(node.dtype) for node in nodes)
+
+
+def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()) -> Any:
+    nodes = [as_node(value) for value in operands]
+    kwargs = dict(params) if out is None else {**dict(params), "out": out}
+    if _unsupported(nodes) or (out is not None and not is_lazy(out)):
+        return fallback(op.name, op.reference, operands, kwargs)
+    shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
+    described = _describe(nodes)
+    dtype = dtypes.result_dtype(op, described, params)
+    if not dtypes.is_supported(dtype):
+        return fallback(op.name, op.reference, operands, kwargs)
+    node = Node(op, tuple(nodes), params, shape, dtype)
+    stats.count("ops_recorded")
+    if out is None:
+        return new_array(node)
+    if views.broadcast_shapes(op.name, shape, out.shape) != out.shape:
+        raise ValueError(
+            f"{op.name}: non-broadcastable output operand with shape {out.shape} "
+            f"doesn't match the broadcast shape {views.broadcast_shapes(op.name, shape, out.shape)}"
+        )
+    if dtype != out.dtype:
+        dtypes.check_output_cast(op, described, params, out.dtype)
+    assign(out, node)
+    return out
+
+
+def single_out(out: Any) -> Any:
+    """NumPy passes ``out`` as a tuple to ``__array_ufunc__``; one output is the common case."""
+    return out[0] if isinstance(out, tuple) and len(out) == 1 else out
+
+
+def ufunc_call(op: ops.Op, inputs: tuple, out: Any, kwargs: dict) -> Any:
+    """A ufunc called with NumPy's keywords: ``dtype`` and ``casting`` are recorded, the rest fall back."""
+    out = single_out(out)
+    given = {key: value for key, value in kwargs.items() if value is not None}
+    if set(given) <= {"dtype", "casting"} and not isinstance(out, tuple):
+        if "dtype" in given:
+            given["dtype"] = np.dtype(given["dtype"])
+        return elementwise(op, inputs, out=out, params=tuple(sorted(given.items())))
+    return fallback(op.name, op.reference, inputs, kwargs if out is None else {**kwargs, "out": out})
+
+
+def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -> Any:
+    node = as_node(value)
+    dtype = np.dtype(dtype)
+    dtypes.check_cast(node.dtype, dtype, casting)
+    if not copy and dtype == node.dtype and is_lazy(value):
+        return value
+    if _unsupported([node]) or not dtypes.is_supported(dtype):
+        return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {})
+    stats.count("ops_recorded")
+    return new_array(_cast_node(node, dtype))
+
+
+def _cast_node(node: Node, dtype: np.dtype) -> Node:
+    return Node(ops.ELEMENTWISE["astype"], (node,), (("dtype", dtype),), node.shape, dtype)
+
+
+def reduction(
+    name: str,
+    value: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    ddof: Any = None,
+    **unsupported_kwargs: Any,
+) -> Any:
+    op = ops.REDUCTIONS[name]
+    node = as_node(value)
+    given = {"axis": axis, "dtype": dtype, "out": out, "keepdims": keepdims, "ddof": ddof, **unsupported_kwargs}
+    kwargs = {key: given[key] for key in given if given[key] is not None and given[key] is not False}
+    if (
+        out is not None
+        or unsupported_kwargs
+        or node.op is ops.SCALAR
+        or _unsupported([node])
+        or (dtype is not None and not dtypes.is_supported(np.dtype(dtype)))
+    ):
+        return fallback(name, op.reference, (value,), kwargs)
+    ndim = len(node.shape)
+    params: list[tuple[str, Any]] = []
+    if name in ops.SINGLE_AXIS_REDUCTIONS:
+        single = views.single_axis(name, axis, ndim)
+        axes = tuple(range(ndim)) if single is None else (single,)
+        params.append(("axis", single))
+    else:
+        axes = views.reduction_axes(name, axis, ndim)
+        params.append(("axis", axes))
+    if dtype is not None:
+        if name not in ops.REDUCTIONS_WITH_DTYPE:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'dtype'")
+        params.append(("dtype", np.dtype(dtype)))
+    if ddof is not None:
+        if name not in ops.REDUCTIONS_WITH_DDOF:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'ddof'")
+        params.append(("ddof", ddof))
+    params.append(("keepdims", bool(keepdims)))
+    params = tuple(params)
+    result_dtype = dtypes.reduction_dtype(op, node.dtype, node.shape, params)
+    if not dtypes.is_supported(result_dtype):
+        return fallback(name, op.reference, (value,), kwargs)
+    stats.count("ops_recorded")
+    return new_array(Node(op, (node,), params, views.reduced_shape(node.shape, axes, keepdims), result_dtype))
+
+
+def matmul(a: Any, b: Any, out: Any = None) -> Any:
+    op = ops.BARRIERS["matmul"]
+    nodes = [as_node(a), as_node(b)]
+    if _unsupported(nodes) or (out is not None and not is_lazy(out)):
+        return fallback("matmul", op.reference, (a, b), {} if out is None else {"out": out})
+    shape = views.matmul_shape(nodes[0].shape, nodes[1].shape)
+    described = _describe(nodes)
+    dtype = dtypes.result_dtype(op, described, ())
+    node = Node(op, tuple(nodes), (), shape, dtype)
+    stats.count("ops_recorded")
+    if out is None:
+        return new_array(node)
+    if out.shape != shape:
+        raise ValueError(f"matmul: output operand has shape {out.shape}, but the result has shape {shape}")
+    if dtype != out.dtype:
+        dtypes.check_output_cast(op, described, (), out.dtype)
+    assign(out, node)
+    return out
+
+
+# ---- views -------------------------------------------------------------------------------------
+
+
+def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
+    """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics."""
+    node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
+    stats.count("ops_recorded")
+    if not is_view:
+        return new_array(node)
+    base = array._base if array._base is not None else array
+    result = array_module.LazyArray(node, base)
+    base._add_view(result)
+    if node.depth >= config.max_depth:
+        materialize_arrays([result])
+    return result
+
+
+def lazy(value: Any) -> Any:
+    return value if is_lazy(value) else array_module.LazyArray(as_node(value))
+
+
+def reshape(value: Any, shape: Any) -> Any:
+    array = lazy(value)
+    newshape = views.reshape_shape(array.shape, shape)
+    return view(array, "reshape", (("shape", newshape),), newshape)
+
+
+def transpose(value: Any, axes: Any = None) -> Any:
+    array = lazy(value)
+    return permute(array, views.transpose_axes(axes, array.ndim))
+
+
+def permute(array: Any, axes: tuple[int, ...]) -> Any:
+    return view(array, "transpose", (("axes", axes),), tuple(array.shape[axis] for axis in axes))
+
+
+def broadcast_to(value: Any, shape: Any) -> Any:
+    array = lazy(value)
+    shape = views.normalize_shape("broadcast_to", shape)
+    result_shape = np.broadcast_to(views.shape_stand_in(array.shape), shape).shape
+    return view(array, "broadcast_to", (("shape", result_shape),), result_shape)
+
+
+def getitem(value: Any, index: Any) -> Any:
+    array = lazy(value)
+    if not views.is_basic_index(index):
+        return fallback("getitem", operator.getitem, (array, index), {})
+    normalized, shape, is_view = views.basic_index(array.shape, index)
+    return view(array, "getitem", (("index", normalized),), shape, is_view)
+
+
+# ---- writes ------------------------------------------------------------------------------------
+
+
+def can_rebind(target: Any) -> bool:
+    """True when no alias can observe ``target``'s memory, so a write may just replace its node."""
+    node = target._node
+    return target._base is None and not target._views and not (node.op is ops.BUFFER and node.exposed)
+
+
+def assign(target: Any, value: Node) -> None:
+    """Make ``value`` (broadcastable to ``target``) the new contents of ``target``, cast to its dtype."""
+    if value.shape != target.shape:
+        value = Node(ops.VIEWS["broadcast_to"], (value,), (("shape", target.shape),), target.shape, value.dtype)
+    if value.dtype != target.dtype or value.op.kind is OpKind.VIEW:
+        value = _cast_node(value, target.dtype)  # a fresh, writable array of the target's dtype
+    with execute.lock:
+        if can_rebind(target):
+            target._node = value
+            if value.depth >= config.max_depth:
+                materialize_arrays([target])
+            return
+        buffer = prepare_write(target, [value])
+        np.copyto(buffer, value.buffer)
+
+
+def prepare_write(target: Any, also: Iterable[Node] = ()) -> np.ndarray:
+    """Materialize what a write into ``target`` must not disturb; return the buffer to write."""
+    base = target._base if target._base is not None else target
+    execute.materialize([base._node, target._node, *also])
+    buffer = target._node.buffer
+    readers = pending_readers(buffer)
+    if readers:
+        execute.materialize(readers)
+    return buffer
+
+
+def setitem(target: Any, index: Any, value: Any) -> None:
+    lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
+    with execute.lock:
+        buffer = prepare_write(target, _nodes_with_bases(lazy_parts))
+        buffer[_concrete(index)] = _concrete(value)
+
+
+# ---- materialization and fallback ----------------------------------------------------------------
+
+
+def _nodes_with_bases(arrays: Iterable[Any]) -> list[Node]:
+    """A view is materialized together with its base, so that it is a view of the base's buffer."""
+    nodes = []
+    for array in arrays:
+        if array._base is not None:
+            nodes.append(array._base._node)
+        nodes.append(array._node)
+    return nodes
+
+
+def materialize_arrays(arrays: Iterable[Any]) -> None:
+    execute.materialize(_nodes_with_bases(arrays))
+
+
+def _flatten(value: Any) -> Iterable[Any]:
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flatten(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _flatten(item)
+    else:
+        yield value
+
+
+def _concrete(value: Any) -> Any:
+    """Replace lazy arrays (already materialized) by their buffers, inside lists, tuples and dicts."""
+    if is_lazy(value):
+        node = value._node
+        node.exposed = True  # NumPy may return this very memory, or a view of it
+        return node.buffer
+    if isinstance(value, (list, tuple)):
+        return type(value)(_concrete(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _concrete(item) for key, item in value.items()}
+    return value
+
+
+def _wrap(result: Any, outs: tuple, out_buffers: tuple) -> Any:
+    for out, buffer in zip(outs, out_buffers, strict=True):
+        if result is buffer:
+            return out
+    if isinstance(result, np.ndarray):
+        return array_module.LazyArray(Node.leaf(result, exposed=True))
+    if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
+        return type(result)(_wrap(item, outs, out_buffers) for item in result)
+    return result
+
+
+def function_name(function: Any) -> str:
+    module = getattr(function, "__module__", None) or ""
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None) or repr(function)
+    if module.startswith("numpy.") and not module.startswith("numpy._"):
+        return f"{module.removeprefix('numpy.')}.{name}"
+    return name
+
+
+def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
+    """Run ``function`` on materialized inputs with NumPy and wrap what it returns; count it."""
+    out = kwargs.get("out")
+    outs = tuple(out) if isinstance(out, tuple) else (out,) if out is not None else ()
+    inputs = [item for item in _flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)]
+    with execute.lock:
+        materialize_arrays(inputs + [item for item in outs if is_lazy(item)])
+        out_buffers = tuple(prepare_write(item) if is_lazy(item) else item for item in outs)
+        call_kwargs = _concrete({k: v for k, v in kwargs.items() if k != "out"})
+        if outs:
+            call_kwargs["out"] = out_buffers if isinstance(out, tuple) else out_buffers[0]
+        result = function(*_concrete(args), **call_kwargs)
+    stats.count_fallback(name)
+    return _wrap(result, outs, out_buffers)
+
+
+def evaluate(*arrays: Any) -> Any:
+    """Materialize ``arrays`` in one plan, so work they share is done once; returns them."""
+    materialize_arrays([array for array in arrays if is_lazy(array)])
+    return arrays[0] if len(arrays) == 1 else arrays

@@ -1,0 +1,180 @@
+"""Shapes, broadcasting, axes and basic indices, checked when an op is recorded.
+
+Every function here raises the exception type NumPy raises for the same mistake, with a message
+that names the operation and the offending shapes or values. Where NumPy's own checks are the
+simplest exact answer (basic indexing, broadcast_to, squeeze), they run on a stride-0 stand-in of
+the right shape, which costs O(1) whatever the shape.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
+
+Shape = tuple[int, ...]
+
+
+def shape_stand_in(shape: Shape) -> np.ndarray:
+    """An array of ``shape`` that uses no memory: lets NumPy check shape operations for us."""
+    return np.broadcast_to(np.zeros((), np.int8), shape)
+
+
+@lru_cache(maxsize=4096)
+def broadcast_shapes(opname: str, *shapes: Shape) -> Shape:
+    ndim = max(map(len, shapes), default=0)
+    result = []
+    for axis in range(-ndim, 0):
+        sizes = {shape[axis] for shape in shapes if len(shape) >= -axis} - {1}
+        if len(sizes) > 1:
+            listed = " ".join(str(shape) for shape in shapes)
+            raise ValueError(f"{opname}: operands could not be broadcast together with shapes {listed}")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def size_of(shape: Shape) -> int:
+    size = 1
+    for extent in shape:
+        size *= extent
+    return size
+
+
+def normalize_shape(opname: str, shape: Any) -> Shape:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        return tuple(operator.index(extent) for extent in shape)
+    except TypeError:
+        raise TypeError(f"{opname}: shape must be a sequence of integers, got {shape!r}") from None
+
+
+def reduction_axes(opname: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    """Normalized axes of a reduction; ``None`` means all of them."""
+    if axis is None:
+        return tuple(range(ndim))
+    return normalize_axis_tuple(axis, ndim, argname=opname)
+
+
+def single_axis(opname: str, axis: Any, ndim: int) -> int | None:
+    return None if axis is None else normalize_axis_index(operator.index(axis), ndim, opname)
+
+
+def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if axis in axes else extent for axis, extent in enumerate(shape))
+    return tuple(extent for axis, extent in enumerate(shape) if axis not in axes)
+
+
+def reshape_shape(shape: Shape, newshape: Any) -> Shape:
+    newshape = normalize_shape("reshape", newshape)
+    size = size_of(shape)
+    unknown = [axis for axis, extent in enumerate(newshape) if extent == -1]
+    if len(unknown) > 1:
+        raise ValueError("reshape: can only specify one unknown dimension")
+    if any(extent < -1 for extent in newshape):
+        raise ValueError(f"reshape: negative dimensions not allowed in shape {newshape}")
+    known = size_of(tuple(extent for extent in newshape if extent != -1))
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {newshape}")
+        newshape = tuple(size // known if extent == -1 else extent for extent in newshape)
+    elif known != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {newshape}")
+    return newshape
+
+
+def transpose_axes(axes: Any, ndim: int) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(reversed(range(ndim)))
+    axes = normalize_shape("transpose", axes)
+    if len(axes) != ndim:
+        raise ValueError(f"transpose: axes {axes} don't match array of dimension {ndim}")
+    return normalize_axis_tuple(axes, ndim, argname="transpose")
+
+
+def moveaxis_axes(source: Any, destination: Any, ndim: int) -> tuple[int, ...]:
+    source = normalize_axis_tuple(source, ndim, "source")
+    destination = normalize_axis_tuple(destination, ndim, "destination")
+    if len(source) != len(destination):
+        raise ValueError("moveaxis: `source` and `destination` arguments must have the same number of elements")
+    order = [axis for axis in range(ndim) if axis not in source]
+    for dest, src in sorted(zip(destination, source, strict=True)):
+        order.insert(dest, src)
+    return tuple(order)
+
+
+def swapaxes_axes(axis1: Any, axis2: Any, ndim: int) -> tuple[int, ...]:
+    axis1 = normalize_axis_index(operator.index(axis1), ndim, "swapaxes")
+    axis2 = normalize_axis_index(operator.index(axis2), ndim, "swapaxes")
+    order = list(range(ndim))
+    order[axis1], order[axis2] = axis2, axis1
+    return tuple(order)
+
+
+def is_basic_index(index: Any) -> bool:
+    """True for an index NumPy answers with a view: ints, slices, None, Ellipsis."""
+    items = index if isinstance(index, tuple) else (index,)
+    for item in items:
+        if item is None or item is Ellipsis or isinstance(item, slice):
+            continue
+        if isinstance(item, (bool, np.bool_, np.ndarray)) or not hasattr(item, "__index__"):
+            return False
+    return True
+
+
+def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
+    """Normalize a basic index into (items, result shape, is_view).
+
+    Items are one per output or consumed axis: an int (a non-negative position), a
+    (start, step, length) triple for a slice, or None for a new axis; Ellipsis is expanded and
+    every axis of ``shape`` is accounted for. ``is_view`` is False where NumPy returns a scalar
+    (a copy) rather than a 0-d view: every axis taken by an int and no Ellipsis.
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    result_shape = shape_stand_in(shape)[index].shape  # NumPy's own errors for bad indices
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    normalized: list[Any] = []
+    axis = 0
+    for item in items:
+        if item is None:
+            normalized.append(None)
+        elif item is Ellipsis:
+            for _ in range(len(shape) - consumed):
+                normalized.append((0, 1, shape[axis]))
+                axis += 1
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(shape[axis])
+            normalized.append((start, step, len(range(start, stop, step))))
+            axis += 1
+        else:
+            position = operator.index(item)
+            normalized.append(position + shape[axis] if position < 0 else position)
+            axis += 1
+    normalized.extend((0, 1, extent) for extent in shape[axis:])
+    is_view = bool(result_shape) or any(item is Ellipsis for item in items)
+    return tuple(normalized), result_shape, is_view
+
+
+def matmul_shape(a: Shape, b: Shape) -> Shape:
+    signature = "(n?,k),(k,m?)->(n?,m?)"
+    for position, shape in enumerate((a, b)):
+        if not shape:
+            raise ValueError(
+                f"matmul: Input operand {position} does not have enough dimensions "
+                f"(has 0, gufunc core with signature {signature} requires 1)"
+            )
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(
+            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
+            f"{signature} (size {b2[-2]} is different from {a2[-1]})"
+        )
+    batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    core = (a2[-2],) if len(a) > 1 else ()
+    core += (b2[-1],) if len(b) > 1 else ()
+    return batch + core
