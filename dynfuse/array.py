@@ -46,6 +46,23 @@ def _unary(name: str) -> Any:
     return method
 
 
+def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
+    """The ufunc NumPy's ``ndarray.__pow__`` substitutes for some Python-scalar exponents.
+
+    ``a ** 2`` is ``square(a)`` for every dtype (so ``bool ** 2`` is int8, where ``power`` gives
+    int64); on floating arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is ``sqrt`` (which
+    differs from ``power`` at -0.0 and -inf).
+    """
+    if type(exponent) is int and exponent == 2:
+        return _E("square")
+    if array.dtype.kind == "f":
+        if type(exponent) is int and exponent == -1:
+            return _E("reciprocal")
+        if type(exponent) is float and exponent == 0.5:
+            return _E("sqrt")
+    return None
+
+
 def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
     """A reduction with NumPy's signature; serves as the method and as the ``dynfuse.numpy`` function."""
 
@@ -217,7 +234,17 @@ class LazyArray:
     __truediv__, __rtruediv__, __itruediv__ = _binary("divide")
     __floordiv__, __rfloordiv__, __ifloordiv__ = _binary("floor_divide")
     __mod__, __rmod__, __imod__ = _binary("remainder")
-    __pow__, __rpow__, __ipow__ = _binary("power")
+    __rpow__ = _binary("power")[1]
+
+    def __pow__(self, other: Any) -> Any:
+        op = _fast_power_op(self, other)
+        return record.elementwise(op, (self,)) if op else record.elementwise(_E("power"), (self, other))
+
+    def __ipow__(self, other: Any) -> LazyArray:
+        op = _fast_power_op(self, other)
+        if op:
+            return record.elementwise(op, (self,), out=self)
+        return record.elementwise(_E("power"), (self, other), out=self)
     __and__, __rand__, __iand__ = _binary("bitwise_and")
     __or__, __ror__, __ior__ = _binary("bitwise_or")
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor")

@@ -80,7 +80,7 @@ def result_dtype(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tu
     key = (op, params, *[dtype if dtype is not None else scalar_key(value) for dtype, value in operands])
     dtype = _result_dtypes.get(key)
     if dtype is None:
-        probes = [_ones(dtype, (1,)) if dtype is not None else value for dtype, value in operands]
+        probes = [_ones(dtype, (1, 1)) if dtype is not None else value for dtype, value in operands]
         dtype = _run_probe(op, probes, dict(params), quiet_warnings=False)
         _result_dtypes[key] = dtype
     return dtype
@@ -113,8 +113,8 @@ def check_output_cast(op: Op, operands: list[tuple[np.dtype | None, Any]], param
     key = ("out", op, params, out_dtype, *[d if d is not None else scalar_key(v) for d, v in operands])
     if key in _result_dtypes:
         return
-    probes = [_ones(dtype, (1,)) if dtype is not None else value for dtype, value in operands]
-    out = np.ones(1, out_dtype)
+    probes = [_ones(dtype, (1, 1)) if dtype is not None else value for dtype, value in operands]
+    out = np.ones((1, 1), out_dtype)
     with np.errstate(all="ignore"):
         op.reference(*probes, out=out, **dict(params))
     _result_dtypes[key] = out_dtype

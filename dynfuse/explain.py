@@ -22,7 +22,7 @@ def _param_text(params: tuple) -> str:
 
 def explain(*arrays: Any) -> Explanation:
     """The trace that materializing ``arrays`` would run, node by node, computing nothing."""
-    outputs = record._nodes_with_bases(array for array in arrays if record.is_lazy(array))
+    outputs = [array._node for array in arrays if record.is_lazy(array)]
     order = topological_order(outputs)
     names: dict[int, str] = {}
     lines: list[str] = []

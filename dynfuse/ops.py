@@ -30,6 +30,10 @@ class Op:
     name: str
     kind: OpKind
     reference: Callable[..., Any] | None = None
+    # For the rare error that depends on the values inside an array operand, raised where the op is
+    # written: ``value_check(result_dtype, operand_nodes, value_of)``, where ``value_of(node)``
+    # materializes one operand (so only an op that can fail this way pays for it).
+    value_check: Callable[..., None] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -72,7 +76,16 @@ equal not_equal less less_equal greater greater_equal
 isnan isinf isfinite signbit copysign heaviside deg2rad rad2deg logaddexp logaddexp2
 """.split()
 
+def _check_integer_power(result_dtype: np.dtype, operands: list, value_of: Callable) -> None:
+    """NumPy refuses negative exponents of integers (a scalar exponent is refused by the dtype probe)."""
+    exponent = operands[1]
+    if result_dtype.kind in "iu" and exponent.dtype is not None and exponent.dtype.kind == "i":
+        if (value_of(exponent) < 0).any():
+            raise ValueError("Integers to negative integer powers are not allowed.")
+
+
 ELEMENTWISE: dict[str, Op] = {name: Op(name, OpKind.ELEMENTWISE, getattr(np, name)) for name in UFUNC_NAMES}
+ELEMENTWISE["power"] = Op("power", OpKind.ELEMENTWISE, np.power, value_check=_check_integer_power)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)

@@ -67,9 +67,13 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         return fallback(op.name, op.reference, operands, kwargs)
     shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
     described = _describe(nodes)
+    if out is not None:  # NumPy checks the output cast before anything the loop itself raises
+        dtypes.check_output_cast(op, described, params, out.dtype)
     dtype = dtypes.result_dtype(op, described, params)
     if not dtypes.is_supported(dtype):
         return fallback(op.name, op.reference, operands, kwargs)
+    if op.value_check is not None:
+        op.value_check(dtype, nodes, _value_of)
     node = Node(op, tuple(nodes), params, shape, dtype)
     stats.count("ops_recorded")
     if out is None:
@@ -79,10 +83,13 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
             f"{op.name}: non-broadcastable output operand with shape {out.shape} "
             f"doesn't match the broadcast shape {views.broadcast_shapes(op.name, shape, out.shape)}"
         )
-    if dtype != out.dtype:
-        dtypes.check_output_cast(op, described, params, out.dtype)
     assign(out, node)
     return out
+
+
+def _value_of(node: Node) -> np.ndarray:
+    execute.materialize([node])
+    return node.buffer
 
 
 def single_out(out: Any) -> Any:
@@ -172,6 +179,8 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         return fallback("matmul", op.reference, (a, b), {} if out is None else {"out": out})
     shape = views.matmul_shape(nodes[0].shape, nodes[1].shape)
     described = _describe(nodes)
+    if out is not None:
+        dtypes.check_output_cast(op, described, (), out.dtype)
     dtype = dtypes.result_dtype(op, described, ())
     node = Node(op, tuple(nodes), (), shape, dtype)
     stats.count("ops_recorded")
@@ -179,8 +188,6 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         return new_array(node)
     if out.shape != shape:
         raise ValueError(f"matmul: output operand has shape {out.shape}, but the result has shape {shape}")
-    if dtype != out.dtype:
-        dtypes.check_output_cast(op, described, (), out.dtype)
     assign(out, node)
     return out
 
@@ -263,11 +270,10 @@ def assign(target: Any, value: Node) -> None:
 
 def prepare_write(target: Any, also: Iterable[Node] = ()) -> np.ndarray:
     """Materialize what a write into ``target`` must not disturb; return the buffer to write."""
-    base = target._base if target._base is not None else target
-    execute.materialize([base._node, target._node, *also])
+    execute.materialize([target._node, *also])
     buffer = target._node.buffer
-    readers = pending_readers(buffer)
-    if readers:
+    # A materialized reader may itself be a view of this memory; its readers are next, until none.
+    while readers := pending_readers(buffer):
         execute.materialize(readers)
     return buffer
 
@@ -275,25 +281,15 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> np.ndarray:
 def setitem(target: Any, index: Any, value: Any) -> None:
     lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
     with execute.lock:
-        buffer = prepare_write(target, _nodes_with_bases(lazy_parts))
+        buffer = prepare_write(target, [item._node for item in lazy_parts])
         buffer[_concrete(index)] = _concrete(value)
 
 
 # ---- materialization and fallback ----------------------------------------------------------------
 
 
-def _nodes_with_bases(arrays: Iterable[Any]) -> list[Node]:
-    """A view is materialized together with its base, so that it is a view of the base's buffer."""
-    nodes = []
-    for array in arrays:
-        if array._base is not None:
-            nodes.append(array._base._node)
-        nodes.append(array._node)
-    return nodes
-
-
 def materialize_arrays(arrays: Iterable[Any]) -> None:
-    execute.materialize(_nodes_with_bases(arrays))
+    execute.materialize([array._node for array in arrays])
 
 
 def _flatten(value: Any) -> Iterable[Any]:

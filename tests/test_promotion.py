@@ -1,0 +1,133 @@
+"""NEP 50 promotion: for every binary op, every pair of dtypes and weak Python scalars on either side,
+the lazy result has NumPy's dtype and values, or raises NumPy's exception type."""
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import ops
+
+from .helpers import DTYPES, assert_same, outcome
+
+BINARY = sorted(name for name, op in ops.ELEMENTWISE.items() if isinstance(op.reference, np.ufunc) and op.reference.nin == 2)
+UNARY = sorted(name for name, op in ops.ELEMENTWISE.items() if isinstance(op.reference, np.ufunc) and op.reference.nin == 1)
+WEAK_SCALARS = [True, False, 0, 1, 3, -1, 127, 128, 255, 256, 300, -129, 2**31, 2**63 - 1, 2**64, 0.5, -0.0, float("inf"), float("nan"), 1e300, 1 + 2j]
+
+
+def sample(dtype):
+    """A few values of each dtype, with signs and zero where the dtype has them."""
+    if dtype.kind == "b":
+        return np.array([True, False, True, False, True])
+    if dtype.kind == "u":
+        return np.array([3, 0, np.iinfo(dtype).max, 1, 7], dtype)
+    if dtype.kind == "i":
+        return np.array([3, -2, np.iinfo(dtype).min, np.iinfo(dtype).max, -1], dtype)
+    return np.array([2.5, -0.0, np.nan, -np.inf, 0.0], dtype)
+
+
+def check(function, *operands):
+    """``function`` on lazy operands against ``function`` on the NumPy ones."""
+    expected = outcome(function, *operands)
+    lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in operands]
+    actual = outcome(function, *lazy)
+    if isinstance(expected, type):
+        assert actual is expected, (function, operands, actual, expected)
+    else:
+        with np.errstate(all="ignore"):
+            assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_promotion_table(name):
+    ufunc = getattr(np, name)
+    for left in DTYPES:
+        for right in DTYPES:
+            check(ufunc, sample(left), sample(right)[::-1])
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_weak_scalars_on_either_side(name):
+    ufunc = getattr(np, name)
+    for dtype in DTYPES:
+        for scalar in WEAK_SCALARS:
+            check(ufunc, sample(dtype), scalar)
+            check(ufunc, scalar, sample(dtype))
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_numpy_scalars_are_strong(name):
+    ufunc = getattr(np, name)
+    for dtype in DTYPES:
+        for scalar in (np.float32(1.5), np.int8(3), np.uint64(7), np.bool_(True), np.float64(-0.0)):
+            check(ufunc, sample(dtype), scalar)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_every_dtype(name):
+    ufunc = getattr(np, name)
+    for dtype in DTYPES:
+        check(ufunc, sample(dtype))
+
+
+OPERATORS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a**b, "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+@pytest.mark.parametrize("symbol", sorted(OPERATORS))
+def test_operators_with_python_scalars_on_both_sides(symbol):
+    function = OPERATORS[symbol]
+    for dtype in DTYPES:
+        for scalar in (True, 2, -1, -3, 300, 0.5, 2.0, 1.5, float("nan")):
+            check(function, sample(dtype), scalar)
+            check(function, scalar, sample(dtype))
+        check(function, sample(dtype), sample(np.dtype(np.int16)))
+
+
+@pytest.mark.parametrize("symbol", ["-", "+", "~", "abs"])
+def test_unary_operators(symbol):
+    function = {"-": lambda a: -a, "+": lambda a: +a, "~": lambda a: ~a, "abs": abs}[symbol]
+    for dtype in DTYPES:
+        check(function, sample(dtype))
+
+
+def test_uint8_plus_300_raises_like_numpy():
+    with pytest.raises(OverflowError, match="300"):
+        dynfuse.asarray(np.zeros(3, np.uint8)) + 300
+
+
+def test_comparison_with_out_of_range_python_int_is_exact():
+    values = np.array([0, 200, 255], np.uint8)
+    assert_same(dynfuse.asarray(values) < 300, values < 300)
+    assert_same(dynfuse.asarray(values) == -1, values == -1)
+
+
+IN_PLACE = {
+    "+=": lambda a, b: a.__iadd__(b), "-=": lambda a, b: a.__isub__(b), "*=": lambda a, b: a.__imul__(b),
+    "/=": lambda a, b: a.__itruediv__(b), "//=": lambda a, b: a.__ifloordiv__(b), "%=": lambda a, b: a.__imod__(b),
+    "**=": lambda a, b: a.__ipow__(b), "&=": lambda a, b: a.__iand__(b), "|=": lambda a, b: a.__ior__(b),
+    "^=": lambda a, b: a.__ixor__(b), "<<=": lambda a, b: a.__ilshift__(b), ">>=": lambda a, b: a.__irshift__(b),
+}
+
+
+@pytest.mark.parametrize("symbol", sorted(IN_PLACE))
+def test_in_place_operators_cast_like_numpy(symbol):
+    """``x op= y`` computes in the promoted dtype and casts back with 'same_kind', or raises as NumPy does."""
+    function = IN_PLACE[symbol]
+    for dtype in DTYPES:
+        for other in [2, -1, 300, 0.5, *(sample(d)[::-1] for d in DTYPES)]:
+            target = sample(dtype)
+            expected = outcome(function, target.copy(), other)
+            lazy_target = dynfuse.array(sample(dtype))
+            lazy_other = dynfuse.asarray(other) if isinstance(other, np.ndarray) else other
+            actual = outcome(function, lazy_target, lazy_other)
+            if isinstance(expected, type):
+                assert actual is expected, (symbol, dtype, other, actual, expected)
+                assert_same(lazy_target, sample(dtype))  # unchanged by the failed operation
+            else:
+                assert actual is lazy_target
+                assert_same(actual, expected)
