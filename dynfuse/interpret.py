@@ -25,11 +25,12 @@ def run(order: Sequence[Node], outputs: Collection[Node]) -> dict[Node, np.ndarr
     values: dict[Node, Any] = {}
     for node in order:
         args = [child.buffer if child.is_materialized else values[child] for child in node.inputs]
-        values[node] = node.op.reference(*args, **dict(node.params))
+        # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
+        values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
         for child in node.inputs:
             if child in uses:
                 uses[child] -= 1
                 if uses[child] == 0 and child not in wanted:
                     del values[child]
     stats.count("interpreted_ops", len(order))
-    return {node: np.asarray(values[node]) for node in wanted}
+    return {node: values[node] for node in wanted}

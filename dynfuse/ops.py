@@ -44,7 +44,11 @@ def _astype(a: Any, dtype: np.dtype) -> np.ndarray:
 
 
 def _to_numpy_index(index: tuple) -> tuple:
-    """Turn a normalized basic index (see ``views.basic_index``) back into a NumPy index."""
+    """Turn a normalized basic index (see ``views.basic_index``) back into a NumPy index.
+
+    The trailing Ellipsis makes NumPy return a 0-d view where a bare int index would give a scalar
+    copy: a getitem node is always a view, and a copy is a separate node.
+    """
     items = []
     for item in index:
         if isinstance(item, tuple):
@@ -53,7 +57,7 @@ def _to_numpy_index(index: tuple) -> tuple:
             items.append(slice(start, stop if stop >= 0 else None, step))
         else:
             items.append(item)
-    return tuple(items)
+    return (*items, Ellipsis)
 
 
 def _getitem(a: np.ndarray, index: tuple) -> np.ndarray:

@@ -200,7 +200,7 @@ def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_vie
     node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
     stats.count("ops_recorded")
     if not is_view:
-        return new_array(node)
+        return new_array(_cast_node(node, array.dtype))
     base = array._base if array._base is not None else array
     result = array_module.LazyArray(node, base)
     base._add_view(result)

@@ -148,7 +148,8 @@ def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
                 axis += 1
         elif isinstance(item, slice):
             start, stop, step = item.indices(shape[axis])
-            normalized.append((start, step, len(range(start, stop, step))))
+            length = len(range(start, stop, step))
+            normalized.append((start, step, length) if length else (0, 1, 0))
             axis += 1
         else:
             position = operator.index(item)

@@ -1,0 +1,181 @@
+"""NumPy's aliasing semantics: writes are seen through every alias and view, and only through them."""
+
+import numpy as np
+import pytest
+
+import dynfuse
+
+from .helpers import assert_same
+
+dnp = dynfuse.numpy
+
+
+def owned(values):
+    """A lazy array that nothing else aliases: computed, never handed to NumPy."""
+    return dynfuse.array(np.asarray(values)) * 1
+
+
+def wrapped(values):
+    """A lazy array sharing memory with a NumPy array."""
+    return dynfuse.asarray(np.array(values))
+
+
+MAKERS = [owned, wrapped, dynfuse.array]
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_view_sees_in_place_update_of_its_base(make):
+    x = make(np.arange(6.0))
+    v = x[1:]
+    w = x[::-2]
+    x += 1
+    assert_same(v, np.arange(6.0)[1:] + 1)
+    assert_same(w, (np.arange(6.0) + 1)[::-2])
+    assert v.base is x and w.base is x
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_base_sees_in_place_update_of_a_view(make):
+    x = make(np.arange(12.0).reshape(3, 4))
+    v = x[1:, ::2]
+    v *= 10
+    expected = np.arange(12.0).reshape(3, 4)
+    expected[1:, ::2] *= 10
+    assert_same(x, expected)
+    t = x.T
+    t[0] = -1
+    expected.T[0] = -1
+    assert_same(x, expected)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_slice_and_mask_assignment_seen_through_views(make):
+    x = make(np.arange(8))
+    reversed_view = x[::-1]
+    x[1:3] = 0
+    mask = x > 4
+    x[mask] = dynfuse.asarray(np.array([50, 60, 70]))
+    expected = np.arange(8)
+    expected[1:3] = 0
+    expected[expected > 4] = [50, 60, 70]
+    assert_same(x, expected)
+    assert_same(reversed_view, expected[::-1])
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_pending_results_keep_the_values_from_before_a_write(make):
+    x = make(np.arange(5.0))
+    doubled = x * 2
+    total = x.sum()
+    row = x[2]  # an int index gives a scalar copy in NumPy, not a view
+    x[0] = 100
+    x += 1
+    assert_same(doubled, np.arange(5.0) * 2)
+    assert_same(total, np.arange(5.0).sum())
+    assert float(row) == 2.0
+    assert_same(x, np.array([101.0, 2, 3, 4, 5]))
+
+
+def test_reshape_copy_or_view_follows_numpy():
+    x = wrapped(np.arange(6.0).reshape(2, 3))
+    copied = x.T.reshape(-1)  # not contiguous: NumPy copies
+    viewed = x.reshape(-1)  # contiguous: NumPy gives a view
+    x += 1
+    base = np.arange(6.0).reshape(2, 3)
+    assert_same(copied, base.T.reshape(-1))
+    assert_same(viewed, (base + 1).reshape(-1))
+
+
+def test_ufunc_out_writes_through_view():
+    x = owned(np.zeros((2, 3)))
+    row = x[1]
+    np.add(dynfuse.asarray(np.ones(3)), 5, out=row)
+    dnp.multiply(row, 2, out=row)
+    assert_same(x, np.array([[0.0, 0, 0], [12, 12, 12]]))
+    assert np.add(x, 1, out=x) is x
+
+
+def test_numpy_asarray_of_a_lazy_array_shares_memory():
+    x = owned(np.arange(4.0))
+    exported = np.asarray(x)
+    x += 1
+    np.testing.assert_array_equal(exported, np.arange(4.0) + 1)
+    exported[0] = -5
+    assert float(x[0]) == -5
+
+
+def test_asarray_wraps_without_copy_and_array_copies():
+    source = np.arange(4.0)
+    shared = dynfuse.asarray(source)
+    copied = dynfuse.array(source)
+    pending = shared * 2
+    source[0] = 10  # written before `pending` is materialized: it reads the new value
+    assert_same(pending, np.array([20.0, 2, 4, 6]))
+    assert_same(copied, np.arange(4.0))
+    done = dynfuse.evaluate(shared + 0)
+    source[1] = 99  # written after: materialized results keep their values
+    assert_same(done, np.array([10.0, 1, 2, 3]))
+    shared += 1  # an in-place update of a wrapped array writes into the NumPy array
+    np.testing.assert_array_equal(source, [11.0, 100, 3, 4])
+
+
+def test_in_place_on_unaliased_array_stays_lazy():
+    x = owned(np.arange(3.0))
+    before = dynfuse.stats()["materializations"]
+    x += 1
+    x *= 2
+    assert dynfuse.stats()["materializations"] == before
+    assert_same(x, (np.arange(3.0) + 1) * 2)
+
+
+def test_broadcast_view_is_read_only():
+    x = owned(np.arange(3.0))
+    b = dnp.broadcast_to(x, (2, 3))
+    with pytest.raises(ValueError, match="read-only"):
+        b += 1
+    with pytest.raises(ValueError, match="read-only"):
+        b[0, 0] = 1
+    assert_same(x, np.arange(3.0))
+
+
+def test_overlapping_assignment_matches_numpy():
+    x = owned(np.arange(6))
+    x[1:] = x[:-1]
+    expected = np.arange(6)
+    expected[1:] = expected[:-1]
+    assert_same(x, expected)
+    y = owned(np.arange(6.0))
+    y += y[::-1]
+    assert_same(y, np.arange(6.0) + np.arange(6.0)[::-1])
+
+
+def test_iterating_rows_gives_views():
+    x = owned(np.zeros((3, 2)))
+    for row in x:
+        row += 1
+    assert_same(x, np.ones((3, 2)))
+
+
+def test_fallback_result_aliases_like_numpy():
+    x = owned(np.arange(4.0))
+    real = np.real(x)  # NumPy returns the array itself for real input
+    real += 1
+    assert_same(x, np.arange(4.0) + 1)
+
+
+def test_scalar_index_is_a_copy_but_ellipsis_is_a_view():
+    x = owned(np.arange(3.0))
+    copy = x[1]
+    view = x[1, ...]
+    x[1] = 7
+    assert float(copy) == 1.0
+    assert float(view) == 7.0
+
+
+def test_matmul_in_place():
+    a = owned(np.arange(4.0).reshape(2, 2))
+    b = owned(np.eye(2) * 2)
+    view = a[0]
+    a @= b
+    assert_same(a, np.arange(4.0).reshape(2, 2) @ (np.eye(2) * 2))
+    assert_same(view, np.array([0.0, 2.0]))
