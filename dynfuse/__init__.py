@@ -6,7 +6,7 @@ trace is planned and executed at once.
 
 from __future__ import annotations
 
-from . import numpy
+from . import config, numpy
 from .array import LazyArray, array, asarray
 from .config import set_backend
 from .explain import explain
@@ -19,6 +19,7 @@ __all__ = [
     "LazyArray",
     "array",
     "asarray",
+    "config",
     "evaluate",
     "explain",
     "numpy",

@@ -177,8 +177,9 @@ class LazyArray:
     def __iter__(self) -> Iterator[Any]:
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
+        values = self._value()  # computed once; rows are then views of it, as NumPy's are
         if self.ndim == 1:
-            return iter(self._value())
+            return iter(values)
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
@@ -245,6 +246,7 @@ class LazyArray:
         if op:
             return record.elementwise(op, (self,), out=self)
         return record.elementwise(_E("power"), (self, other), out=self)
+
     __and__, __rand__, __iand__ = _binary("bitwise_and")
     __or__, __ror__, __ior__ = _binary("bitwise_or")
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor")
@@ -316,7 +318,7 @@ class LazyArray:
     def flatten(self) -> Any:
         return record.reshape(self, -1).copy()
 
-    def clip(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - NumPy's names
+    def clip(self, min: Any = None, max: Any = None) -> Any:
         from .numpy import clip
 
         return clip(self, min, max)

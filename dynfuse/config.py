@@ -39,7 +39,9 @@ def _positive_int_from_environment(variable: str, default: int) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        warnings.warn(f"{variable}={text!r} is not a positive integer; using {default}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"{variable}={text!r} is not a positive integer; using {default}", RuntimeWarning, stacklevel=2
+        )
         return default
     return value
 

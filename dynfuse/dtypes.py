@@ -19,7 +19,20 @@ from .ops import Op
 
 SUPPORTED_DTYPES: frozenset[np.dtype] = frozenset(
     np.dtype(name)
-    for name in "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()
+    for name in [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    ]
 )
 
 WEAK_SCALAR_TYPES = (bool, int, float, complex)
@@ -104,7 +117,9 @@ def reduction_dtype(op: Op, dtype: np.dtype, shape: tuple[int, ...], params: tup
     return result
 
 
-def check_output_cast(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple, out_dtype: np.dtype) -> None:
+def check_output_cast(
+    op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple, out_dtype: np.dtype
+) -> None:
     """Raise NumPy's exception if the result of ``op`` may not be written into an ``out_dtype`` array.
 
     Ufuncs cast their output with the 'same_kind' rule unless told otherwise; asking the ufunc

@@ -31,7 +31,9 @@ def explain(*arrays: Any) -> Explanation:
         if id(node) not in names:
             names[id(node)] = f"%{len(names)}"
             if node.op.kind is OpKind.SCALAR:
-                lines.append(f"  {names[id(node)]} = parameter {node.buffer!r} (weak {type(node.buffer).__name__})")
+                lines.append(
+                    f"  {names[id(node)]} = parameter {node.buffer!r} (weak {type(node.buffer).__name__})"
+                )
             elif node.is_materialized:
                 lines.append(f"  {names[id(node)]} = input {node.dtype}{list(node.shape)}")
         return names[id(node)]
@@ -39,10 +41,8 @@ def explain(*arrays: Any) -> Explanation:
     for node in order:
         arguments = ", ".join(name(child) for child in node.inputs)
         label = name(node)  # inputs are named first, so they read top to bottom
-        lines.append(
-            f"  {label} = {node.op.name}({arguments}{_param_text(node.params)}) -> {node.dtype}{list(node.shape)}"
-            f"  [{node.op.kind.value}]"
-        )
+        call = f"{node.op.name}({arguments}{_param_text(node.params)})"
+        lines.append(f"  {label} = {call} -> {node.dtype}{list(node.shape)}  [{node.op.kind.value}]")
     requested = ", ".join(name(node) for node in outputs) or "nothing"
     header = (
         f"dynfuse trace: {len(order)} op(s) to compute for {len(outputs)} output(s); "

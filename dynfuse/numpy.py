@@ -14,7 +14,9 @@ import numpy as _np
 from . import ops as _ops
 from . import record as _record
 from . import views as _views
-from .array import LazyArray, array, asarray
+from .array import LazyArray
+from .array import array as array
+from .array import asarray as asarray
 
 
 def _ufunc_function(name: str, op: _ops.Op) -> Any:
@@ -42,7 +44,9 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs
     a_min = kwargs.pop("min", a_min)
     a_max = kwargs.pop("max", a_max)
     if kwargs or (a_min is None and a_max is None):
-        return _record.fallback("clip", _np.clip, (a, a_min, a_max), {**kwargs, "out": out} if out is not None else kwargs)
+        return _record.fallback(
+            "clip", _np.clip, (a, a_min, a_max), {**kwargs, "out": out} if out is not None else kwargs
+        )
     if a_min is None:
         return _record.elementwise(_ops.ELEMENTWISE["minimum"], (a, a_max), out=out)
     if a_max is None:

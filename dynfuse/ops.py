@@ -68,24 +68,89 @@ BUFFER = Op("buffer", OpKind.BUFFER)
 SCALAR = Op("scalar", OpKind.SCALAR)
 
 # Elementwise ops that are NumPy ufuncs: the ufunc is the reference.
-UFUNC_NAMES = """
-add subtract multiply divide floor_divide remainder fmod power float_power
-negative positive absolute fabs sign sqrt cbrt square reciprocal
-exp exp2 expm1 log log2 log10 log1p
-sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot
-floor ceil trunc rint maximum minimum fmax fmin
-logical_and logical_or logical_xor logical_not
-bitwise_and bitwise_or bitwise_xor invert left_shift right_shift
-equal not_equal less less_equal greater greater_equal
-isnan isinf isfinite signbit copysign heaviside deg2rad rad2deg logaddexp logaddexp2
-""".split()
+UFUNC_NAMES = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "power",
+    "float_power",
+    "negative",
+    "positive",
+    "absolute",
+    "fabs",
+    "sign",
+    "sqrt",
+    "cbrt",
+    "square",
+    "reciprocal",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arctan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "hypot",
+    "floor",
+    "ceil",
+    "trunc",
+    "rint",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "invert",
+    "left_shift",
+    "right_shift",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "signbit",
+    "copysign",
+    "heaviside",
+    "deg2rad",
+    "rad2deg",
+    "logaddexp",
+    "logaddexp2",
+]
+
 
 def _check_integer_power(result_dtype: np.dtype, operands: list, value_of: Callable) -> None:
     """NumPy refuses negative exponents of integers (a scalar exponent is refused by the dtype probe)."""
     exponent = operands[1]
-    if result_dtype.kind in "iu" and exponent.dtype is not None and exponent.dtype.kind == "i":
-        if (value_of(exponent) < 0).any():
-            raise ValueError("Integers to negative integer powers are not allowed.")
+    signed_exponent = exponent.dtype is not None and exponent.dtype.kind == "i"
+    if result_dtype.kind in "iu" and signed_exponent and (value_of(exponent) < 0).any():
+        raise ValueError("Integers to negative integer powers are not allowed.")
 
 
 ELEMENTWISE: dict[str, Op] = {name: Op(name, OpKind.ELEMENTWISE, getattr(np, name)) for name in UFUNC_NAMES}
@@ -115,7 +180,7 @@ ALIASES = {
 
 REDUCTIONS: dict[str, Op] = {
     name: Op(name, OpKind.REDUCTION, getattr(np, name))
-    for name in "sum prod mean max min argmax argmin any all var std".split()
+    for name in ["sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "var", "std"]
 }
 # Reductions that accept ``dtype=`` and ``ddof=``, as their NumPy references do.
 REDUCTIONS_WITH_DTYPE = frozenset({"sum", "prod", "mean", "var", "std"})
@@ -132,10 +197,14 @@ VIEWS: dict[str, Op] = {
 
 BARRIERS: dict[str, Op] = {"matmul": Op("matmul", OpKind.BARRIER, np.matmul)}
 
-OPS: dict[str, Op] = {op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()}
+OPS: dict[str, Op] = {
+    op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()
+}
 
 # NumPy ufuncs that ``__array_ufunc__`` records lazily, and the op each one is.
-UFUNC_OPS: dict[np.ufunc, Op] = {op.reference: op for op in OPS.values() if isinstance(op.reference, np.ufunc)}
+UFUNC_OPS: dict[np.ufunc, Op] = {
+    op.reference: op for op in OPS.values() if isinstance(op.reference, np.ufunc)
+}
 
 # ``ufunc.reduce`` methods that are one of our reductions.
 UFUNC_REDUCE_OPS: dict[np.ufunc, Op] = {

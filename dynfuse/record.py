@@ -136,7 +136,14 @@ def reduction(
 ) -> Any:
     op = ops.REDUCTIONS[name]
     node = as_node(value)
-    given = {"axis": axis, "dtype": dtype, "out": out, "keepdims": keepdims, "ddof": ddof, **unsupported_kwargs}
+    given = {
+        "axis": axis,
+        "dtype": dtype,
+        "out": out,
+        "keepdims": keepdims,
+        "ddof": ddof,
+        **unsupported_kwargs,
+    }
     kwargs = {key: given[key] for key in given if given[key] is not None and given[key] is not False}
     if (
         out is not None
@@ -255,7 +262,9 @@ def can_rebind(target: Any) -> bool:
 def assign(target: Any, value: Node) -> None:
     """Make ``value`` (broadcastable to ``target``) the new contents of ``target``, cast to its dtype."""
     if value.shape != target.shape:
-        value = Node(ops.VIEWS["broadcast_to"], (value,), (("shape", target.shape),), target.shape, value.dtype)
+        value = Node(
+            ops.VIEWS["broadcast_to"], (value,), (("shape", target.shape),), target.shape, value.dtype
+        )
     if value.dtype != target.dtype or value.op.kind is OpKind.VIEW:
         value = _cast_node(value, target.dtype)  # a fresh, writable array of the target's dtype
     with execute.lock:
@@ -322,6 +331,8 @@ def _wrap(result: Any, outs: tuple, out_buffers: tuple) -> Any:
             return out
     if isinstance(result, np.ndarray):
         return array_module.LazyArray(Node.leaf(result, exposed=True))
+    if isinstance(result, np.generic):  # 0-d results are arrays, as everywhere in dynfuse
+        return array_module.LazyArray(Node.leaf(np.asarray(result), exposed=False))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(_wrap(item, outs, out_buffers) for item in result)
     return result
@@ -339,7 +350,9 @@ def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
     """Run ``function`` on materialized inputs with NumPy and wrap what it returns; count it."""
     out = kwargs.get("out")
     outs = tuple(out) if isinstance(out, tuple) else (out,) if out is not None else ()
-    inputs = [item for item in _flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)]
+    inputs = [
+        item for item in _flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)
+    ]
     with execute.lock:
         materialize_arrays(inputs + [item for item in outs if is_lazy(item)])
         out_buffers = tuple(prepare_write(item) if is_lazy(item) else item for item in outs)

@@ -86,7 +86,8 @@ def pending_readers(memory: np.ndarray) -> list[Node]:
         for node in candidates
         if node.inputs
         and any(
-            source.op.kind is OpKind.BUFFER and np.may_share_memory(source.buffer, memory) for source in node.inputs
+            source.op.kind is OpKind.BUFFER and np.may_share_memory(source.buffer, memory)
+            for source in node.inputs
         )
     ]
 

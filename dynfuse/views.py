@@ -100,7 +100,9 @@ def moveaxis_axes(source: Any, destination: Any, ndim: int) -> tuple[int, ...]:
     source = normalize_axis_tuple(source, ndim, "source")
     destination = normalize_axis_tuple(destination, ndim, "destination")
     if len(source) != len(destination):
-        raise ValueError("moveaxis: `source` and `destination` arguments must have the same number of elements")
+        raise ValueError(
+            "moveaxis: `source` and `destination` arguments must have the same number of elements"
+        )
     order = [axis for axis in range(ndim) if axis not in source]
     for dest, src in sorted(zip(destination, source, strict=True)):
         order.insert(dest, src)
@@ -121,7 +123,8 @@ def is_basic_index(index: Any) -> bool:
     for item in items:
         if item is None or item is Ellipsis or isinstance(item, slice):
             continue
-        if isinstance(item, (bool, np.bool_, np.ndarray)) or not hasattr(item, "__index__"):
+        # Arrays (lazy ones too, which also have __index__) index as NumPy's advanced indexing does.
+        if isinstance(item, (bool, np.bool_)) or hasattr(item, "__array__") or not hasattr(item, "__index__"):
             return False
     return True
 

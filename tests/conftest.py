@@ -8,6 +8,7 @@ settings.register_profile(
 )
 settings.load_profile("dynfuse")
 
+
 @pytest.fixture(autouse=True)
 def fresh_stats():
     dynfuse.reset_stats()

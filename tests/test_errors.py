@@ -31,7 +31,11 @@ CASES = [
     ("weak negative into unsigned", lambda a, xp: a(np.ones(3, np.uint16)) * -1, "-1"),
     ("huge python int", lambda a, xp: a(np.ones(3, np.int64)) + 2**64, ""),
     ("negative scalar power of int", lambda a, xp: a(np.arange(3)) ** -2, "negative"),
-    ("negative array power of int", lambda a, xp: xp.power(a(np.arange(3)), a(np.array([1, -1, 2]))), "negative"),
+    (
+        "negative array power of int",
+        lambda a, xp: xp.power(a(np.arange(3)), a(np.array([1, -1, 2]))),
+        "negative",
+    ),
     ("non-numeric operand", lambda a, xp: a(np.ones(3)) + "text", ""),
     ("object operand", lambda a, xp: a(np.ones(3)) * object(), ""),
     ("ragged list", lambda a, xp: xp.asarray([[1, 2], [3]]), "inhomogeneous"),
@@ -50,7 +54,11 @@ CASES = [
     ("broadcast_to", lambda a, xp: xp.broadcast_to(a(np.ones(3)), (4,)), "(3,)"),
     ("squeeze non-unit", lambda a, xp: xp.squeeze(a(np.ones((2, 1))), axis=0), "size not equal to one"),
     ("expand_dims", lambda a, xp: xp.expand_dims(a(np.ones(3)), 3), ""),
-    ("matmul core mismatch", lambda a, xp: a(np.ones((2, 3))) @ a(np.ones((4, 2))), "size 4 is different from 3"),
+    (
+        "matmul core mismatch",
+        lambda a, xp: a(np.ones((2, 3))) @ a(np.ones((4, 2))),
+        "size 4 is different from 3",
+    ),
     ("matmul scalar", lambda a, xp: xp.matmul(a(np.ones(3)), 2.0), "enough dimensions"),
     ("matmul batch", lambda a, xp: a(np.ones((2, 2, 2))) @ a(np.ones((3, 2, 2))), ""),
     ("len of 0-d", lambda a, xp: len(a(np.float64(1.0))), "unsized"),
@@ -64,16 +72,18 @@ CASES = [
 @pytest.mark.parametrize("name", [case[0] for case in CASES])
 def test_error_type_matches_numpy(name):
     _, function, text = next(case for case in CASES if case[0] == name)
-    with pytest.raises(Exception) as numpy_error:  # noqa: PT011 - any type: NumPy's is the reference
-        with np.errstate(all="ignore"):
-            function(np.asarray, np)
-    with pytest.raises(Exception) as lazy_error:  # noqa: PT011
-        with np.errstate(all="ignore"):
-            function(dynfuse.asarray, dnp)  # raised here, not at a later materialization
+    with pytest.raises(Exception) as numpy_error, np.errstate(all="ignore"):
+        function(np.asarray, np)
+    with pytest.raises(Exception) as lazy_error, np.errstate(all="ignore"):
+        function(dynfuse.asarray, dnp)  # raised here, not at a later materialization
     assert lazy_error.type is numpy_error.type, (lazy_error.value, numpy_error.value)
     assert text in str(lazy_error.value)
     assert dynfuse.stats()["materializations"] == 0 or name in {
-        "negative array power of int", "len of 0-d", "iterate 0-d", "truth of many", "float of many"
+        "negative array power of int",
+        "len of 0-d",
+        "iterate 0-d",
+        "truth of many",
+        "float of many",
     }
 
 
@@ -97,9 +107,8 @@ IN_PLACE_CASES = [
 @pytest.mark.parametrize("name", [case[0] for case in IN_PLACE_CASES])
 def test_failed_in_place_changes_nothing(name, lazy_kind):
     _, function, text = next(case for case in IN_PLACE_CASES if case[0] == name)
-    with pytest.raises(Exception) as numpy_error:  # noqa: PT011
-        with np.errstate(all="ignore"):
-            function(np.arange(3))
+    with pytest.raises(Exception) as numpy_error, np.errstate(all="ignore"):
+        function(np.arange(3))
     if lazy_kind == "owned":
         x = dynfuse.array(np.arange(3)) + 0
     elif lazy_kind == "wrapped":
@@ -108,9 +117,8 @@ def test_failed_in_place_changes_nothing(name, lazy_kind):
         base = dynfuse.array(np.arange(6)) + 0
         x = base[::2]
     watcher = x * 1
-    with pytest.raises(Exception) as lazy_error:  # noqa: PT011
-        with np.errstate(all="ignore"):
-            function(x)
+    with pytest.raises(Exception) as lazy_error, np.errstate(all="ignore"):
+        function(x)
     assert lazy_error.type is numpy_error.type, (lazy_error.value, numpy_error.value)
     assert text in str(lazy_error.value)
     expected = np.arange(6)[::2] if lazy_kind == "viewed" else np.arange(3)

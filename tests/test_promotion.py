@@ -9,9 +9,39 @@ from dynfuse import ops
 
 from .helpers import DTYPES, assert_same, outcome
 
-BINARY = sorted(name for name, op in ops.ELEMENTWISE.items() if isinstance(op.reference, np.ufunc) and op.reference.nin == 2)
-UNARY = sorted(name for name, op in ops.ELEMENTWISE.items() if isinstance(op.reference, np.ufunc) and op.reference.nin == 1)
-WEAK_SCALARS = [True, False, 0, 1, 3, -1, 127, 128, 255, 256, 300, -129, 2**31, 2**63 - 1, 2**64, 0.5, -0.0, float("inf"), float("nan"), 1e300, 1 + 2j]
+BINARY = sorted(
+    name
+    for name, op in ops.ELEMENTWISE.items()
+    if isinstance(op.reference, np.ufunc) and op.reference.nin == 2
+)
+UNARY = sorted(
+    name
+    for name, op in ops.ELEMENTWISE.items()
+    if isinstance(op.reference, np.ufunc) and op.reference.nin == 1
+)
+WEAK_SCALARS = [
+    True,
+    False,
+    0,
+    1,
+    3,
+    -1,
+    127,
+    128,
+    255,
+    256,
+    300,
+    -129,
+    2**31,
+    2**63 - 1,
+    2**64,
+    0.5,
+    -0.0,
+    float("inf"),
+    float("nan"),
+    1e300,
+    1 + 2j,
+]
 
 
 def sample(dtype):
@@ -70,11 +100,24 @@ def test_unary_every_dtype(name):
 
 
 OPERATORS = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
-    "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a**b, "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "**": lambda a, b: a**b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
 }
 
 
@@ -107,10 +150,18 @@ def test_comparison_with_out_of_range_python_int_is_exact():
 
 
 IN_PLACE = {
-    "+=": lambda a, b: a.__iadd__(b), "-=": lambda a, b: a.__isub__(b), "*=": lambda a, b: a.__imul__(b),
-    "/=": lambda a, b: a.__itruediv__(b), "//=": lambda a, b: a.__ifloordiv__(b), "%=": lambda a, b: a.__imod__(b),
-    "**=": lambda a, b: a.__ipow__(b), "&=": lambda a, b: a.__iand__(b), "|=": lambda a, b: a.__ior__(b),
-    "^=": lambda a, b: a.__ixor__(b), "<<=": lambda a, b: a.__ilshift__(b), ">>=": lambda a, b: a.__irshift__(b),
+    "+=": lambda a, b: a.__iadd__(b),
+    "-=": lambda a, b: a.__isub__(b),
+    "*=": lambda a, b: a.__imul__(b),
+    "/=": lambda a, b: a.__itruediv__(b),
+    "//=": lambda a, b: a.__ifloordiv__(b),
+    "%=": lambda a, b: a.__imod__(b),
+    "**=": lambda a, b: a.__ipow__(b),
+    "&=": lambda a, b: a.__iand__(b),
+    "|=": lambda a, b: a.__ior__(b),
+    "^=": lambda a, b: a.__ixor__(b),
+    "<<=": lambda a, b: a.__ilshift__(b),
+    ">>=": lambda a, b: a.__irshift__(b),
 }
 
 

@@ -1,0 +1,51 @@
+"""Backend selection and environment variables."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dynfuse
+
+
+def test_set_backend_validates():
+    dynfuse.set_backend("numpy")
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        dynfuse.set_backend("nope")
+    assert dynfuse.config.backend == "numpy"
+
+
+def run_with_environment(code, **environment):
+    env = {**os.environ, **environment}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+
+def test_environment_variables_are_read_at_import(tmp_path):
+    result = run_with_environment(
+        "import dynfuse; print(dynfuse.config.backend, dynfuse.config.cache_dir, dynfuse.config.max_depth)",
+        DYNFUSE_BACKEND="numpy",
+        DYNFUSE_CACHE_DIR=str(tmp_path),
+        DYNFUSE_MAX_DEPTH="17",
+    )
+    assert result.stdout.split() == ["numpy", str(tmp_path), "17"]
+
+
+def test_bad_environment_values_warn_and_use_defaults():
+    result = run_with_environment(
+        "import dynfuse; print(dynfuse.config.backend, dynfuse.config.max_depth)",
+        DYNFUSE_BACKEND="warp-drive",
+        DYNFUSE_MAX_DEPTH="-3",
+    )
+    assert result.stdout.split() == ["numpy", "256"]
+    assert "DYNFUSE_BACKEND" in result.stderr and "DYNFUSE_MAX_DEPTH" in result.stderr
+
+
+def test_max_depth_cuts_the_trace(monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "max_depth", 5)
+    x = dynfuse.array(np.ones(3))
+    for _ in range(12):
+        x = x + 1
+    assert x._node.depth < 5
+    np.testing.assert_array_equal(np.asarray(x), np.full(3, 13.0))

@@ -1,0 +1,76 @@
+"""What dynfuse does not record lazily runs through NumPy on materialized inputs, counted by name."""
+
+import numpy as np
+import pytest
+
+import dynfuse
+
+from .helpers import assert_same
+
+dnp = dynfuse.numpy
+
+
+@pytest.mark.parametrize(
+    ("name", "function"),
+    [
+        ("sort", lambda a: np.sort(a, axis=-1)),
+        ("getitem", lambda a: a[:, np.array([2, 0])]),
+        ("getitem", lambda a: a[a > 2]),
+        ("linalg.norm", lambda a: np.linalg.norm(a, axis=-1)),
+        ("cumsum", lambda a: np.cumsum(a)),
+        ("add.accumulate", lambda a: np.add.accumulate(a, axis=0)),
+        ("add", lambda a: a + 1j),
+        ("concatenate", lambda a: np.concatenate([a, a])),
+        ("where", lambda a: np.where(a > 2)),
+        ("round", lambda a: np.round(a, 1)),
+    ],
+)
+def test_fallbacks_are_correct_and_counted(name, function):
+    values = np.arange(6.0).reshape(2, 3) / 2
+    expected = function(values)
+    actual = function(dynfuse.asarray(values))
+    assert dynfuse.stats()["fallback_names"] == {name: 1}
+    if isinstance(expected, tuple):
+        for got, want in zip(actual, expected, strict=True):
+            assert_same(got, want)
+    else:
+        assert_same(actual, expected)
+
+
+def test_complex_is_never_silently_wrong():
+    values = np.array([1 + 2j, -3j])
+    z = dynfuse.asarray(values)
+    assert_same(z * 2 + 1, values * 2 + 1)
+    assert_same(np.abs(z), np.abs(values))
+    assert_same(z.sum(), values.sum())
+    assert dynfuse.stats()["fallbacks"] >= 3
+
+
+def test_ufunc_out_to_a_numpy_array_writes_it():
+    target = np.zeros(3)
+    result = np.add(dynfuse.asarray(np.ones(3)), 2, out=target)
+    assert result is target
+    np.testing.assert_array_equal(target, [3.0, 3.0, 3.0])
+
+
+def test_array_function_keeps_recorded_functions_lazy():
+    x = dynfuse.asarray(np.arange(6.0).reshape(2, 3))
+    results = [
+        np.where(x > 2, x, -x),
+        np.sum(x, axis=0),
+        np.clip(x, 1, 4),
+        np.broadcast_to(x, (2, 2, 3)),
+        np.transpose(x),
+        np.mean(x),
+        np.max(x, axis=1, keepdims=True),
+        np.squeeze(x[None]),
+        np.flip(x),
+        np.moveaxis(x, 0, 1),
+        np.expand_dims(x, 0),
+        np.reshape(x, (3, 2)),
+        np.ravel(x),
+        np.shape(x),
+    ]
+    assert dynfuse.stats()["materializations"] == 0 and dynfuse.stats()["fallbacks"] == 0
+    assert all(isinstance(result, dynfuse.LazyArray) for result in results[:-1])
+    assert results[-1] == (2, 3)

@@ -1,0 +1,164 @@
+"""Materialization: what triggers it, what it computes once, what it releases, and bounded traces."""
+
+import gc
+import pickle
+import sys
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse.trace import topological_order
+
+from .helpers import assert_same
+
+dnp = dynfuse.numpy
+
+
+def lazy_chain():
+    x = dynfuse.asarray(np.arange(6.0).reshape(2, 3))
+    return x, np.maximum(x * 2, 0) + 1
+
+
+def test_metadata_needs_no_computation():
+    _, y = lazy_chain()
+    assert (y.shape, y.dtype, y.ndim, y.size, y.nbytes, len(y)) == ((2, 3), np.float64, 2, 6, 48, 2)
+    assert y.T.shape == (3, 2) and y.sum(axis=0).shape == (3,) and y[None, ..., ::2].shape == (1, 2, 2)
+    assert dynfuse.stats()["materializations"] == 0
+    assert dynfuse.stats()["ops_recorded"] > 0
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        np.asarray,
+        lambda y: y.numpy(),
+        lambda y: y.tolist(),
+        repr,
+        str,
+        list,
+        lambda y: y[0, 0].item(),
+        lambda y: float(y[0, 0]),
+        lambda y: int(y[0, 0]),
+        lambda y: bool(y[0, 0]),
+        lambda y: f"{y[1, 1]:.2f}",
+        lambda y: dynfuse.evaluate(y),
+        lambda y: pickle.loads(pickle.dumps(y)),
+        lambda y: range(10)[y[0, 0].astype(int)],
+    ],
+)
+def test_each_trigger_materializes_the_right_values(trigger):
+    _, y = lazy_chain()
+    result = trigger(y)
+    assert dynfuse.stats()["materializations"] >= 1
+    expected = np.maximum(np.arange(6.0).reshape(2, 3) * 2, 0) + 1
+    assert_same(y, expected)
+    assert result is not None
+
+
+def test_repr_str_and_iteration_look_like_numpy():
+    x = dynfuse.asarray(np.array([1.5, 2.0], np.float32))
+    assert repr(x) == "LazyArray([1.5, 2. ], dtype=float32)"
+    assert str(x) == str(np.array([1.5, 2.0], np.float32))
+    assert list(x) == [np.float32(1.5), np.float32(2.0)]
+    assert x.tolist() == [1.5, 2.0]
+
+
+def test_evaluate_runs_shared_work_once_in_one_plan():
+    x = dynfuse.asarray(np.arange(4.0))
+    shared = np.exp(x) * 3
+    a, b = shared + 1, shared.sum()
+    result = dynfuse.evaluate(a, b)
+    assert result[0] is a and result[1] is b
+    stats = dynfuse.stats()
+    assert stats["materializations"] == 1
+    assert stats["interpreted_ops"] == 4  # exp, multiply (shared, once), add, sum
+    assert_same(a, np.exp(np.arange(4.0)) * 3 + 1)
+    assert_same(b, (np.exp(np.arange(4.0)) * 3).sum())
+
+
+def test_materialized_node_releases_the_graph_above_it():
+    source = dynfuse.array(np.arange(1000.0))
+    intermediate = source * 2
+    watch = weakref.ref(intermediate._node)
+    result = intermediate + 1
+    del intermediate
+    dynfuse.evaluate(result)
+    gc.collect()
+    assert watch() is None
+    assert result._node.inputs == ()
+
+
+def test_interpreter_frees_intermediates_at_last_use():
+    """A chain of 20 ops over 8 MB holds a few buffers at a time, not 20."""
+    x = dynfuse.array(np.ones(1_000_000))
+    y = x
+    for _ in range(20):
+        y = y * 1.0
+    tracemalloc.start()
+    dynfuse.evaluate(y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4 * 8_000_000, peak
+
+
+def test_long_loop_has_bounded_depth_and_memory():
+    x = dynfuse.array(np.ones(8))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # nothing in dynfuse may recurse with the trace
+    try:
+        tracemalloc.start()
+        for _ in range(20_000):
+            x = x * 1.0001
+        _, peak_20k = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        for _ in range(20_000):
+            x = x * 1.0001
+        _, peak_40k = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        sys.setrecursionlimit(limit)
+    assert x._node.depth <= dynfuse.config.max_depth
+    assert len(topological_order([x._node])) <= dynfuse.config.max_depth
+    assert peak_40k < 1.5 * peak_20k + 100_000, (peak_20k, peak_40k)
+    np.testing.assert_allclose(np.asarray(x), np.ones(8) * 1.0001**40_000, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_a_million_iterations():
+    x = dynfuse.array(np.ones(4))
+    for _ in range(10**6):
+        x = x * 1.0001
+    np.testing.assert_allclose(np.asarray(x), np.ones(4) * 1.0001**1_000_000, rtol=1e-6)
+
+
+def test_explain_shows_the_trace_without_computing():
+    x = dynfuse.asarray(np.ones((2, 3), np.float32))
+    y = (x * 2).sum(axis=1)
+    text = dynfuse.explain(y)
+    assert isinstance(text, str) and repr(text) == str(text)
+    for expected in ("multiply", "sum", "axis=(1,)", "float32[2, 3]", "parameter 2 (weak int)", "outputs"):
+        assert expected in text, text
+    assert dynfuse.stats()["materializations"] == 0
+
+
+def test_stats_and_reset():
+    stats = dynfuse.stats()
+    for key in (
+        "kernels_compiled",
+        "kernels_launched",
+        "cache_hits",
+        "cache_misses",
+        "disk_cache_hits",
+        "interpreted_ops",
+        "fallbacks",
+        "compile_seconds",
+        "fallback_names",
+    ):
+        assert key in stats
+    np.sort(dynfuse.asarray(np.ones(3)))
+    assert dynfuse.stats()["fallbacks"] == 1
+    dynfuse.reset_stats()
+    assert dynfuse.stats()["fallbacks"] == 0 and dynfuse.stats()["fallback_names"] == {}
