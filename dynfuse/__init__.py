@@ -6,7 +6,7 @@ trace is planned and executed at once.
 
 from __future__ import annotations
 
-from . import config, numpy
+from . import config, dtypes, numpy
 from .array import LazyArray, array, asarray
 from .config import set_backend
 from .explain import explain
@@ -20,6 +20,7 @@ __all__ = [
     "array",
     "asarray",
     "config",
+    "dtypes",
     "evaluate",
     "explain",
     "numpy",

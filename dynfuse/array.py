@@ -21,31 +21,6 @@ from .trace import Node
 _E = ops.elementwise_op
 
 
-def _binary(name: str) -> tuple:
-    """The forward, reflected and in-place operator methods for one binary ufunc."""
-    op = _E(name)
-
-    def forward(self: LazyArray, other: Any) -> Any:
-        return record.elementwise(op, (self, other))
-
-    def reflected(self: LazyArray, other: Any) -> Any:
-        return record.elementwise(op, (other, self))
-
-    def in_place(self: LazyArray, other: Any) -> LazyArray:
-        return record.elementwise(op, (self, other), out=self)
-
-    return forward, reflected, in_place
-
-
-def _unary(name: str) -> Any:
-    op = _E(name)
-
-    def method(self: LazyArray) -> Any:
-        return record.elementwise(op, (self,))
-
-    return method
-
-
 def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
     """The ufunc NumPy's ``ndarray.__pow__`` substitutes for some Python-scalar exponents.
 
@@ -61,6 +36,40 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
         if type(exponent) is float and exponent == 0.5:
             return _E("sqrt")
     return None
+
+
+def _binary(name: str, substitute: Any = None) -> tuple:
+    """The forward, reflected and in-place operator methods for one binary ufunc.
+
+    ``substitute(array, other)`` may name a unary op that NumPy's operator uses instead.
+    """
+    op = _E(name)
+
+    def call(self: LazyArray, other: Any, out: LazyArray | None) -> Any:
+        replacement = substitute(self, other) if substitute else None
+        if replacement is not None:
+            return record.elementwise(replacement, (self,), out=out)
+        return record.elementwise(op, (self, other), out=out)
+
+    def forward(self: LazyArray, other: Any) -> Any:
+        return call(self, other, None)
+
+    def reflected(self: LazyArray, other: Any) -> Any:
+        return record.elementwise(op, (other, self))
+
+    def in_place(self: LazyArray, other: Any) -> LazyArray:
+        return call(self, other, self)
+
+    return forward, reflected, in_place
+
+
+def _unary(name: str) -> Any:
+    op = _E(name)
+
+    def method(self: LazyArray) -> Any:
+        return record.elementwise(op, (self,))
+
+    return method
 
 
 def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
@@ -235,18 +244,7 @@ class LazyArray:
     __truediv__, __rtruediv__, __itruediv__ = _binary("divide")
     __floordiv__, __rfloordiv__, __ifloordiv__ = _binary("floor_divide")
     __mod__, __rmod__, __imod__ = _binary("remainder")
-    __rpow__ = _binary("power")[1]
-
-    def __pow__(self, other: Any) -> Any:
-        op = _fast_power_op(self, other)
-        return record.elementwise(op, (self,)) if op else record.elementwise(_E("power"), (self, other))
-
-    def __ipow__(self, other: Any) -> LazyArray:
-        op = _fast_power_op(self, other)
-        if op:
-            return record.elementwise(op, (self,), out=self)
-        return record.elementwise(_E("power"), (self, other), out=self)
-
+    __pow__, __rpow__, __ipow__ = _binary("power", substitute=_fast_power_op)
     __and__, __rand__, __iand__ = _binary("bitwise_and")
     __or__, __ror__, __ior__ = _binary("bitwise_or")
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor")

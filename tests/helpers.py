@@ -4,23 +4,7 @@ import numpy as np
 
 import dynfuse
 
-DTYPES = [
-    np.dtype(name)
-    for name in [
-        "bool",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-    ]
-]
+DTYPES = list(dynfuse.dtypes.SUPPORTED_DTYPES)
 
 
 def assert_same(actual, expected):
