@@ -42,7 +42,8 @@ def main() -> None:
         np.testing.assert_allclose(np.asarray(chain(dynfuse.asarray(values))), expected, rtol=1e-15)
         numpy_time = timed(lambda values=values: chain(values), repeats)
         lazy_time = timed(lambda values=values: np.asarray(chain(dynfuse.asarray(values))), repeats)
-        print(f"{size:>10} {numpy_time * 1e6:>14.1f}us {lazy_time * 1e6:>16.1f}us {lazy_time / numpy_time:>7.2f}")
+        ratio = lazy_time / numpy_time
+        print(f"{size:>10} {numpy_time * 1e6:>14.1f}us {lazy_time * 1e6:>16.1f}us {ratio:>7.2f}")
 
 
 if __name__ == "__main__":
