@@ -201,9 +201,10 @@ OPS: dict[str, Op] = {
     op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()
 }
 
-# NumPy ufuncs that ``__array_ufunc__`` records lazily, and the op each one is.
+# Elementwise NumPy ufuncs that ``__array_ufunc__`` records, and the op each one is (matmul, a gufunc,
+# has its own branch: it is recorded as the barrier it is).
 UFUNC_OPS: dict[np.ufunc, Op] = {
-    op.reference: op for op in OPS.values() if isinstance(op.reference, np.ufunc)
+    op.reference: op for op in ELEMENTWISE.values() if isinstance(op.reference, np.ufunc)
 }
 
 # ``ufunc.reduce`` methods that are one of our reductions.

@@ -74,3 +74,13 @@ def test_array_function_keeps_recorded_functions_lazy():
     assert dynfuse.stats()["materializations"] == 0 and dynfuse.stats()["fallbacks"] == 0
     assert all(isinstance(result, dynfuse.LazyArray) for result in results[:-1])
     assert results[-1] == (2, 3)
+
+
+def test_matmul_is_a_recorded_barrier_through_every_spelling():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    for function in (np.matmul, dnp.matmul, lambda x, y: x @ y):
+        result = function(dynfuse.asarray(a), dynfuse.asarray(b))
+        assert "matmul" in dynfuse.explain(result) and "[barrier]" in dynfuse.explain(result)
+        assert_same(result, a @ b)
+    assert_same(np.ones(3) @ dynfuse.asarray(b), np.ones(3) @ b)
+    assert dynfuse.stats()["fallbacks"] == 0
