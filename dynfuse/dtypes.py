@@ -106,6 +106,9 @@ def reduction_dtype(op: Op, dtype: np.dtype, shape: tuple[int, ...], params: tup
     return result
 
 
+_allowed_output_casts: set[tuple] = set()
+
+
 def check_output_cast(
     op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple, out_dtype: np.dtype
 ) -> None:
@@ -114,14 +117,14 @@ def check_output_cast(
     Ufuncs cast their output with the 'same_kind' rule unless told otherwise; asking the ufunc
     itself keeps the exception type and message exactly NumPy's.
     """
-    key = ("out", op, params, out_dtype, *[d if d is not None else scalar_key(v) for d, v in operands])
-    if key in _result_dtypes:
+    key = (op, params, out_dtype, *[d if d is not None else scalar_key(v) for d, v in operands])
+    if key in _allowed_output_casts:
         return
     probes = [_ones(dtype, (1, 1)) if dtype is not None else value for dtype, value in operands]
     out = np.ones((1, 1), out_dtype)
     with np.errstate(all="ignore"):
         op.reference(*probes, out=out, **dict(params))
-    _result_dtypes[key] = out_dtype
+    _allowed_output_casts.add(key)
 
 
 def check_cast(from_dtype: np.dtype, to_dtype: np.dtype, casting: str) -> None:

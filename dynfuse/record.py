@@ -67,7 +67,14 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         return fallback(op.name, op.reference, operands, kwargs)
     shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
     described = _describe(nodes)
-    if out is not None:  # NumPy checks the output cast before anything the loop itself raises
+    if out is not None:
+        with_output = views.broadcast_shapes(op.name, shape, out.shape)
+        if with_output != out.shape:
+            raise ValueError(
+                f"{op.name}: non-broadcastable output operand with shape {out.shape} "
+                f"doesn't match the broadcast shape {with_output}"
+            )
+        # NumPy checks the output cast before anything the loop itself raises.
         dtypes.check_output_cast(op, described, params, out.dtype)
     dtype = dtypes.result_dtype(op, described, params)
     if not dtypes.is_supported(dtype):
@@ -78,11 +85,6 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     stats.count("ops_recorded")
     if out is None:
         return new_array(node)
-    if views.broadcast_shapes(op.name, shape, out.shape) != out.shape:
-        raise ValueError(
-            f"{op.name}: non-broadcastable output operand with shape {out.shape} "
-            f"doesn't match the broadcast shape {views.broadcast_shapes(op.name, shape, out.shape)}"
-        )
     assign(out, node)
     return out
 
