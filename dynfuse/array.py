@@ -93,7 +93,6 @@ class LazyArray:
     """An n-dimensional array whose operations are recorded and fused when its value is needed."""
 
     __slots__ = ("__weakref__", "_base", "_node", "_views")
-    __array_priority__ = 100.0
 
     def __init__(self, node: Node, base: LazyArray | None = None) -> None:
         self._node = node
