@@ -1,6 +1,8 @@
 """NEP 50 promotion: for every binary op, every pair of dtypes and weak Python scalars on either side,
 the lazy result has NumPy's dtype and values, or raises NumPy's exception type."""
 
+import operator
+
 import numpy as np
 import pytest
 
@@ -150,18 +152,18 @@ def test_comparison_with_out_of_range_python_int_is_exact():
 
 
 IN_PLACE = {
-    "+=": lambda a, b: a.__iadd__(b),
-    "-=": lambda a, b: a.__isub__(b),
-    "*=": lambda a, b: a.__imul__(b),
-    "/=": lambda a, b: a.__itruediv__(b),
-    "//=": lambda a, b: a.__ifloordiv__(b),
-    "%=": lambda a, b: a.__imod__(b),
-    "**=": lambda a, b: a.__ipow__(b),
-    "&=": lambda a, b: a.__iand__(b),
-    "|=": lambda a, b: a.__ior__(b),
-    "^=": lambda a, b: a.__ixor__(b),
-    "<<=": lambda a, b: a.__ilshift__(b),
-    ">>=": lambda a, b: a.__irshift__(b),
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
 }
 
 
