@@ -153,8 +153,13 @@ def _check_integer_power(result_dtype: np.dtype, operands: list, value_of: Calla
         raise ValueError("Integers to negative integer powers are not allowed.")
 
 
-ELEMENTWISE: dict[str, Op] = {name: Op(name, OpKind.ELEMENTWISE, getattr(np, name)) for name in UFUNC_NAMES}
-ELEMENTWISE["power"] = Op("power", OpKind.ELEMENTWISE, np.power, value_check=_check_integer_power)
+# The few ufuncs whose errors depend on the values inside an array operand.
+_VALUE_CHECKS = {"power": _check_integer_power}
+
+ELEMENTWISE: dict[str, Op] = {
+    name: Op(name, OpKind.ELEMENTWISE, getattr(np, name), value_check=_VALUE_CHECKS.get(name))
+    for name in UFUNC_NAMES
+}
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)

@@ -44,11 +44,15 @@ def as_node(value: Any) -> Node:
     return Node.leaf(np.asarray(value), exposed=False)
 
 
-def new_array(node: Node, base: Any = None) -> Any:
-    array = array_module.LazyArray(node, base)
-    if node.depth >= config.max_depth:
+def bound_depth(array: Any) -> Any:
+    """Materialize ``array`` if its trace has reached DYNFUSE_MAX_DEPTH, so traces stay bounded."""
+    if array._node.depth >= config.max_depth:
         materialize_arrays([array])
     return array
+
+
+def new_array(node: Node) -> Any:
+    return bound_depth(array_module.LazyArray(node))
 
 
 def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:
@@ -213,9 +217,7 @@ def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_vie
     base = array._base if array._base is not None else array
     result = array_module.LazyArray(node, base)
     base._add_view(result)
-    if node.depth >= config.max_depth:
-        materialize_arrays([result])
-    return result
+    return bound_depth(result)
 
 
 def lazy(value: Any) -> Any:
@@ -272,8 +274,7 @@ def assign(target: Any, value: Node) -> None:
     with execute.lock:
         if can_rebind(target):
             target._node = value
-            if value.depth >= config.max_depth:
-                materialize_arrays([target])
+            bound_depth(target)
             return
         buffer = prepare_write(target, [value])
         np.copyto(buffer, value.buffer)
