@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import config, dtypes, numpy
 from .array import LazyArray, array, asarray
 from .config import set_backend
-from .explain import explain
+from .explain import explain, kernel_sources
 from .record import evaluate
 from .stats import reset_stats, stats
 
@@ -23,6 +23,7 @@ __all__ = [
     "dtypes",
     "evaluate",
     "explain",
+    "kernel_sources",
     "numpy",
     "reset_stats",
     "set_backend",

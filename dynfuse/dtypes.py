@@ -100,7 +100,9 @@ def reduction_dtype(op: Op, dtype: np.dtype, shape: tuple[int, ...], params: tup
     if cached is not None:
         return cached
     probe = np.empty(shape, dtype) if empty else _ones(dtype, (1,) * len(shape))
-    result = _run_probe(op, [probe], dict(params), quiet_warnings=empty)
+    # Warnings about the probe's own values (ddof >= 1 element) would be noise; the composite
+    # reductions warn about the real shape themselves.
+    result = _run_probe(op, [probe], dict(params), quiet_warnings=True)
     if not empty:
         _result_dtypes[key] = result
     return result

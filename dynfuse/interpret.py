@@ -9,7 +9,7 @@ last consumer has run.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,11 +18,17 @@ from . import stats
 from .trace import Node
 
 
-def run(order: Sequence[Node], outputs: Collection[Node]) -> dict[Node, np.ndarray]:
-    """Compute every node of ``order`` (inputs first); return the values of ``outputs``."""
+def run(
+    order: Sequence[Node], outputs: Collection[Node], known: Mapping[Node, Any] | None = None
+) -> dict[Node, np.ndarray]:
+    """Compute every node of ``order`` (inputs first); return the values of ``outputs``.
+
+    ``known`` holds values computed earlier for nodes that are not materialized yet.
+    """
     wanted = set(outputs)
-    uses = Counter(child for node in order for child in node.inputs if not child.is_materialized)
-    values: dict[Node, Any] = {}
+    computed_here = set(order)
+    uses = Counter(child for node in order for child in node.inputs if child in computed_here)
+    values: dict[Node, Any] = dict(known or {})
     for node in order:
         args = [child.buffer if child.is_materialized else values[child] for child in node.inputs]
         # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.

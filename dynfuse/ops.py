@@ -34,6 +34,12 @@ class Op:
     # written: ``value_check(result_dtype, operand_nodes, value_of)``, where ``value_of(node)``
     # materializes one operand (so only an op that can fail this way pays for it).
     value_check: Callable[..., None] | None = None
+    # Relative cost of computing one element, in units of one element's load or store: what the
+    # scheduler weighs against memory traffic when it decides to recompute a shared node.
+    cost: float = 1.0
+    # A composite reduction (mean, var, std) is recorded as the primitives it is made of:
+    # ``expand(emit, operand, axes, keepdims, dtype, ddof)`` -> node (see ``record.Emitter``).
+    expand: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -156,8 +162,50 @@ def _check_integer_power(result_dtype: np.dtype, operands: list, value_of: Calla
 # The few ufuncs whose errors depend on the values inside an array operand.
 _VALUE_CHECKS = {"power": _check_integer_power}
 
+# Ufuncs that call into libm (or an equally long polynomial): about an order of magnitude dearer
+# per element than an add, so recomputing them in several kernels can cost more than storing them.
+_TRANSCENDENTAL = frozenset(
+    {
+        "power",
+        "float_power",
+        "cbrt",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "arctan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "arcsinh",
+        "arccosh",
+        "arctanh",
+        "hypot",
+        "logaddexp",
+        "logaddexp2",
+    }
+)
+# Division is slower than the other arithmetic, and integer division slower still.
+_DIVISION = frozenset({"divide", "floor_divide", "remainder", "fmod", "reciprocal"})
+
+
+def _cost(name: str) -> float:
+    return 10.0 if name in _TRANSCENDENTAL else 4.0 if name in _DIVISION else 1.0
+
+
 ELEMENTWISE: dict[str, Op] = {
-    name: Op(name, OpKind.ELEMENTWISE, getattr(np, name), value_check=_VALUE_CHECKS.get(name))
+    name: Op(
+        name, OpKind.ELEMENTWISE, getattr(np, name), value_check=_VALUE_CHECKS.get(name), cost=_cost(name)
+    )
     for name in UFUNC_NAMES
 }
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
@@ -183,8 +231,60 @@ ALIASES = {
     "atanh": "arctanh",
 }
 
+
+def _mean_dtype(dtype: np.dtype, requested: np.dtype | None) -> np.dtype | None:
+    """The accumulator NumPy's ``mean`` sums in: float64 for integers and bools, float32 for float16."""
+    if requested is not None:
+        return requested
+    if dtype.kind in "biu":
+        return np.dtype(np.float64)
+    return np.dtype(np.float32) if dtype == np.float16 else None
+
+
+def _divide_by_count(emit: Any, total: Any, count: Any) -> Any:
+    """``true_divide(total, count, out=total, casting='unsafe')``, as NumPy's ``_methods`` do it."""
+    return emit.cast(emit.apply("divide", total, count), total.dtype)
+
+
+def _count(operand: Any, axes: tuple[int, ...]) -> np.intp:
+    count = 1
+    for axis in axes:
+        count *= operand.shape[axis]
+    return np.intp(count)  # a NumPy int, not a weak one: float32 sums are divided in float64
+
+
+def _expand_mean(emit: Any, operand: Any, axes: tuple, keepdims: bool, dtype: Any, ddof: Any) -> Any:
+    count = _count(operand, axes)
+    if count == 0:
+        emit.warn("Mean of empty slice")
+    total = emit.reduce("sum", operand, axes, keepdims, _mean_dtype(operand.dtype, dtype))
+    mean = _divide_by_count(emit, total, count)
+    float16_result = dtype is None and operand.dtype == np.float16
+    return emit.cast(mean, operand.dtype) if float16_result else mean
+
+
+def _expand_var(emit: Any, operand: Any, axes: tuple, keepdims: bool, dtype: Any, ddof: Any) -> Any:
+    """Two passes, as NumPy's ``_var``: the mean, then the sum of squared deviations from it."""
+    count = _count(operand, axes)
+    ddof = 0 if ddof is None else ddof
+    if ddof >= count:
+        emit.warn("Degrees of freedom <= 0 for slice")
+    if dtype is None and operand.dtype.kind in "biu":
+        dtype = np.dtype(np.float64)
+    mean = _divide_by_count(emit, emit.reduce("sum", operand, axes, True, dtype), count)
+    squares = emit.apply("square", emit.apply("subtract", operand, mean))
+    total = emit.reduce("sum", squares, axes, keepdims, dtype)
+    return _divide_by_count(emit, total, np.maximum(count - ddof, 0))
+
+
+def _expand_std(emit: Any, operand: Any, axes: tuple, keepdims: bool, dtype: Any, ddof: Any) -> Any:
+    variance = _expand_var(emit, operand, axes, keepdims, dtype, ddof)
+    return emit.cast(emit.apply("sqrt", variance), variance.dtype)
+
+
+_EXPANSIONS = {"mean": _expand_mean, "var": _expand_var, "std": _expand_std}
 REDUCTIONS: dict[str, Op] = {
-    name: Op(name, OpKind.REDUCTION, getattr(np, name))
+    name: Op(name, OpKind.REDUCTION, getattr(np, name), expand=_EXPANSIONS.get(name))
     for name in ["sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "var", "std"]
 }
 # Reductions that accept ``dtype=`` and ``ddof=``, as their NumPy references do.

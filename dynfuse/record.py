@@ -16,6 +16,7 @@ Writes (in-place operators, ``out=``, item assignment) keep NumPy's aliasing sem
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -171,18 +172,59 @@ def reduction(
     if dtype is not None:
         if name not in ops.REDUCTIONS_WITH_DTYPE:
             raise TypeError(f"{name}() got an unexpected keyword argument 'dtype'")
-        params.append(("dtype", np.dtype(dtype)))
+        dtype = np.dtype(dtype)
+        params.append(("dtype", dtype))
     if ddof is not None:
         if name not in ops.REDUCTIONS_WITH_DDOF:
             raise TypeError(f"{name}() got an unexpected keyword argument 'ddof'")
         params.append(("ddof", ddof))
     params.append(("keepdims", bool(keepdims)))
-    params = tuple(params)
-    result_dtype = dtypes.reduction_dtype(op, node.dtype, node.shape, params)
+    result_dtype = dtypes.reduction_dtype(op, node.dtype, node.shape, tuple(params))
     if not dtypes.is_supported(result_dtype):
         return fallback(name, op.reference, (value,), kwargs)
+    if op.expand is not None:
+        result = op.expand(Emitter, node, axes, bool(keepdims), dtype, ddof)
+        assert result.dtype == result_dtype, (name, result.dtype, result_dtype)
+    else:
+        result = _reduction_node(op, node, tuple(params), axes, bool(keepdims), result_dtype)
+    return new_array(result)
+
+
+def _reduction_node(
+    op: ops.Op, node: Node, params: tuple, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype
+) -> Node:
     stats.count("ops_recorded")
-    return new_array(Node(op, (node,), params, views.reduced_shape(node.shape, axes, keepdims), result_dtype))
+    return Node(op, (node,), params, views.reduced_shape(node.shape, axes, keepdims), dtype)
+
+
+class Emitter:
+    """What a composite op's ``expand`` records its primitives with (inputs already validated)."""
+
+    @staticmethod
+    def reduce(name: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype | None) -> Node:
+        op = ops.REDUCTIONS[name]
+        params = (("axis", axes), *((("dtype", dtype),) if dtype is not None else ()), ("keepdims", keepdims))
+        result_dtype = dtypes.reduction_dtype(op, node.dtype, node.shape, params)
+        return _reduction_node(op, node, params, axes, keepdims, result_dtype)
+
+    @staticmethod
+    def apply(name: str, *operands: Any) -> Node:
+        op = ops.ELEMENTWISE[name]
+        nodes = [operand if isinstance(operand, Node) else as_node(operand) for operand in operands]
+        shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
+        stats.count("ops_recorded")
+        return Node(op, tuple(nodes), (), shape, dtypes.result_dtype(op, _describe(nodes), ()))
+
+    @staticmethod
+    def cast(node: Node, dtype: np.dtype) -> Node:
+        if node.dtype == dtype:
+            return node
+        stats.count("ops_recorded")
+        return _cast_node(node, dtype)
+
+    @staticmethod
+    def warn(message: str) -> None:
+        warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def matmul(a: Any, b: Any, out: Any = None) -> Any:

@@ -9,6 +9,10 @@ from typing import Any
 _COUNTER_NAMES = (
     "ops_recorded",
     "materializations",
+    "plan_cache_hits",
+    "plan_cache_misses",
+    "kernels_planned",
+    "fused_ops",
     "kernels_compiled",
     "kernels_launched",
     "cache_hits",

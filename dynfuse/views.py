@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
@@ -182,3 +182,150 @@ def matmul_shape(a: Shape, b: Shape) -> Shape:
     core = (a2[-2],) if len(a) > 1 else ()
     core += (b2[-1],) if len(b) > 1 else ()
     return batch + core
+
+
+# ---- index maps: where a kernel's iteration index lands in a node's array ------------------------
+#
+# A kernel iterates over one shape. Each value it computes belongs to some node, read at an index
+# that is an affine function of the iteration index: node_index[d] = offsets[d] + sum_k
+# rows[d][k] * i[k]. Views (transpose, broadcast, slices with any step, flips, reshapes that only
+# regroup axes) and implicit broadcasting change the map, not the data, so a view of a computed
+# value costs index arithmetic, not a copy. Maps are canonical, so two view paths that land on the
+# same elements give the same value, once.
+
+
+class IndexMap(NamedTuple):
+    rows: tuple[tuple[int, ...], ...]  # one per node axis: a coefficient per kernel axis
+    offsets: tuple[int, ...]  # one per node axis
+
+
+def identity_map(ndim: int) -> IndexMap:
+    return IndexMap(tuple(tuple(int(k == d) for k in range(ndim)) for d in range(ndim)), (0,) * ndim)
+
+
+def row_map(ndim: int, axes: tuple[int, ...], keepdims: bool) -> IndexMap:
+    """The map that reads a reduction's result (over ``axes`` of an ``ndim`` iteration) at the row index."""
+    kept = tuple(axis for axis in range(ndim) if keepdims or axis not in axes)
+    rows = tuple(tuple(int(k == axis and axis not in axes) for k in range(ndim)) for axis in kept)
+    return IndexMap(rows, (0,) * len(kept))
+
+
+def is_row_read(index_map: IndexMap, shape: Shape, axes: tuple[int, ...], keepdims: bool) -> bool:
+    """True when ``index_map`` reads a reduction's result of ``shape`` at the row index, as ``row_map``."""
+    expected = row_map(len(index_map.rows[0]) if index_map.rows else 0, axes, keepdims)
+    if len(expected.rows) != len(index_map.rows):
+        return False
+    return all(
+        extent == 1 or (row == wanted and offset == 0)
+        for extent, row, wanted, offset in zip(
+            shape, index_map.rows, expected.rows, index_map.offsets, strict=True
+        )
+    )
+
+
+def ignores_axes(index_map: IndexMap, axes: tuple[int, ...]) -> bool:
+    """True when the node's index does not depend on ``axes`` of the iteration (a per-row value)."""
+    return all(row[axis] == 0 for row in index_map.rows for axis in axes)
+
+
+def broadcast_input_map(index_map: IndexMap, input_shape: Shape, output_shape: Shape) -> IndexMap:
+    """The map into an operand that NumPy broadcasts from ``input_shape`` to ``output_shape``."""
+    lead = len(output_shape) - len(input_shape)
+    width = len(index_map.rows[0]) if index_map.rows else 0
+    broadcast = [extent == 1 for extent in input_shape]
+    return IndexMap(
+        tuple((0,) * width if ones else index_map.rows[axis + lead] for axis, ones in enumerate(broadcast)),
+        tuple(0 if ones else index_map.offsets[axis + lead] for axis, ones in enumerate(broadcast)),
+    )
+
+
+def _combine(weights: tuple[int, ...], index_map: IndexMap, width: int) -> tuple[list[int], int]:
+    """The map weighted per node axis into one number: per-kernel-axis steps, and the start."""
+    steps = [sum(w * row[k] for w, row in zip(weights, index_map.rows, strict=True)) for k in range(width)]
+    return steps, sum(w * offset for w, offset in zip(weights, index_map.offsets, strict=True))
+
+
+def view_input_map(
+    index_map: IndexMap, op_name: str, params: dict[str, Any], input_shape: Shape, iteration_shape: Shape
+) -> IndexMap | None:
+    """The map into a view's input, given the map into the view; None where it is not affine."""
+    if op_name == "transpose":
+        rows = [()] * len(input_shape)
+        offsets = [0] * len(input_shape)
+        for position, axis in enumerate(params["axes"]):
+            rows[axis] = index_map.rows[position]
+            offsets[axis] = index_map.offsets[position]
+        return IndexMap(tuple(rows), tuple(offsets))
+    if op_name == "broadcast_to":
+        return broadcast_input_map(index_map, input_shape, params["shape"])
+    if op_name == "getitem":
+        return _getitem_input_map(index_map, params["index"], len(iteration_shape))
+    if op_name == "reshape":
+        return _reshape_input_map(index_map, params["shape"], input_shape, iteration_shape)
+    raise ValueError(f"no index map for the view {op_name!r}")
+
+
+def _getitem_input_map(index_map: IndexMap, index: tuple, width: int) -> IndexMap:
+    rows, offsets = [], []
+    position = 0  # the view's axis that the next item produces
+    for item in index:
+        if item is None:  # a new axis of the view, no axis of the input
+            position += 1
+        elif isinstance(item, tuple):
+            start, step, _ = item
+            rows.append(tuple(step * coefficient for coefficient in index_map.rows[position]))
+            offsets.append(start + step * index_map.offsets[position])
+            position += 1
+        else:  # an integer: a fixed position on an input axis the view drops
+            rows.append((0,) * width)
+            offsets.append(item)
+    return IndexMap(tuple(rows), tuple(offsets))
+
+
+def contiguous_strides(shape: Shape) -> tuple[int, ...]:
+    """C-order strides, in elements."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def _reshape_input_map(
+    index_map: IndexMap, shape: Shape, input_shape: Shape, iteration_shape: Shape
+) -> IndexMap | None:
+    """A reshape keeps the C-order position; the map stays affine when no axis carries into another."""
+    width = len(iteration_shape)
+    if size_of(iteration_shape) == 0 or size_of(input_shape) == 0:
+        return IndexMap(((0,) * width,) * len(input_shape), (0,) * len(input_shape))
+    linear, position = _combine(contiguous_strides(shape), index_map, width)
+    in_strides = contiguous_strides(input_shape)
+    offsets = []
+    for stride in in_strides:
+        offsets.append(position // stride)
+        position %= stride
+    rows = [[0] * width for _ in input_shape]
+    for k, (step, extent) in enumerate(zip(linear, iteration_shape, strict=True)):
+        if extent == 1 or step == 0:
+            continue
+        axes = [axis for axis, stride in enumerate(in_strides) if input_shape[axis] > 1 and not step % stride]
+        if not axes:
+            return None
+        axis = max(axes, key=lambda candidate: in_strides[candidate])
+        rows[axis][k] = step // in_strides[axis]
+    for axis, extent in enumerate(input_shape):
+        spans = [rows[axis][k] * (iteration_shape[k] - 1) for k in range(width)]
+        low = offsets[axis] + sum(span for span in spans if span < 0)
+        high = offsets[axis] + sum(span for span in spans if span > 0)
+        if low < 0 or high >= extent:
+            return None  # the index would carry from one axis into the next: not a strided view
+    return IndexMap(tuple(map(tuple, rows)), tuple(offsets))
+
+
+def strided_view(array: np.ndarray, index_map: IndexMap, shape: Shape) -> np.ndarray:
+    """``array`` read through ``index_map`` as a read-only array of the iteration ``shape``: no copy."""
+    if size_of(shape) == 0:
+        return np.empty(shape, array.dtype)
+    strides, _ = _combine(array.strides, index_map, len(shape))
+    origin = array[(*index_map.offsets, Ellipsis)]  # a 0-d view at the first element read
+    return np.lib.stride_tricks.as_strided(origin, shape, tuple(strides), writeable=False)

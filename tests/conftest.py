@@ -13,3 +13,9 @@ settings.load_profile("dynfuse")
 def fresh_stats():
     dynfuse.reset_stats()
     yield
+
+
+@pytest.fixture(autouse=True)
+def plan_everything(monkeypatch):
+    """Test arrays are small: without this, the tier policy would interpret them all, unplanned."""
+    monkeypatch.setattr(dynfuse.config, "tiers", False)

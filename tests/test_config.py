@@ -10,7 +10,8 @@ import pytest
 import dynfuse
 
 
-def test_set_backend_validates():
+def test_set_backend_validates(monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "backend", dynfuse.config.backend)
     dynfuse.set_backend("numpy")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
         dynfuse.set_backend("nope")
@@ -24,12 +25,16 @@ def run_with_environment(code, **environment):
 
 def test_environment_variables_are_read_at_import(tmp_path):
     result = run_with_environment(
-        "import dynfuse; print(dynfuse.config.backend, dynfuse.config.cache_dir, dynfuse.config.max_depth)",
+        "from dynfuse import config as c; "
+        "print(c.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size)",
         DYNFUSE_BACKEND="numpy",
         DYNFUSE_CACHE_DIR=str(tmp_path),
         DYNFUSE_MAX_DEPTH="17",
+        DYNFUSE_TIERS="0",
+        DYNFUSE_PLAN_CACHE="5",
+        DYNFUSE_KERNEL_CACHE="6",
     )
-    assert result.stdout.split() == ["numpy", str(tmp_path), "17"]
+    assert result.stdout.split() == ["numpy", str(tmp_path), "17", "False", "5", "6"]
 
 
 def test_bad_environment_values_warn_and_use_defaults():
@@ -38,7 +43,7 @@ def test_bad_environment_values_warn_and_use_defaults():
         DYNFUSE_BACKEND="warp-drive",
         DYNFUSE_MAX_DEPTH="-3",
     )
-    assert result.stdout.split() == ["numpy", "256"]
+    assert result.stdout.split() == ["groups", "256"]
     assert "DYNFUSE_BACKEND" in result.stderr and "DYNFUSE_MAX_DEPTH" in result.stderr
 
 

@@ -1,0 +1,77 @@
+"""The group backend: each kernel as a Python function of NumPy calls.
+
+It proves plans correct without a compiler: every kernel of a plan is generated as source from its
+description alone, exactly as the LLVM and CUDA backends generate theirs, compiled by Python, and
+run on the kernel's own input views. Each instruction is the op's NumPy reference; a reduction runs
+over the kernel's reduced axes, keeping them, so per-row values broadcast back as in the kernel.
+It fuses nothing in memory (NumPy writes a temporary per op), so it is a check, not a speed-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ..kernel import CompiledKernel, Kernel, Target
+from ..ops import OpKind
+
+# The names generated code calls: every op by its table name, and NumPy's dtype for params.
+_NAMESPACE: dict[str, Any] = {
+    **{name: op.reference for name, op in ops.OPS.items()},
+    "dtype": np.dtype,
+    "broadcast_to": np.broadcast_to,
+}
+
+
+class GroupBackend:
+    name = "groups"
+    # Measured by perf/bench_tiers.py (see perf/RESULTS.md): planned NumPy groups beat the op-by-op
+    # interpreter from about 2**16 elements, warm or cold (a Python compile is cheap), so there is
+    # no separate first-sight tier here.
+    target = Target(name, tiny_elements=1 << 16, first_sight_elements=1 << 16)
+
+    def source(self, kernel: Kernel) -> str:
+        shape = kernel.shape
+        last_use = {arg: number for number, inst in enumerate(kernel.instructions) for arg in inst.args}
+        for output in kernel.outputs:
+            last_use[output.value] = len(kernel.instructions)
+        # A ufunc whose result is an output writes it in place: no copy afterwards.
+        written_by: dict[int, int] = {}
+        for position, output in enumerate(kernel.outputs):
+            inst = kernel.instructions[output.value]
+            if isinstance(inst.op.reference, np.ufunc) and not output.row:
+                written_by.setdefault(output.value, position)
+        lines = ["def kernel(inputs, params, outputs):"]
+        for number, inst in enumerate(kernel.instructions):
+            kind = inst.op.kind
+            params = "".join(f", {key}={value!r}" for key, value in inst.params)
+            if kind is OpKind.BUFFER:
+                call = f"inputs[{inst.slot}]"
+            elif kind is OpKind.SCALAR:
+                call = f"params[{inst.slot}]"
+            elif kind is OpKind.REDUCTION:
+                call = f"{inst.op.name}(broadcast_to(v{inst.args[0]}, {shape!r}){params}, keepdims=True)"
+            else:
+                if number in written_by:
+                    params += f", out=outputs[{written_by[number]}]"
+                call = f"{inst.op.name}({', '.join(f'v{arg}' for arg in inst.args)}{params})"
+            lines.append(f"    v{number} = {call}")
+            # Free temporaries at their last use, as NumPy's own expressions do: the allocator
+            # then hands the same (cache-warm) memory to the next op.
+            done = [f"v{arg}" for arg in sorted(set(inst.args)) if last_use[arg] == number]
+            if done:
+                lines.append(f"    del {', '.join(done)}")
+        for position, output in enumerate(kernel.outputs):
+            if written_by.get(output.value) != position:
+                lines.append(f"    outputs[{position}][...] = v{output.value}")
+        return "\n".join(lines) + "\n"
+
+    def compile(self, kernel: Kernel) -> CompiledKernel:
+        namespace = dict(_NAMESPACE)
+        exec(compile(self.source(kernel), "<dynfuse group kernel>", "exec"), namespace)
+        return namespace["kernel"]
+
+
+BACKEND = GroupBackend()

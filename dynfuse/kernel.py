@@ -1,0 +1,160 @@
+"""The kernel description: what the scheduler hands to a backend, and all a backend reads.
+
+A kernel iterates over one ``shape``. When it reduces, ``reduce_axes`` are the axes it reduces
+over: the kernel then works row by row (a row is everything along the reduced axes for one index
+of the others), in one or more passes over each row. Its body is a list of instructions in SSA
+form, each numbered by its position:
+
+- ``load``: input array ``slot``, already laid out by the executor as an array of ``shape`` (any
+  strides, zero along broadcast axes, negative for flips), so views cost nothing here;
+- ``param``: weak Python scalar ``slot``, passed at launch: ``x * 2`` and ``x * 3`` are one kernel;
+- an elementwise op of the op table, on earlier values;
+- a reduction over ``reduce_axes`` of an earlier value.
+
+Each value is either per element (``row=False``) or per row (``row=True``: it does not vary along
+the reduced axes: reductions, and loads and arithmetic that only see per-row values). ``stage``
+is how many passes over the row must finish before the value exists: a per-element value of stage
+``s`` is computed during pass ``s``, a per-row value of stage ``s`` between passes ``s - 1`` and
+``s``, and a reduction of a stage-``s`` value accumulates during pass ``s`` and has stage ``s + 1``.
+Softmax over rows is one kernel of three passes (max; sum of exp; write), each row read three times
+while it stays in cache, written once.
+
+Outputs are per element (an array of ``shape``) or per row (``shape`` with the reduced axes of
+extent 1). A backend computes exactly what NumPy computes, op by op, in these dtypes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from . import ops
+from .ops import Op, OpKind
+
+Shape = tuple[int, ...]
+
+LOAD = ops.BUFFER  # the op of a load instruction: a buffer read
+PARAM = ops.SCALAR  # the op of a scalar parameter
+
+
+@dataclass(frozen=True)
+class Instruction:
+    op: Op
+    args: tuple[int, ...]  # numbers of earlier instructions
+    params: tuple  # the op's static params; ``(("slot", k),)`` for loads and parameters
+    dtype: np.dtype | None  # None for a weak scalar parameter
+    row: bool
+    stage: int
+
+    @property
+    def slot(self) -> int:
+        return dict(self.params)["slot"]
+
+    def text(self, number: int) -> str:
+        where = "row" if self.row else "elem"
+        kind = self.op.kind
+        if kind is OpKind.BUFFER:
+            call = f"load in{self.slot}"
+        elif kind is OpKind.SCALAR:
+            call = f"param p{self.slot}"
+        else:
+            arguments = ", ".join(f"v{arg}" for arg in self.args)
+            extra = "".join(f", {key}={value}" for key, value in self.params)
+            call = f"{self.op.name}({arguments}{extra})"
+        dtype = "weak scalar" if self.dtype is None else str(self.dtype)
+        return f"v{number} = {call} -> {dtype}  [{where}, stage {self.stage}]"
+
+
+@dataclass(frozen=True)
+class Output:
+    value: int  # the instruction whose value is written
+    row: bool  # per row: written once per row, into an array with the reduced axes of extent 1
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Kernel:
+    shape: Shape
+    reduce_axes: tuple[int, ...]
+    instructions: tuple[Instruction, ...]
+    outputs: tuple[Output, ...]
+    signature: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        body = tuple(
+            (inst.op.name, inst.args, inst.params, inst.dtype, inst.row, inst.stage)
+            for inst in self.instructions
+        )
+        outputs = tuple((out.value, out.row, out.dtype) for out in self.outputs)
+        object.__setattr__(self, "signature", (self.shape, self.reduce_axes, body, outputs))
+
+    @property
+    def inputs(self) -> list[Instruction]:
+        return [inst for inst in self.instructions if inst.op is LOAD]
+
+    @property
+    def params(self) -> list[Instruction]:
+        return [inst for inst in self.instructions if inst.op is PARAM]
+
+    @property
+    def passes(self) -> int:
+        """Passes over each row; 1 for a kernel that does not reduce or only needs one."""
+        stages = [inst.stage for inst in self.instructions if not inst.row]
+        stages += [inst.stage - 1 for inst in self.instructions if inst.op.kind is OpKind.REDUCTION]
+        stages += [self.instructions[out.value].stage for out in self.outputs if not out.row]
+        return 1 + max(stages, default=0)
+
+    @property
+    def row_shape(self) -> Shape:
+        """The shape of a per-row value: ``shape`` with the reduced axes of extent 1."""
+        return tuple(1 if axis in self.reduce_axes else extent for axis, extent in enumerate(self.shape))
+
+    def output_shape(self, output: Output) -> Shape:
+        return self.row_shape if output.row else self.shape
+
+    def text(self) -> str:
+        lines = [inst.text(number) for number, inst in enumerate(self.instructions)]
+        lines += [
+            f"out{position} <- v{out.value} ({'row' if out.row else 'elem'} {out.dtype})"
+            for position, out in enumerate(self.outputs)
+        ]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the scheduler knows of a backend: a few measured numbers, no code."""
+
+    name: str
+    # Rows up to this many elements keep a reduction and its consumers in one kernel of several
+    # passes (the row stays in cache, or in one GPU block); longer rows split it into kernels.
+    persistent_row_elements: int = 32768
+    # Kernels with fewer elements always run interpreted: a compiled launch would not be faster.
+    tiny_elements: int = 0
+    # A kernel seen for the first time with fewer elements runs interpreted; seen again, it compiles.
+    first_sight_elements: int = 0
+    # The cost of computing one unit of op cost (an add), in loads or stores of one element: about
+    # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
+    # recomputing a shared node in several kernels against storing it once with this.
+    compute_weight: float = 1.0
+
+
+# A compiled kernel: ``run(inputs, params, outputs)``, inputs as arrays of the kernel's shape,
+# params as the Python scalars, outputs as fresh C-contiguous arrays that it fills.
+CompiledKernel = Callable[[Sequence[Any], Sequence[Any], Sequence[Any]], None]
+
+
+class Backend(Protocol):
+    """Turns kernel descriptions into code. It knows nothing of traces or lazy arrays."""
+
+    name: str
+    target: Target
+
+    def source(self, kernel: Kernel) -> str:
+        """The generated source of ``kernel``, as text (no compiler needed)."""
+        ...
+
+    def compile(self, kernel: Kernel) -> CompiledKernel: ...

@@ -1,0 +1,538 @@
+"""The scheduler: from a trace and the shapes it now has, the kernels that compute it.
+
+A plan is a list of steps. A *kernel step* is one fusion group: a backend compiles it into one
+kernel that reads each input once and writes each output once. A *library step* runs a barrier
+(matmul) through its library call on buffers. Between them, nodes are *stored*: computed by one
+step into a buffer and read by later ones. Everything not stored is computed inside the kernels
+that need it, views included (they become index maps, not copies).
+
+What is stored:
+- the requested outputs, and the inputs of barriers;
+- a reduction whose result is read in a way its consumer's kernel cannot iterate along (another
+  shape, other axes, a transposed read), and the input of a reshape that no index map can express;
+- a reduction whose consumers need a second pass over rows too long to stay in cache or in one GPU
+  block (``Target.persistent_row_elements``): softmax over short rows is one kernel, over long
+  rows three;
+- a node that several kernels would each recompute, when the cost model says that writing it once
+  and reading it back costs less (see ``_worth_storing``).
+
+Kernels of the same iteration space share one step when no dependency forbids it, so several
+outputs that read the same inputs (``evaluate(a, b)``, the mean and variance of one array) come
+out of one kernel.
+
+Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
+trace's structural signature: op names, params, edges, shapes and dtypes, with weak scalars by
+type only. A loop that rebuilds the same trace, with changing scalars, plans once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+import cachetools
+import numpy as np
+
+from . import config, ops, stats, views
+from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Target
+from .ops import OpKind
+from .trace import Node
+from .views import IndexMap
+
+
+@dataclass(frozen=True)
+class Source:
+    """A buffer as a step reads it: a node that holds one, through view nodes applied to it."""
+
+    node: int
+    views: tuple[int, ...] = ()  # view nodes, innermost first
+    index_map: IndexMap | None = None  # for kernel loads: where the iteration index reads it
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    kernel: Kernel
+    loads: tuple[Source, ...]  # one per load slot
+    params: tuple[int, ...]  # the scalar node of each parameter slot
+    stores: tuple[int, ...]  # the node each output holds
+    nodes: tuple[int, ...]  # the trace nodes it computes, in order: what an interpreter would run
+
+
+@dataclass(frozen=True)
+class LibraryStep:
+    node: int
+    inputs: tuple[Source, ...]
+
+
+Step = KernelStep | LibraryStep
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    outputs: tuple[tuple[int, Source], ...]  # each requested node and where its value is
+    release: tuple[tuple[int, ...], ...]  # per step: stored nodes nothing reads after it
+
+    @property
+    def kernels(self) -> list[KernelStep]:
+        return [step for step in self.steps if isinstance(step, KernelStep)]
+
+
+# ---- the trace, numbered ------------------------------------------------------------------------
+
+
+@dataclass
+class Trace:
+    """The nodes that materializing ``outputs`` needs, numbered inputs first, and its signature."""
+
+    nodes: list[Node]
+    outputs: tuple[int, ...]
+    signature: tuple = field(repr=False)
+
+
+def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
+    """``order`` is ``topological_order(outputs)``."""
+    numbers: dict[int, int] = {}
+    nodes: list[Node] = []
+    items: list[tuple] = []
+    for node in order:
+        for child in node.inputs:
+            if child.is_materialized and id(child) not in numbers:
+                numbers[id(child)] = len(nodes)
+                nodes.append(child)
+                scalar = child.op is ops.SCALAR
+                items.append(
+                    ("scalar", type(child.buffer)) if scalar else ("buffer", child.shape, child.dtype)
+                )
+        numbers[id(node)] = len(nodes)
+        nodes.append(node)
+        inputs = tuple(numbers[id(child)] for child in node.inputs)
+        items.append((node.op.name, node.params, inputs, node.shape, node.dtype))
+    requested = tuple(numbers[id(node)] for node in outputs)
+    return Trace(nodes, requested, (tuple(items), requested))
+
+
+# ---- the plan cache -----------------------------------------------------------------------------
+
+_plans: cachetools.LRUCache = cachetools.LRUCache(maxsize=config.plan_cache_size)
+_plans_lock = threading.Lock()
+
+
+def plan_for(trace: Trace, target: Target) -> Plan:
+    key = (target, trace.signature)
+    with _plans_lock:
+        plan = _plans.get(key)
+    if plan is not None:
+        stats.count("plan_cache_hits")
+        return plan
+    stats.count("plan_cache_misses")
+    plan = _Planner(trace, target).plan()
+    with _plans_lock:
+        _plans[key] = plan
+    return plan
+
+
+def clear_plan_cache() -> None:
+    with _plans_lock:
+        _plans.clear()
+
+
+# ---- planning -----------------------------------------------------------------------------------
+
+
+def reduction_axes(node: Node) -> tuple[int, ...]:
+    axis = dict(node.params)["axis"]
+    ndim = len(node.inputs[0].shape)
+    if axis is None:
+        return tuple(range(ndim))
+    return axis if isinstance(axis, tuple) else (axis,)
+
+
+def _keeps_dims(node: Node) -> bool:
+    return len(node.shape) == len(node.inputs[0].shape)
+
+
+@dataclass
+class _Group:
+    """Stored nodes that one kernel computes, over one iteration space."""
+
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    roots: list[int] = field(default_factory=list)
+    row_roots: set[int] = field(default_factory=set)  # reductions, and values per row
+
+
+class _Planner:
+    def __init__(self, trace: Trace, target: Target) -> None:
+        self.nodes = trace.nodes
+        self.requested = trace.outputs
+        self.target = target
+        self.numbers = {id(node): number for number, node in enumerate(self.nodes)}
+        self.library = {n for n, node in enumerate(self.nodes) if node.op.kind is OpKind.BARRIER}
+        self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
+        self.join = True  # share kernels between stored nodes of one iteration space
+
+    def number(self, node: Node) -> int:
+        return self.numbers[id(node)]
+
+    def is_source(self, n: int, computing: frozenset[int] = frozenset()) -> bool:
+        """A node holding a buffer when a step that computes ``computing`` runs."""
+        node = self.nodes[n]
+        return node.is_materialized or ((n in self.stored or n in self.library) and n not in computing)
+
+    def source_chain(self, n: int, computing: frozenset[int] = frozenset()) -> Source | None:
+        """``n`` as views of a source, or None when a computed node lies under its views."""
+        chain = []
+        while self.nodes[n].op.kind is OpKind.VIEW and not self.is_source(n, computing):
+            chain.append(n)
+            n = self.number(self.nodes[n].inputs[0])
+        return Source(n, tuple(reversed(chain))) if self.is_source(n, computing) else None
+
+    def plan(self) -> Plan:
+        while True:
+            self._store_barrier_inputs()
+            steps = self._group()
+            builders = [_KernelBuilder(self, group) for group in steps if isinstance(group, _Group)]
+            needs: set[int] = set()
+            for builder in builders:
+                needs |= builder.needs
+            if needs - self.stored:
+                self.stored |= needs
+                continue
+            if needs:  # a kernel would need a node that it computes itself: share no kernels
+                self.join = False
+                continue
+            shared = self._worth_storing(builders)
+            if shared:
+                self.stored |= shared
+                continue
+            return self._assemble(steps, builders)
+
+    def _store_barrier_inputs(self) -> None:
+        for n in self.library:
+            for child in self.nodes[n].inputs:
+                if self.source_chain(self.number(child)) is None:
+                    under = child
+                    while under.op.kind is OpKind.VIEW:
+                        under = under.inputs[0]
+                    self.stored.add(self.number(under))
+
+    # -- grouping stored nodes into kernels --
+
+    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
+        """The iteration space of the kernel computing ``root``, and the stored nodes it reads.
+
+        Returns (shape, reduce axes, whether root is per row, stored nodes read).
+        """
+        node = self.nodes[root]
+        domain = None
+        if node.op.kind is OpKind.REDUCTION:
+            domain = (node.inputs[0].shape, reduction_axes(node), True)
+        reads: set[int] = set()
+        seen = {root}
+        stack = [(child, True) for child in node.inputs]  # (node, reached through same-shape elementwise)
+        while stack:
+            child, plain = stack.pop()
+            n = self.number(child)
+            if n in seen:
+                continue
+            seen.add(n)
+            if self.is_source(n):
+                if not child.is_materialized:
+                    reads.add(n)
+                continue
+            if child.op.kind is OpKind.REDUCTION:
+                if domain is None and child.inputs[0].shape == node.shape:
+                    domain = (node.shape, reduction_axes(child), False)
+                elif domain is None and plain and child.shape == node.shape:
+                    domain = (child.inputs[0].shape, reduction_axes(child), True)
+            plain = plain and child.op.kind is OpKind.ELEMENTWISE and child.shape == node.shape
+            stack.extend((grandchild, plain) for grandchild in child.inputs)
+        shape, axes, row = domain if domain is not None else (node.shape, (), False)
+        return shape, axes, row, reads
+
+    def _group(self) -> list[_Group | int]:
+        """Stored nodes in order, each joining the latest compatible kernel that it may join."""
+        steps: list[_Group | int] = []  # kernel groups, and library nodes by number
+        producers: dict[int, int] = {}  # stored or library node -> its step
+        for n in range(len(self.nodes)):
+            if n in self.library:
+                producers[n] = len(steps)
+                steps.append(n)
+            elif n in self.stored and not self.nodes[n].is_materialized:
+                shape, axes, row, reads = self._survey(n)
+                after = {producers[read] for read in reads}
+                position = self._joinable(steps, reads, after, shape, axes, row) if self.join else None
+                if position is None:
+                    position = len(steps)
+                    steps.append(_Group(shape, axes))
+                group = steps[position]
+                assert isinstance(group, _Group)
+                group.roots.append(n)
+                group.axes = group.axes or axes
+                if row:
+                    group.row_roots.add(n)
+                producers[n] = position
+        return steps
+
+    def _joinable(
+        self, steps: list, reads: set[int], after: set[int], shape: tuple, axes: tuple, row: bool
+    ) -> int | None:
+        """The latest kernel this stored node can join: same iteration space, after what it reads.
+
+        It may read what that kernel stores only where the value can be computed inline: an
+        elementwise node, not a reduction or a per-row value.
+        """
+        latest_read = max(after, default=-1)
+        for position in range(len(steps) - 1, max(latest_read, 0) - 1, -1):
+            group = steps[position]
+            if not isinstance(group, _Group) or group.shape != shape:
+                continue
+            elementwise_only = not axes and not row
+            if not (group.axes == axes or elementwise_only or (not group.axes and not group.row_roots)):
+                continue
+            if position in after:
+                inline = all(
+                    self.nodes[n].op.kind is OpKind.ELEMENTWISE and n not in group.row_roots
+                    for n in reads.intersection(group.roots)
+                )
+                if position != latest_read or not inline:
+                    continue
+            return position
+        return None
+
+    # -- the cost model: recompute in each kernel, or store once --
+
+    def _worth_storing(self, builders: list[_KernelBuilder]) -> set[int]:
+        """Nodes computed by several kernels that are cheaper written once and read back.
+
+        Recomputing a node in ``k`` kernels costs ``(k - 1)`` times the work of its inlined region
+        per element (op costs from the op table, weighted by ``Target.compute_weight``); storing
+        it costs one write and ``k`` reads per element. A reduction computed twice re-reads its
+        whole input: always stored. Units: one element loaded or stored.
+        """
+        weight = self.target.compute_weight
+        kernels_computing = Counter(n for builder in builders for n in builder.computed)
+        region_cost: dict[int, float] = {}
+        winners = set()
+        for n in sorted(kernels_computing):
+            node = self.nodes[n]
+            inner = sum(
+                region_cost.get(self.number(child), 0.0)
+                for child in node.inputs
+                if not self.is_source(self.number(child))
+            )
+            region_cost[n] = min(node.op.cost + inner if node.op.kind is OpKind.ELEMENTWISE else inner, 1e12)
+            k = kernels_computing[n]
+            if k < 2 or node.op.kind is OpKind.VIEW:
+                continue
+            if node.op.kind is OpKind.REDUCTION or (k - 1) * weight * region_cost[n] > k + 1:
+                winners.add(n)
+        # Store the outermost winners first: storing them may make the inner ones single-use.
+        inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}
+        return winners - inner_winners
+
+    # -- the plan --
+
+    def _assemble(self, grouped: list[_Group | int], builders: list[_KernelBuilder]) -> Plan:
+        built = iter(builders)
+        steps: list[Step] = []
+        for item in grouped:
+            if isinstance(item, _Group):
+                steps.append(next(built).step())
+            else:
+                chains = tuple(self.source_chain(self.number(child)) for child in self.nodes[item].inputs)
+                assert None not in chains, "a barrier input was not stored"
+                steps.append(LibraryStep(item, chains))
+        outputs = []
+        for n in self.requested:
+            source = self.source_chain(n)
+            assert source is not None, f"requested node {n} is neither stored nor a view of a stored node"
+            outputs.append((n, source))
+        return Plan(tuple(steps), tuple(outputs), self._releases(steps, outputs))
+
+    def _releases(self, steps: list[Step], outputs: list) -> tuple[tuple[int, ...], ...]:
+        last_reader: dict[int, int] = {}
+        for position, step in enumerate(steps):
+            sources = step.loads if isinstance(step, KernelStep) else step.inputs
+            for source in sources:
+                last_reader[source.node] = position
+        keep = {source.node for _, source in outputs}
+        releases: list[list[int]] = [[] for _ in steps]
+        for n, position in last_reader.items():
+            if n not in keep and not self.nodes[n].is_materialized:
+                releases[position].append(n)
+        return tuple(tuple(sorted(release)) for release in releases)
+
+
+class _KernelBuilder:
+    """Builds one kernel's instructions from its stored roots, inlining what is not stored."""
+
+    def __init__(self, planner: _Planner, group: _Group) -> None:
+        self.planner = planner
+        self.group = group
+        self.shape = group.shape
+        self.axes = group.axes
+        self.roots = frozenset(group.roots)
+        self.instructions: list[Instruction] = []
+        self.numbering: dict[tuple, int] = {}  # instruction key -> number: each value computed once
+        self.values: dict[tuple[int, IndexMap | None], int] = {}
+        self.loads: list[Source] = []
+        self.params: list[int] = []
+        self.computed: set[int] = set()  # trace nodes computed here (not loaded)
+        self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
+        self.needs: set[int] = set()  # nodes that must be stored for this kernel to exist
+        self.outputs = [self._root(n) for n in group.roots]
+        self._check_passes()
+
+    def _root(self, n: int) -> Output:
+        ndim = len(self.shape)
+        node = self.planner.nodes[n]
+        if n in self.group.row_roots:
+            index_map = views.row_map(ndim, self.axes, keepdims=len(node.shape) == ndim)
+        else:
+            index_map = views.identity_map(ndim)
+        return Output(self.value(n, index_map), n in self.group.row_roots, node.dtype)
+
+    # -- values --
+
+    def value(self, n: int, index_map: IndexMap) -> int:
+        """The instruction computing node ``n`` read at ``index_map`` (iterative: traces are deep)."""
+        stack = [(n, index_map)]
+        expansions: dict[tuple, tuple] = {}
+        while stack:
+            key = stack[-1]
+            if key in self.values:
+                stack.pop()
+                continue
+            if key not in expansions:
+                expansions[key] = self._expand(*key)
+            operands, finish = expansions[key]
+            missing = [operand for operand in operands if operand not in self.values]
+            if missing:
+                stack.extend(reversed(missing))  # first operands first: instructions read in order
+                continue
+            stack.pop()
+            self.values[key] = finish([self.values[operand] for operand in operands])
+        return self.values[(n, index_map)]
+
+    def _expand(self, n: int, index_map: IndexMap) -> tuple[list, object]:
+        """What the value of (n, index_map) is made of, and how to make it from those values."""
+        planner = self.planner
+        node = planner.nodes[n]
+        kind = node.op.kind
+        if kind is OpKind.SCALAR:
+            return [], lambda _: self._param(n)
+        if planner.is_source(n, self.roots):
+            return [], lambda _: self._load(Source(n, (), index_map))
+        if kind is OpKind.VIEW:
+            chain = planner.source_chain(n, self.roots)
+            if chain is not None:
+                return [], lambda _: self._load(Source(chain.node, chain.views, index_map))
+            child = planner.number(node.inputs[0])
+            params = dict(node.params)
+            child_map = views.view_input_map(
+                index_map, node.op.name, params, node.inputs[0].shape, self.shape
+            )
+            if child_map is None:  # a reshape no index map expresses: its input gets a buffer
+                self.needs.add(child)
+                return [], lambda _: self._load(Source(n, (), index_map))
+            self.computed.add(n)
+            return [(child, child_map)], lambda values: values[0]
+        if kind is OpKind.ELEMENTWISE:
+            operands = [
+                (planner.number(child), views.broadcast_input_map(index_map, child.shape, node.shape))
+                for child in node.inputs
+            ]
+            return operands, lambda values: self._compute(n, values)
+        assert kind is OpKind.REDUCTION, node
+        axes = reduction_axes(node)
+        fits = (
+            node.inputs[0].shape == self.shape
+            and axes == self.axes
+            and views.is_row_read(index_map, node.shape, axes, _keeps_dims(node))
+        )
+        if not fits:
+            self.needs.add(n)
+            return [], lambda _: self._load(Source(n, (), index_map))
+        operand = (planner.number(node.inputs[0]), views.identity_map(len(self.shape)))
+        return [operand], lambda values: self._compute(n, values)
+
+    def _emit(self, key: tuple, instruction: Instruction) -> int:
+        number = self.numbering.get(key)
+        if number is None:
+            number = self.numbering[key] = len(self.instructions)
+            self.instructions.append(instruction)
+        return number
+
+    def _load(self, source: Source) -> int:
+        row = bool(self.axes) and views.ignores_axes(source.index_map, self.axes)
+        dtype = self.planner.nodes[source.views[-1] if source.views else source.node].dtype
+        if dtype is None:  # a view of a weak scalar: NumPy makes it an array first
+            dtype = np.asarray(self.planner.nodes[source.node].buffer).dtype
+        key = ("load", source)
+        if key not in self.numbering:
+            slot = len(self.loads)
+            self.loads.append(source)
+            self.computed.update(source.views)
+            return self._emit(key, Instruction(LOAD, (), (("slot", slot),), dtype, row, 0))
+        return self.numbering[key]
+
+    def _param(self, n: int) -> int:
+        key = ("param", n)
+        if key not in self.numbering:
+            slot = len(self.params)
+            self.params.append(n)
+            return self._emit(key, Instruction(PARAM, (), (("slot", slot),), None, bool(self.axes), 0))
+        return self.numbering[key]
+
+    def _compute(self, n: int, args: list[int]) -> int:
+        node = self.planner.nodes[n]
+        self.computed.add(n)
+        operands = [self.instructions[arg] for arg in args]
+        if node.op.kind is OpKind.REDUCTION:
+            params = tuple((key, value) for key, value in node.params if key != "keepdims")
+            stage, row = operands[0].stage + 1, True
+        else:
+            params = node.params
+            stage = max((operand.stage for operand in operands), default=0)
+            row = bool(self.axes) and all(operand.row for operand in operands)
+        instruction = Instruction(node.op, tuple(args), params, node.dtype, row, stage)
+        number = self._emit((node.op, tuple(args), params, node.dtype), instruction)
+        if node.op.kind is OpKind.REDUCTION:
+            self.reduction_nodes[number] = n
+        return number
+
+    # -- passes --
+
+    def _check_passes(self) -> None:
+        """Rows too long for several passes in one kernel: store what forces the extra passes."""
+        if not self.axes or self.needs:
+            return
+        row_elements = views.size_of(tuple(self.shape[axis] for axis in self.axes))
+        if row_elements <= self.planner.target.persistent_row_elements or self.kernel().passes == 1:
+            return
+        per_element = [inst for inst in self.instructions if not inst.row]
+        wanted = [arg for inst in per_element for arg in inst.args]
+        wanted += [out.value for out in self.outputs if not out.row]
+        seen: set[int] = set()
+        while wanted:
+            number = wanted.pop()
+            inst = self.instructions[number]
+            if number in seen or not inst.row or inst.stage == 0:
+                continue
+            seen.add(number)
+            if number in self.reduction_nodes:
+                self.needs.add(self.reduction_nodes[number])
+            else:
+                wanted.extend(inst.args)
+
+    def kernel(self) -> Kernel:
+        return Kernel(self.shape, self.axes, tuple(self.instructions), tuple(self.outputs))
+
+    def step(self) -> KernelStep:
+        order = tuple(sorted(self.computed | self.roots))
+        return KernelStep(
+            self.kernel(), tuple(self.loads), tuple(self.params), tuple(self.group.roots), order
+        )

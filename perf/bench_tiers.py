@@ -1,0 +1,86 @@
+"""The tier policy's thresholds, measured: when is a planned, compiled kernel worth it?
+
+For one elementwise chain over N elements it times, in one run:
+- ``interpreted``: the reference executor, op by op, no plan (what tiny work gets);
+- ``warm``: planned and compiled, with the plan and the kernel already cached (a hot loop);
+- ``cold``: planned and compiled from empty caches (the first sight of a signature).
+``tiny_elements`` is the smallest N from which ``warm`` beats ``interpreted``: below it a kernel
+never pays. ``first_sight_elements`` is the smallest N from which ``cold`` beats ``interpreted``:
+below it a first sighting runs interpreted and compiles when seen again. Each backend's Target
+records the figures measured here. Correctness is checked before anything is timed.
+
+    python perf/bench_tiers.py [--backend groups] [--repeats N]
+"""
+
+import argparse
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+
+import dynfuse
+from dynfuse import cache, config, schedule
+
+
+def chain(a):
+    return np.maximum(a * 2.0, 0.0) + 1.0 - a / 3.0
+
+
+def median_time(function, repeats, before=None):
+    samples = []
+    for _ in range(repeats):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def clear_caches():
+    schedule.clear_plan_cache()
+    cache.clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="groups")
+    parser.add_argument("--repeats", type=int, default=31)
+    args = parser.parse_args()
+    backend = config.BACKENDS[args.backend]
+    # Measure with the policy off: every kernel compiled, whatever its size.
+    backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_elements=0)
+    print(f"dynfuse {dynfuse.__version__}, backend {args.backend!r}, numpy {np.__version__}")
+    columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp")
+    print(f"{'elements':>10} " + " ".join(f"{column:>12}" for column in columns))
+    tiny = first_sight = None
+    for size in [2**k for k in range(4, 21, 2)]:
+        values = np.random.default_rng(0).standard_normal(size)
+        expected = chain(values)
+
+        def run(values=values):
+            return np.asarray(chain(dynfuse.asarray(values)))
+
+        for name in ("numpy", args.backend):
+            dynfuse.set_backend(name)
+            np.testing.assert_allclose(run(), expected, rtol=1e-15)
+        dynfuse.set_backend("numpy")
+        interpreted = median_time(run, args.repeats)
+        dynfuse.set_backend(args.backend)
+        run()
+        warm = median_time(run, args.repeats)
+        cold = median_time(run, args.repeats, before=clear_caches)
+        if tiny is None and warm < interpreted:
+            tiny = size
+        if first_sight is None and cold < interpreted:
+            first_sight = size
+        print(
+            f"{size:>10} {interpreted * 1e6:>10.1f}us {warm * 1e6:>10.1f}us {cold * 1e6:>10.1f}us "
+            f"{warm / interpreted:>12.2f} {cold / interpreted:>12.2f}"
+        )
+    print(f"warm beats interpreted from {tiny} elements; cold (plan + compile) from {first_sight}")
+
+
+if __name__ == "__main__":
+    main()
