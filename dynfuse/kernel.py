@@ -7,7 +7,8 @@ form, each numbered by its position:
 
 - ``load``: input array ``slot``, already laid out by the executor as an array of ``shape`` (any
   strides, zero along broadcast axes, negative for flips), so views cost nothing here;
-- ``param``: weak Python scalar ``slot``, passed at launch: ``x * 2`` and ``x * 3`` are one kernel;
+- ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
+  ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;
 - a reduction over ``reduce_axes`` of an earlier value.
 
@@ -59,7 +60,7 @@ class Instruction:
         if kind is OpKind.BUFFER:
             call = f"load in{self.slot}"
         elif kind is OpKind.SCALAR:
-            call = f"param p{self.slot}"
+            call = f"param p{self.slot} ({dict(self.params)['type']})"
         else:
             arguments = ", ".join(f"v{arg}" for arg in self.args)
             extra = "".join(f", {key}={value}" for key, value in self.params)

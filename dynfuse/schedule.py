@@ -372,9 +372,20 @@ class _KernelBuilder:
     def __init__(self, planner: _Planner, group: _Group) -> None:
         self.planner = planner
         self.group = group
-        self.shape = group.shape
         self.axes = group.axes
         self.roots = frozenset(group.roots)
+        self._build(group.shape)
+        # An elementwise kernel writes contiguous outputs, so it may iterate over any shape that
+        # splits the outputs' axes further: the one that makes a flattening reshape (``ravel``)
+        # of a computed value an index map again, instead of a stored temporary.
+        while self.reshaped and not self.axes:
+            finer = views.common_refinement(self.shape, self.reshaped.pop())
+            if finer is not None and finer != self.shape:
+                self._build(finer)
+        self._check_passes()
+
+    def _build(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
         self.instructions: list[Instruction] = []
         self.numbering: dict[tuple, int] = {}  # instruction key -> number: each value computed once
         self.values: dict[tuple[int, IndexMap | None], int] = {}
@@ -383,14 +394,18 @@ class _KernelBuilder:
         self.computed: set[int] = set()  # trace nodes computed here (not loaded)
         self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
         self.needs: set[int] = set()  # nodes that must be stored for this kernel to exist
-        self.outputs = [self._root(n) for n in group.roots]
-        self._check_passes()
+        self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
+        self.outputs = [self._root(n) for n in self.group.roots]
 
     def _root(self, n: int) -> Output:
         ndim = len(self.shape)
         node = self.planner.nodes[n]
         if n in self.group.row_roots:
             index_map = views.row_map(ndim, self.axes, keepdims=len(node.shape) == ndim)
+        elif node.shape != self.shape:  # iterating over a finer split of the output's axes
+            index_map = views.view_input_map(
+                views.identity_map(ndim), "reshape", {"shape": self.shape}, node.shape, self.shape
+            )
         else:
             index_map = views.identity_map(ndim)
         return Output(self.value(n, index_map), n in self.group.row_roots, node.dtype)
@@ -437,6 +452,7 @@ class _KernelBuilder:
             )
             if child_map is None:  # a reshape no index map expresses: its input gets a buffer
                 self.needs.add(child)
+                self.reshaped.append(node.inputs[0].shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             self.computed.add(n)
             return [(child, child_map)], lambda values: values[0]
@@ -484,7 +500,8 @@ class _KernelBuilder:
         if key not in self.numbering:
             slot = len(self.params)
             self.params.append(n)
-            return self._emit(key, Instruction(PARAM, (), (("slot", slot),), None, bool(self.axes), 0))
+            params = (("slot", slot), ("type", type(self.planner.nodes[n].buffer).__name__))
+            return self._emit(key, Instruction(PARAM, (), params, None, bool(self.axes), 0))
         return self.numbering[key]
 
     def _compute(self, n: int, args: list[int]) -> int:

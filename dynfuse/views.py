@@ -8,6 +8,7 @@ the right shape, which costs O(1) whatever the shape.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -289,6 +290,21 @@ def contiguous_strides(shape: Shape) -> tuple[int, ...]:
         strides.append(step)
         step *= max(extent, 1)
     return tuple(reversed(strides))
+
+
+def common_refinement(shape: Shape, other: Shape) -> Shape | None:
+    """The coarsest shape whose axes split those of both shapes (same size), if there is one.
+
+    In C order an axis boundary is a suffix product; both shapes' boundaries must nest.
+    """
+    if size_of(shape) != size_of(other) or size_of(shape) == 0:
+        return None
+    boundaries = sorted({step for strides in map(contiguous_strides, (shape, other)) for step in strides})
+    boundaries.append(size_of(shape))
+    pairs = list(itertools.pairwise(boundaries))
+    if any(outer % inner for inner, outer in pairs):
+        return None
+    return tuple(outer // inner for inner, outer in reversed(pairs))
 
 
 def _reshape_input_map(

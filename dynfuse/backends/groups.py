@@ -43,12 +43,15 @@ class GroupBackend:
             inst = kernel.instructions[output.value]
             if isinstance(inst.op.reference, np.ufunc) and not output.row:
                 written_by.setdefault(output.value, position)
+        row_slice = "".join("0:1, " if axis in kernel.reduce_axes else ":, " for axis in range(len(shape)))
         lines = ["def kernel(inputs, params, outputs):"]
         for number, inst in enumerate(kernel.instructions):
             kind = inst.op.kind
             params = "".join(f", {key}={value!r}" for key, value in inst.params)
             if kind is OpKind.BUFFER:
-                call = f"inputs[{inst.slot}]"
+                # A per-row input is read once per row: its row-shaped slice, so per-row values
+                # keep the row shape that per-row outputs have.
+                call = f"inputs[{inst.slot}][{row_slice}]" if inst.row else f"inputs[{inst.slot}]"
             elif kind is OpKind.SCALAR:
                 call = f"params[{inst.slot}]"
             elif kind is OpKind.REDUCTION:

@@ -1,0 +1,404 @@
+"""The scheduler: how many kernels named patterns become, and that every plan computes what NumPy does."""
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import cache, config, execute, schedule
+from dynfuse.backends import groups
+from dynfuse.kernel import Target
+from dynfuse.schedule import KernelStep, LibraryStep
+from dynfuse.trace import topological_order
+
+from .helpers import assert_same
+
+rng = np.random.default_rng(0)
+
+
+def plan_of(*arrays, target=None):
+    outputs = execute.wanted_nodes(array._node for array in arrays)
+    trace = schedule.number_trace(topological_order(outputs), outputs)
+    return trace.nodes, schedule.plan_for(trace, target or groups.BACKEND.target)
+
+
+def kernels(*arrays, target=None):
+    return plan_of(*arrays, target=target)[1].kernels
+
+
+def arrays_read(*arrays):
+    """Input arrays the plan's kernels read (0-d constants such as a mean's count not counted)."""
+    nodes, plan = plan_of(*arrays)
+    return {source.node for step in plan.kernels for source in step.loads if nodes[source.node].shape}
+
+
+def lazy(*shape, dtype=np.float64):
+    return dynfuse.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+def close(actual, expected):
+    np.testing.assert_allclose(np.asarray(actual), expected, rtol=1e-12, atol=1e-12)
+
+
+LONG_ROWS = Target("long rows", persistent_row_elements=4)
+
+
+# ---- elementwise and views ----------------------------------------------------------------------
+
+
+def test_relu_chain_is_one_kernel_moving_a_third_of_the_bytes():
+    x = lazy(1000)
+    y = np.maximum(x * 2, 0) + 1
+    (step,) = kernels(y)
+    assert len(step.loads) == 1 and len(step.kernel.outputs) == 1
+    assert "memory traffic: 16.0 KB fused, 48.0 KB op by op (3.0x less)" in dynfuse.explain(y)
+    assert_same(y, np.maximum(np.asarray(x) * 2, 0) + 1)
+
+
+def test_a_tree_over_broadcast_inputs_reads_each_input_once():
+    a, b, c, d = lazy(3, 1), lazy(1, 4), lazy(4), lazy(3, 4)
+    y = ((a + b) * c - d) / a + np.sqrt(np.abs(a))
+    (step,) = kernels(y)
+    assert sorted(source.node for source in step.loads) == sorted({source.node for source in step.loads})
+    assert len(step.loads) == 4
+    A, B, C, D = map(np.asarray, (a, b, c, d))
+    close(y, ((A + B) * C - D) / A + np.sqrt(np.abs(A)))
+
+
+VIEWS_OF_COMPUTED = {
+    "transpose": lambda v: v.T,
+    "swapaxes": lambda v: v.swapaxes(0, 2),
+    "moveaxis": lambda v: (
+        dynfuse.numpy.moveaxis(v, 0, -1) if isinstance(v, dynfuse.LazyArray) else np.moveaxis(v, 0, -1)
+    ),
+    "broadcast_to": lambda v: np.broadcast_to(v[:, :1], (2, 3, 4)),
+    "expand_dims": lambda v: v[:, None, :, None],
+    "squeeze": lambda v: v[:1].squeeze(0),
+    "reshape regrouping axes": lambda v: v.reshape(6, 4),
+    "reshape splitting an axis": lambda v: v.reshape(2, 3, 2, 2),
+    "slices with steps": lambda v: v[::-1, 1::2, ::3],
+    "flip": lambda v: np.flip(v, axis=1),
+    "integer index": lambda v: v[1, :, 2],
+    "ravel": lambda v: v.ravel(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS_OF_COMPUTED))
+def test_views_of_computed_values_are_index_maps_not_copies(name):
+    view = VIEWS_OF_COMPUTED[name]
+    x = lazy(2, 3, 4)
+    y = view(x * 2 + 1) - 3
+    (step,) = kernels(y)
+    assert len(step.loads) == 1
+    close(y, view(np.asarray(x) * 2 + 1) - 3)
+
+
+def test_flattening_a_transposed_value_iterates_over_its_axes():
+    x = lazy(3, 4)
+    y = (x * 2).T.reshape(12) + 1  # the kernel iterates over (4, 3) and writes 12 contiguous values
+    (step,) = kernels(y)
+    assert step.kernel.shape == (4, 3)
+    close(y, (np.asarray(x) * 2).T.reshape(12) + 1)
+
+
+def test_a_reshape_no_index_map_expresses_stores_its_input():
+    x = lazy(3, 4)
+    y = (x * 2).T.reshape(6, 2) + 1  # (4, 3) regrouped as (6, 2): an index carries between axes
+    assert len(kernels(y)) == 2
+    close(y, (np.asarray(x) * 2).T.reshape(6, 2) + 1)
+
+
+def test_views_of_inputs_are_read_in_place():
+    base = rng.standard_normal((6, 8))
+    x = dynfuse.asarray(base)
+    y = x[::-2, 1:].T * x.T[1:, ::-2]
+    (step,) = kernels(y)
+    assert len(step.loads) == 2  # two views of one input, each read in place
+    close(y, base[::-2, 1:].T * base.T[1:, ::-2])
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+
+REDUCTIONS = ["sum", "prod", "max", "min", "argmax", "argmin", "any", "all", "mean", "var", "std"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2), -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_a_reduction_takes_its_producers_into_its_kernel(name, axis, keepdims):
+    if name in ("argmax", "argmin") and (isinstance(axis, tuple) or keepdims):
+        pytest.skip("argmax/argmin take one axis and no keepdims")
+    a, b = lazy(3, 4, 5), lazy(3, 4, 5)
+    kwargs = {"axis": axis, **({"keepdims": True} if keepdims else {})}
+    y = getattr(a * b, name)(**kwargs)
+    (step,) = kernels(y)
+    assert len(arrays_read(y)) == 2 and len(step.stores) == 1  # no temporary for a * b
+    assert step.kernel.passes == (2 if name in ("var", "std") else 1)
+    expected = getattr(np.asarray(a) * np.asarray(b), name)(**kwargs)
+    close(y, expected)
+    assert np.asarray(y).dtype == expected.dtype
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x):
+    return (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)
+
+
+def centered(x):
+    return x - x.mean(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "short_rows", "long_rows"),
+    [
+        # (kernels, passes of each) when a row fits the persistent limit, and when it does not
+        (softmax, [3], [1, 1, 1]),
+        (layernorm, [3], [1, 1, 1]),
+        (centered, [2], [1, 1]),
+    ],
+)
+def test_row_patterns_in_the_stated_passes(pattern, short_rows, long_rows):
+    x = lazy(8, 6)
+    y = pattern(x)
+    assert [step.kernel.passes for step in kernels(y)] == short_rows
+    assert [step.kernel.passes for step in kernels(y, target=LONG_ROWS)] == long_rows
+    expected = pattern(np.asarray(x))
+    close(y, expected)
+    with config_target(LONG_ROWS):
+        close(pattern(x), expected)
+
+
+class config_target:
+    """Run with the group backend planning for another target."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def __enter__(self):
+        self.saved = groups.BACKEND.target
+        groups.BACKEND.target = self.target
+
+    def __exit__(self, *exc):
+        groups.BACKEND.target = self.saved
+
+
+# ---- several outputs, barriers ------------------------------------------------------------------
+
+
+def test_outputs_that_share_inputs_come_out_of_one_kernel():
+    x = lazy(5, 7)
+    a, b = x + 1, x * 2
+    (step,) = kernels(a, b)
+    assert len(step.loads) == 1 and len(step.stores) == 2
+    mean, var = x.mean(), x.var()
+    (step,) = kernels(mean, var)
+    assert len(arrays_read(mean, var)) == 1 and len(step.stores) == 2
+    rows, doubled = x.sum(axis=1), x * 2
+    (step,) = kernels(rows, doubled)
+    dynfuse.evaluate(a, b, mean, var, rows, doubled)
+    X = np.asarray(x)
+    for got, want in [(a, X + 1), (b, X * 2), (mean, X.mean()), (var, X.var()), (rows, X.sum(1))]:
+        close(got, want)
+
+
+def test_an_output_that_reads_another_is_computed_inline():
+    x = lazy(5, 7)
+    y = x * 2
+    z = y + 1
+    (step,) = kernels(y, z)
+    assert len(step.stores) == 2
+    dynfuse.evaluate(y, z)
+    close(z, np.asarray(x) * 2 + 1)
+
+
+def test_matmul_is_a_barrier_with_fusion_on_each_side():
+    x, w, bias = lazy(4, 6), lazy(6, 3), lazy(3)
+    y = np.maximum(x @ w + bias, 0)
+    assert [type(step) for step in plan_of(y)[1].steps] == [LibraryStep, KernelStep]
+    z = np.maximum((x * 2 - 1) @ w + bias, 0)
+    assert [type(step) for step in plan_of(z)[1].steps] == [KernelStep, LibraryStep, KernelStep]
+    X, W, B = map(np.asarray, (x, w, bias))
+    close(y, np.maximum(X @ W + B, 0))
+    close(z, np.maximum((X * 2 - 1) @ W + B, 0))
+
+
+def test_a_fallback_is_a_barrier_with_fusion_on_each_side():
+    x = lazy(50)
+    y = np.sort(x * 2 + 1)  # not recorded: its input is materialized in one plan, then NumPy sorts
+    z = y * 3 - 1
+    dynfuse.evaluate(z)
+    stats = dynfuse.stats()
+    assert stats["fallback_names"] == {"sort": 1}
+    assert stats["kernels_launched"] == 2 and stats["fused_ops"] == 4
+    close(z, np.sort(np.asarray(x) * 2 + 1) * 3 - 1)
+
+
+# ---- decisions on shared nodes ------------------------------------------------------------------
+
+
+def test_cheap_shared_work_is_recomputed_in_each_kernel():
+    x = lazy(6, 7)
+    shared = x + 1
+    by_rows, by_columns = shared.sum(axis=1), shared.sum(axis=0)
+    nodes, plan = plan_of(by_rows, by_columns)
+    assert len(plan.kernels) == 2
+    assert all(nodes[n] is not shared._node for step in plan.kernels for n in step.stores)
+
+
+def test_expensive_shared_work_is_stored_once():
+    x = lazy(6, 7)
+    shared = np.exp(np.sin(x) * np.log1p(np.abs(x)))
+    by_rows, by_columns = shared.sum(axis=1), shared.sum(axis=0)
+    nodes, plan = plan_of(by_rows, by_columns)
+    stored = [nodes[n] for step in plan.kernels for n in step.stores]
+    assert any(node is shared._node for node in stored)
+    dynfuse.evaluate(by_rows, by_columns)
+    S = np.exp(np.sin(np.asarray(x)) * np.log1p(np.abs(np.asarray(x))))
+    close(by_rows, S.sum(axis=1))
+    close(by_columns, S.sum(axis=0))
+
+
+def test_a_deep_shared_dag_plans_in_linear_work(monkeypatch):
+    """200 levels of ``x = x + x*0.5``, both operands shared: 2**200 paths, 400 values."""
+    monkeypatch.setattr(config, "max_depth", 10_000)
+    expansions = 0
+    expand = schedule._KernelBuilder._expand
+
+    def counting(self, *args):
+        nonlocal expansions
+        expansions += 1
+        return expand(self, *args)
+
+    monkeypatch.setattr(schedule._KernelBuilder, "_expand", counting)
+    start = np.linspace(0, 1, 16)
+    x, expected = dynfuse.asarray(start), start
+    for _ in range(200):
+        x = x + x * 0.5
+        expected = expected + expected * 0.5
+    (step,) = kernels(x)
+    assert len(step.kernel.instructions) == 1 + 200 * 3  # the load, then per level: param, multiply, add
+    assert expansions <= 2 * (1 + 200 * 3)
+    close(x, expected)
+
+
+def test_a_changing_scalar_reuses_the_plan_and_the_kernel():
+    x = dynfuse.asarray(np.arange(10.0))
+    for scale in [0.5, 1.5, 2.5, 3, 200, 10**6]:
+        y = x * scale + scale / 2
+        close(y, np.arange(10.0) * scale + scale / 2)
+    stats = dynfuse.stats()
+    # float scalars and int scalars differ in type: two signatures, each planned and compiled once
+    assert stats["plan_cache_misses"] == 2 and stats["plan_cache_hits"] == 4
+    assert stats["kernels_compiled"] == 2
+
+
+# ---- tiers and faults ---------------------------------------------------------------------------
+
+
+def test_tiny_work_is_interpreted_without_a_plan(monkeypatch):
+    monkeypatch.setattr(config, "tiers", True)
+    x = lazy(10)
+    y = np.maximum(x * 2, 0) + 1
+    dynfuse.evaluate(y)
+    stats = dynfuse.stats()
+    assert (
+        stats["interpreted_ops"] == 3 and stats["plan_cache_misses"] == 0 and stats["kernels_launched"] == 0
+    )
+
+
+def test_a_small_kernel_compiles_when_seen_again(monkeypatch):
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(
+        groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_elements=10**6)
+    )
+    first = second = None
+    for attempt in range(2):
+        x = dynfuse.asarray(np.arange(37.0))
+        y = np.sqrt(x) * 3
+        dynfuse.evaluate(y)
+        close(y, np.sqrt(np.arange(37.0)) * 3)
+        if attempt == 0:
+            first = dict(dynfuse.stats())
+        second = dynfuse.stats()
+    assert first["interpreted_ops"] == 2 and first["kernels_launched"] == 0
+    assert second["interpreted_ops"] == 2 and second["kernels_launched"] == 1
+
+
+@pytest.mark.parametrize("fault", ["compile", "launch"])
+def test_a_failing_kernel_falls_back_with_a_warning(fault, monkeypatch):
+    cache.clear()
+
+    def broken_compile(kernel):
+        raise RuntimeError("injected compiler failure")
+
+    def broken_kernel(kernel):
+        def run(inputs, params, outputs):
+            raise RuntimeError("injected launch failure")
+
+        return run
+
+    monkeypatch.setattr(groups.BACKEND, "compile", broken_compile if fault == "compile" else broken_kernel)
+    x = lazy(20)
+    y = np.exp(x) + 1
+    with pytest.warns(RuntimeWarning, match="injected"):
+        dynfuse.evaluate(y)
+    close(y, np.exp(np.asarray(x)) + 1)
+    assert dynfuse.stats()["fallback_names"] == {"kernel:groups": 1}
+    cache.clear()
+
+
+# ---- introspection ------------------------------------------------------------------------------
+
+
+def test_explain_lists_kernels_and_sources_without_computing():
+    x, w = lazy(4, 6), lazy(6, 3)
+    y = softmax(np.maximum(x @ w, 0))
+    text = dynfuse.explain(y, source=True)
+    for expected in (
+        "library 0: matmul",
+        "kernel 1: over (4, 3), reducing axes (1,) in 3 pass(es)",
+        "def kernel",
+    ):
+        assert expected in text, text
+    sources = dynfuse.kernel_sources(y)
+    assert len(sources) == 1 and all(line in text for line in sources[0].splitlines())
+    assert "op by op" in dynfuse.explain(y, backend="numpy") and "kernel 0" not in dynfuse.explain(
+        y, backend="numpy"
+    )
+    with pytest.raises(ValueError, match="reference backend"):
+        dynfuse.kernel_sources(y, backend="numpy")
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        dynfuse.explain(y, backend="tpu")
+    assert dynfuse.stats()["materializations"] == 0
+
+
+def test_stats_count_planned_kernels_and_fused_ops():
+    x = lazy(30)
+    y = np.maximum(x * 2, 0) + 1
+    z = (x * x).sum()
+    dynfuse.evaluate(y, z)
+    stats = dynfuse.stats()
+    assert stats["kernels_planned"] == 1 and stats["kernels_launched"] == 1
+    assert stats["fused_ops"] == 5 and stats["plan_cache_misses"] == 1
+
+
+def test_generated_kernels_warn_as_numpy_does():
+    x = dynfuse.asarray(np.array([-1.0, 4.0]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = np.asarray(np.sqrt(x) + 1)
+    assert any("invalid value" in str(warning.message) for warning in caught)
+    assert np.isnan(y[0]) and y[1] == 3.0
+
+
+def test_targets_are_part_of_the_plan_key():
+    x = lazy(8, 6)
+    y = softmax(x)
+    assert len(kernels(y)) == 1
+    assert len(kernels(y, target=dataclasses.replace(LONG_ROWS, name="other"))) == 3
