@@ -35,6 +35,16 @@ view = x[:, 1:]
 x += 1
 assert np.array_equal(np.asarray(view), np.asarray(x)[:, 1:])
 
+# Work this tiny runs op by op (a kernel would not pay); large work runs the planned kernels.
+# Softmax over rows of 1000 elements: one kernel, three passes over each row while it is in cache.
+big = dynfuse.asarray(rng.standard_normal((2000, 1000)))
+exps = np.exp(big - big.max(axis=1, keepdims=True))
+softmax = exps / exps.sum(axis=1, keepdims=True)
+print("\n" + "\n".join(line for line in dynfuse.explain(softmax).splitlines() if not line.startswith(" ")))
+dynfuse.evaluate(softmax)
+assert np.allclose(np.asarray(softmax).sum(axis=1), 1.0)
+print("kernels launched:", dynfuse.stats()["kernels_launched"])
+
 # What dynfuse cannot record lazily falls back to NumPy, and is counted.
 np.sort(x, axis=1)
 print("\nstats:", dynfuse.stats())

@@ -55,7 +55,7 @@ def main() -> None:
     columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp")
     print(f"{'elements':>10} " + " ".join(f"{column:>12}" for column in columns))
     tiny = first_sight = None
-    for size in [2**k for k in range(4, 21, 2)]:
+    for size in [2**k for k in (4, 8, 12, 14, 15, 16, 17, 18, 19, 20)]:
         values = np.random.default_rng(0).standard_normal(size)
         expected = chain(values)
 

@@ -27,10 +27,10 @@ _NAMESPACE: dict[str, Any] = {
 
 class GroupBackend:
     name = "groups"
-    # Measured by perf/bench_tiers.py (see perf/RESULTS.md): planned NumPy groups beat the op-by-op
-    # interpreter from about 2**16 elements, warm or cold (a Python compile is cheap), so there is
-    # no separate first-sight tier here.
-    target = Target(name, tiny_elements=1 << 16, first_sight_elements=1 << 16)
+    # Measured by perf/bench_tiers.py (see perf/RESULTS.md): a planned group beats the op-by-op
+    # interpreter from about 2**16 elements when its plan and code are cached, and from about 2**17
+    # when it must plan and compile first.
+    target = Target(name, tiny_elements=1 << 16, first_sight_elements=1 << 17)
 
     def source(self, kernel: Kernel) -> str:
         shape = kernel.shape
