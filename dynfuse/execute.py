@@ -115,6 +115,9 @@ class _Run:
         try:
             compiled = cache.compiled_kernel(self.backend, kernel)
             inputs = [self.array(source, kernel.shape) for source in step.loads]
+            for position, inst in enumerate(kernel.inputs):  # hold the layouts the kernel was built for
+                if dict(inst.params)["contiguous"] and not inputs[position].flags.c_contiguous:
+                    inputs[position] = np.ascontiguousarray(inputs[position])
             params = [self.nodes[number].buffer for number in step.params]
             outputs = [np.empty(kernel.output_shape(output), output.dtype) for output in kernel.outputs]
             compiled(inputs, params, outputs)

@@ -6,7 +6,9 @@ of the others), in one or more passes over each row. Its body is a list of instr
 form, each numbered by its position:
 
 - ``load``: input array ``slot``, already laid out by the executor as an array of ``shape`` (any
-  strides, zero along broadcast axes, negative for flips), so views cost nothing here;
+  strides, zero along broadcast axes, negative for flips), so views cost nothing here. Its params
+  say how it reads memory: ``broadcast`` (the axes it is constant along), ``contiguous`` (C order
+  over the whole shape) and ``zero_dim`` (its source is 0-d: one value for the whole kernel);
 - ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
   ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;

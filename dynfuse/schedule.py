@@ -189,6 +189,46 @@ class _Planner:
             n = self.number(self.nodes[n].inputs[0])
         return Source(n, tuple(reversed(chain))) if self.is_source(n, computing) else None
 
+    def access_layout(self, source: Source, shape: tuple[int, ...]) -> tuple:
+        """How a load reads memory: the axes it is constant along, whether it is contiguous, and
+        whether its source is 0-d (one value for the whole kernel, as NumPy sees a 0-d operand).
+
+        Found from the buffers this trace holds (their strides are part of the trace signature, so
+        the answer holds for every trace that shares the plan); a buffer the plan computes is a
+        fresh C-contiguous array, stood in for by one that shares no memory and is never read.
+        """
+        node = self.nodes[source.node]
+        if node.op is ops.SCALAR:
+            array = np.asarray(node.buffer)
+        elif node.is_materialized:
+            array = node.buffer
+        else:
+            strides = tuple(stride * node.dtype.itemsize for stride in views.contiguous_strides(node.shape))
+            array = np.lib.stride_tricks.as_strided(np.zeros(1, node.dtype), node.shape, strides)
+        for number in source.views:
+            view = self.nodes[number]
+            params = dict(view.params)
+            if view.op.name == "reshape":
+                try:
+                    array = np.reshape(array, params["shape"], copy=False)
+                except ValueError:  # the executor's reshape copies: a fresh C-contiguous array
+                    array = np.lib.stride_tricks.as_strided(
+                        np.zeros(1, array.dtype),
+                        view.shape,
+                        tuple(
+                            stride * array.dtype.itemsize for stride in views.contiguous_strides(view.shape)
+                        ),
+                    )
+            else:
+                array = view.op.reference(array, **params)
+        access = views.strided_view(array, source.index_map, shape)
+        broadcast = tuple(
+            axis
+            for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))
+            if not stride and extent > 1
+        )
+        return broadcast, bool(access.flags.c_contiguous), array.ndim == 0
+
     def plan(self) -> Plan:
         while True:
             self._store_barrier_inputs()
@@ -492,7 +532,14 @@ class _KernelBuilder:
             slot = len(self.loads)
             self.loads.append(source)
             self.computed.update(source.views)
-            return self._emit(key, Instruction(LOAD, (), (("slot", slot),), dtype, row, 0))
+            broadcast, contiguous, zero_dim = self.planner.access_layout(source, self.shape)
+            params = (
+                ("slot", slot),
+                ("broadcast", broadcast),
+                ("contiguous", contiguous),
+                ("zero_dim", zero_dim),
+            )
+            return self._emit(key, Instruction(LOAD, (), params, dtype, row, 0))
         return self.numbering[key]
 
     def _param(self, n: int) -> int:

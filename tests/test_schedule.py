@@ -298,6 +298,22 @@ def test_a_changing_scalar_reuses_the_plan_and_the_kernel():
     assert stats["kernels_compiled"] == 2
 
 
+def test_the_kernel_signature_is_structural():
+    """Ops, dtypes, shapes and layouts make the signature; scalar values do not."""
+    x = lazy(6, 8)
+    times_two, times_three = kernels(x * 2 + 1)[0].kernel, kernels(x * 3 + 5)[0].kernel
+    assert times_two.signature == times_three.signature
+    flipped = kernels(x[::-1] * 2 + 1)[0].kernel
+    broadcast = kernels(x[:1] * 2 + 1 + x)[0].kernel
+    float32 = kernels(lazy(6, 8, dtype=np.float32) * 2 + 1)[0].kernel
+    signatures = {times_two.signature, flipped.signature, broadcast.signature, float32.signature}
+    assert len(signatures) == 4
+    (load,) = times_two.inputs
+    assert dict(load.params) == {"slot": 0, "broadcast": (), "contiguous": True, "zero_dim": False}
+    assert dict(flipped.inputs[0].params)["contiguous"] is False
+    assert {dict(inst.params)["broadcast"] for inst in broadcast.inputs} == {(), (0,)}
+
+
 # ---- tiers and faults ---------------------------------------------------------------------------
 
 

@@ -51,7 +51,14 @@ class GroupBackend:
             if kind is OpKind.BUFFER:
                 # A per-row input is read once per row: its row-shaped slice, so per-row values
                 # keep the row shape that per-row outputs have.
-                call = f"inputs[{inst.slot}][{row_slice}]" if inst.row else f"inputs[{inst.slot}]"
+                # A 0-d source stays 0-d, as NumPy sees it op by op (its loops treat a 0-d operand
+                # apart from a broadcast one, and signed zeros in min/max/clip can tell).
+                if dict(inst.params)["zero_dim"]:
+                    call = f"inputs[{inst.slot}][{'0, ' * len(shape)}...]"
+                elif inst.row:
+                    call = f"inputs[{inst.slot}][{row_slice}]"
+                else:
+                    call = f"inputs[{inst.slot}]"
             elif kind is OpKind.SCALAR:
                 call = f"params[{inst.slot}]"
             elif kind is OpKind.REDUCTION:
