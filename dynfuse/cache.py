@@ -1,36 +1,56 @@
-"""Compiled kernels, kept by signature so that a kernel compiles once per process."""
+"""Caches that count themselves: compiled kernels by kernel signature, plans by trace signature."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import cachetools
 
 from . import config, stats
 from .kernel import Backend, CompiledKernel, Kernel
 
-_compiled: cachetools.LRUCache = cachetools.LRUCache(maxsize=config.kernel_cache_size)
-_lock = threading.Lock()
+
+class CountedCache:
+    """A bounded LRU cache, safe across threads, whose hits and misses show in ``stats()``."""
+
+    def __init__(self, maxsize: int, hits: str, misses: str) -> None:
+        self._entries: cachetools.LRUCache = cachetools.LRUCache(maxsize=maxsize)
+        self._lock = threading.Lock()
+        self._hits, self._misses = hits, misses
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            value = self._entries.get(key)
+        if value is not None:
+            stats.count(self._hits)
+            return value
+        stats.count(self._misses)
+        value = build()
+        with self._lock:
+            self._entries[key] = value
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_compiled = CountedCache(config.kernel_cache_size, "cache_hits", "cache_misses")
 
 
 def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel:
-    key = (backend.name, kernel.signature)
-    with _lock:
-        compiled = _compiled.get(key)
-    if compiled is not None:
-        stats.count("cache_hits")
+    def build() -> CompiledKernel:
+        started = time.perf_counter()
+        compiled = backend.compile(kernel)
+        stats.count("compile_seconds", time.perf_counter() - started)
+        stats.count("kernels_compiled")
         return compiled
-    stats.count("cache_misses")
-    started = time.perf_counter()
-    compiled = backend.compile(kernel)
-    stats.count("compile_seconds", time.perf_counter() - started)
-    stats.count("kernels_compiled")
-    with _lock:
-        _compiled[key] = compiled
-    return compiled
+
+    return _compiled.get_or_build((backend.name, kernel.signature), build)
 
 
 def clear() -> None:
-    with _lock:
-        _compiled.clear()
+    _compiled.clear()

@@ -164,36 +164,11 @@ _VALUE_CHECKS = {"power": _check_integer_power}
 
 # Ufuncs that call into libm (or an equally long polynomial): about an order of magnitude dearer
 # per element than an add, so recomputing them in several kernels can cost more than storing them.
-_TRANSCENDENTAL = frozenset(
-    {
-        "power",
-        "float_power",
-        "cbrt",
-        "exp",
-        "exp2",
-        "expm1",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "sin",
-        "cos",
-        "tan",
-        "arcsin",
-        "arccos",
-        "arctan",
-        "arctan2",
-        "sinh",
-        "cosh",
-        "tanh",
-        "arcsinh",
-        "arccosh",
-        "arctanh",
-        "hypot",
-        "logaddexp",
-        "logaddexp2",
-    }
+_TRANSCENDENTAL_NAMES = (
+    "power float_power cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
+    "arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot logaddexp logaddexp2"
 )
+_TRANSCENDENTAL = frozenset(_TRANSCENDENTAL_NAMES.split())
 # Division is slower than the other arithmetic, and integer division slower still.
 _DIVISION = frozenset({"divide", "floor_divide", "remainder", "fmod", "reciprocal"})
 

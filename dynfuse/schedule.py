@@ -27,14 +27,12 @@ type only. A loop that rebuilds the same trace, with changing scalars, plans onc
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-import cachetools
 import numpy as np
 
-from . import config, ops, stats, views
+from . import cache, config, ops, views
 from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Target
 from .ops import OpKind
 from .trace import Node
@@ -115,27 +113,15 @@ def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
 
 # ---- the plan cache -----------------------------------------------------------------------------
 
-_plans: cachetools.LRUCache = cachetools.LRUCache(maxsize=config.plan_cache_size)
-_plans_lock = threading.Lock()
+_plans = cache.CountedCache(config.plan_cache_size, "plan_cache_hits", "plan_cache_misses")
 
 
 def plan_for(trace: Trace, target: Target) -> Plan:
-    key = (target, trace.signature)
-    with _plans_lock:
-        plan = _plans.get(key)
-    if plan is not None:
-        stats.count("plan_cache_hits")
-        return plan
-    stats.count("plan_cache_misses")
-    plan = _Planner(trace, target).plan()
-    with _plans_lock:
-        _plans[key] = plan
-    return plan
+    return _plans.get_or_build((target, trace.signature), lambda: _Planner(trace, target).plan())
 
 
 def clear_plan_cache() -> None:
-    with _plans_lock:
-        _plans.clear()
+    _plans.clear()
 
 
 # ---- planning -----------------------------------------------------------------------------------

@@ -1,33 +1,23 @@
 """Dispatch overhead: what recording and materializing costs per op, against NumPy doing the work.
 
-Issue 2 computes through the reference executor (NumPy, op by op), so this measures pure overhead:
-the ratio dynfuse/NumPy on tiny arrays (overhead dominates) and large ones (it vanishes). Later
-backends are measured against this baseline. Correctness is checked before anything is timed.
+Nothing is compiled to machine code yet (the ``groups`` backend runs each planned kernel as NumPy
+calls; ``DYNFUSE_BACKEND=numpy`` runs op by op), so this measures overhead: the ratio dynfuse/NumPy
+on tiny arrays (overhead dominates) and large ones (it vanishes). Compiled backends are measured
+against this baseline. Correctness is checked before anything is timed.
 
-    python perf/bench_dispatch.py [--repeats N]
+    [DYNFUSE_BACKEND=numpy] python perf/bench_dispatch.py [--repeats N]
 """
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from timing import median_time
 
 import dynfuse
 
 
 def chain(xp_array):
     return np.maximum(xp_array * 2.0, 0.0) + 1.0 - xp_array / 3.0
-
-
-def timed(function, repeats):
-    function()  # warm up: dtype probes, caches
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -40,8 +30,9 @@ def main() -> None:
         values = np.random.default_rng(0).standard_normal(size)
         expected = chain(values)
         np.testing.assert_allclose(np.asarray(chain(dynfuse.asarray(values))), expected, rtol=1e-15)
-        numpy_time = timed(lambda values=values: chain(values), repeats)
-        lazy_time = timed(lambda values=values: np.asarray(chain(dynfuse.asarray(values))), repeats)
+        chain(values)  # warm up NumPy; the check above warmed dynfuse's probes, plan and kernel
+        numpy_time = median_time(lambda values=values: chain(values), repeats)
+        lazy_time = median_time(lambda values=values: np.asarray(chain(dynfuse.asarray(values))), repeats)
         ratio = lazy_time / numpy_time
         print(f"{size:>10} {numpy_time * 1e6:>14.1f}us {lazy_time * 1e6:>16.1f}us {ratio:>7.2f}")
 

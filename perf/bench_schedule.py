@@ -12,10 +12,9 @@ Correctness is checked before anything is timed; times are medians.
 
 import argparse
 import re
-import statistics
-import time
 
 import numpy as np
+from timing import median_time
 
 import dynfuse
 from dynfuse import config, execute, schedule
@@ -35,17 +34,6 @@ def plan(array):
     outputs = execute.wanted_nodes([array._node])
     trace = schedule.number_trace(topological_order(outputs), outputs)
     return schedule.plan_for(trace, config.BACKENDS["groups"].target)
-
-
-def median_time(function, repeats, before=None):
-    samples = []
-    for _ in range(repeats):
-        if before is not None:
-            before()
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def softmax(x):

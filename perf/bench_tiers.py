@@ -14,10 +14,9 @@ records the figures measured here. Correctness is checked before anything is tim
 
 import argparse
 import dataclasses
-import statistics
-import time
 
 import numpy as np
+from timing import median_time
 
 import dynfuse
 from dynfuse import cache, config, schedule
@@ -25,17 +24,6 @@ from dynfuse import cache, config, schedule
 
 def chain(a):
     return np.maximum(a * 2.0, 0.0) + 1.0 - a / 3.0
-
-
-def median_time(function, repeats, before=None):
-    samples = []
-    for _ in range(repeats):
-        if before is not None:
-            before()
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def clear_caches():
