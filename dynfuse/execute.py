@@ -67,8 +67,21 @@ def _tiny(order: list[Node], backend: Backend) -> bool:
 
 def run_planned(order: list[Node], outputs: list[Node], backend: Backend) -> dict[Node, np.ndarray]:
     trace = schedule.number_trace(order, outputs)
-    plan = schedule.plan_for(trace, backend.target)
+    try:
+        plan = schedule.plan_for(trace, backend.target)
+    except Exception as error:  # a fault of the scheduler's: the trace still runs, op by op
+        _warn_fault("planning", error)
+        stats.count_fallback("plan")
+        return interpret.run(order, outputs)
     return _Run(trace.nodes, plan, backend).results(outputs)
+
+
+def _warn_fault(what: str, error: Exception) -> None:
+    warnings.warn(
+        f"dynfuse: {what} failed ({type(error).__name__}: {error}); running it with the reference executor",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 class _Run:
@@ -122,12 +135,7 @@ class _Run:
             outputs = [np.empty(kernel.output_shape(output), output.dtype) for output in kernel.outputs]
             compiled(inputs, params, outputs)
         except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
-            warnings.warn(
-                f"dynfuse: a {self.backend.name} kernel failed ({type(error).__name__}: {error}); "
-                "running it with the reference executor",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            _warn_fault(f"a {self.backend.name} kernel", error)
             stats.count_fallback(f"kernel:{self.backend.name}")
             self.interpret(step)
             return

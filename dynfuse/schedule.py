@@ -227,6 +227,8 @@ class _Planner:
                 self.stored |= needs
                 continue
             if needs:  # a kernel would need a node that it computes itself: share no kernels
+                if not self.join:
+                    raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
                 self.join = False
                 continue
             shared = self._worth_storing(builders)

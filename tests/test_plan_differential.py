@@ -92,6 +92,7 @@ def inputs(draw):
 
 
 @pytest.mark.filterwarnings("error:dynfuse. a groups kernel failed:RuntimeWarning")
+@pytest.mark.filterwarnings("error:dynfuse. planning failed:RuntimeWarning")
 @settings(max_examples=300)
 @given(
     arrays=inputs(),
