@@ -339,8 +339,12 @@ def _reshape_input_map(
 
 
 def strided_view(array: np.ndarray, index_map: IndexMap, shape: Shape) -> np.ndarray:
-    """``array`` read through ``index_map`` as a read-only array of the iteration ``shape``: no copy."""
-    if size_of(shape) == 0:
+    """``array`` read through ``index_map`` as a read-only array of the iteration ``shape``: no copy.
+
+    ``shape`` may be empty along axes the map ignores (a reduction over no elements still reads
+    its per-row values); an empty ``array`` is only read by an empty iteration.
+    """
+    if array.size == 0:  # nothing to read; an empty iteration still reads per-row values
         return np.empty(shape, array.dtype)
     strides, _ = _combine(array.strides, index_map, len(shape))
     origin = array[(*index_map.offsets, Ellipsis)]  # a 0-d view at the first element read

@@ -39,7 +39,7 @@ def apply_view(value, choice):
     options = [
         lambda v: v.T,
         lambda v: v[::-1],
-        lambda v: v[choice % v.shape[0] :: 1 + choice % 3],
+        lambda v: v[choice % max(v.shape[0], 1) :: 1 + choice % 3],
         lambda v: v[None],
         lambda v: v.reshape(-1),
         lambda v: np.broadcast_to(v, (2, *v.shape)),
@@ -87,7 +87,9 @@ def run(program, inputs, outputs):
 @st.composite
 def inputs(draw):
     count = draw(st.integers(1, 3))
-    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=count, min_dims=0, max_dims=3, max_side=5))
+    shapes = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=count, min_dims=0, max_dims=3, min_side=0, max_side=5)
+    )
     return [draw(hnp.arrays(draw(st.sampled_from(DTYPES)), shape)) for shape in shapes.input_shapes]
 
 

@@ -22,6 +22,9 @@ _NAMESPACE: dict[str, Any] = {
     **{name: op.reference for name, op in ops.OPS.items()},
     "dtype": np.dtype,
     "broadcast_to": np.broadcast_to,
+    "as_strided": lambda array, shape, strides: np.lib.stride_tricks.as_strided(
+        array, shape, strides, writeable=False
+    ),
 }
 
 
@@ -43,20 +46,21 @@ class GroupBackend:
             inst = kernel.instructions[output.value]
             if isinstance(inst.op.reference, np.ufunc) and not output.row:
                 written_by.setdefault(output.value, position)
-        row_slice = "".join("0:1, " if axis in kernel.reduce_axes else ":, " for axis in range(len(shape)))
         lines = ["def kernel(inputs, params, outputs):"]
         for number, inst in enumerate(kernel.instructions):
             kind = inst.op.kind
             params = "".join(f", {key}={value!r}" for key, value in inst.params)
             if kind is OpKind.BUFFER:
-                # A per-row input is read once per row: its row-shaped slice, so per-row values
-                # keep the row shape that per-row outputs have.
-                # A 0-d source stays 0-d, as NumPy sees it op by op (its loops treat a 0-d operand
-                # apart from a broadcast one, and signed zeros in min/max/clip can tell).
+                # A per-row input is read once per row, as an array of the row shape; a 0-d
+                # source stays 0-d, as NumPy sees it op by op (its loops treat a 0-d operand apart
+                # from a broadcast one, and signed zeros in min/max/clip can tell). Both are
+                # re-strided, not sliced, so they hold their value even when rows are empty.
                 if dict(inst.params)["zero_dim"]:
-                    call = f"inputs[{inst.slot}][{'0, ' * len(shape)}...]"
+                    call = f"as_strided(inputs[{inst.slot}], (), ())"
                 elif inst.row:
-                    call = f"inputs[{inst.slot}][{row_slice}]"
+                    call = (
+                        f"as_strided(inputs[{inst.slot}], {kernel.row_shape!r}, inputs[{inst.slot}].strides)"
+                    )
                 else:
                     call = f"inputs[{inst.slot}]"
             elif kind is OpKind.SCALAR:
