@@ -47,7 +47,7 @@ PARAM = ops.SCALAR  # the op of a scalar parameter
 class Instruction:
     op: Op
     args: tuple[int, ...]  # numbers of earlier instructions
-    params: tuple  # the op's static params; ``(("slot", k),)`` for loads and parameters
+    params: tuple  # the op's static params; for loads and parameters, ``slot`` and the layout or type
     dtype: np.dtype | None  # None for a weak scalar parameter
     row: bool
     stage: int
@@ -97,10 +97,6 @@ class Kernel:
     @property
     def inputs(self) -> list[Instruction]:
         return [inst for inst in self.instructions if inst.op is LOAD]
-
-    @property
-    def params(self) -> list[Instruction]:
-        return [inst for inst in self.instructions if inst.op is PARAM]
 
     @property
     def passes(self) -> int:

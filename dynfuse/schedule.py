@@ -139,6 +139,12 @@ def _keeps_dims(node: Node) -> bool:
     return len(node.shape) == len(node.inputs[0].shape)
 
 
+def _contiguous_stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An array with a fresh C-contiguous buffer's layout, over one element: never to be read."""
+    strides = tuple(stride * dtype.itemsize for stride in views.contiguous_strides(shape))
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides)
+
+
 @dataclass
 class _Group:
     """Stored nodes that one kernel computes, over one iteration space."""
@@ -189,8 +195,7 @@ class _Planner:
         elif node.is_materialized:
             array = node.buffer
         else:
-            strides = tuple(stride * node.dtype.itemsize for stride in views.contiguous_strides(node.shape))
-            array = np.lib.stride_tricks.as_strided(np.zeros(1, node.dtype), node.shape, strides)
+            array = _contiguous_stand_in(node.shape, node.dtype)
         for number in source.views:
             view = self.nodes[number]
             params = dict(view.params)
@@ -198,13 +203,7 @@ class _Planner:
                 try:
                     array = np.reshape(array, params["shape"], copy=False)
                 except ValueError:  # the executor's reshape copies: a fresh C-contiguous array
-                    array = np.lib.stride_tricks.as_strided(
-                        np.zeros(1, array.dtype),
-                        view.shape,
-                        tuple(
-                            stride * array.dtype.itemsize for stride in views.contiguous_strides(view.shape)
-                        ),
-                    )
+                    array = _contiguous_stand_in(view.shape, array.dtype)
             else:
                 array = view.op.reference(array, **params)
         access = views.strided_view(array, source.index_map, shape)
