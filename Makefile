@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint clean
+.PHONY: demo test test-slow lint bench clean
 
 $(INSTALLED): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(INSTALLED) lint
 
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -m slow
+
+bench: $(INSTALLED)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python perf/bench.py
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check dynfuse tests perf examples

@@ -1,13 +1,16 @@
 """Configuration from the environment, read once at import; ``set_backend`` changes it at run time.
 
-DYNFUSE_BACKEND      which executor materializes traces: ``numpy`` (default), the reference executor,
-                     op by op; ``groups``, the scheduler's plan, each kernel run as NumPy calls
+DYNFUSE_BACKEND      which executor materializes traces: ``cpu`` (default), the scheduler's plan, each
+                     kernel compiled by LLVM; ``numpy``, the reference executor, op by op; ``groups``,
+                     the scheduler's plan, each kernel run as NumPy calls
 DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default ``~/.cache/dynfuse``)
+DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a
                      long loop of ``x = x * c`` keeps a bounded graph
 DYNFUSE_TIERS        1 (default): tiny work is interpreted and small kernels compile when seen again;
                      0: every kernel compiles at once (to test a backend on small arrays)
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
+DYNFUSE_THREADS      threads a large kernel is split across (default: every core)
 DYNFUSE_KERNEL_CACHE compiled kernels kept in memory, one per kernel signature (default 1024)
 """
 
@@ -17,13 +20,13 @@ import os
 import warnings
 from pathlib import Path
 
-from .backends import groups
+from .backends import cpu, groups
 from .kernel import Backend
 
 # Name -> the backend that compiles planned kernels; None is the reference executor, which runs
 # the trace op by op with NumPy and plans nothing.
-BACKENDS: dict[str, Backend | None] = {"numpy": None, "groups": groups.BACKEND}
-DEFAULT_BACKEND = "groups"
+BACKENDS: dict[str, Backend | None] = {"numpy": None, "groups": groups.BACKEND, "cpu": cpu.BACKEND}
+DEFAULT_BACKEND = "cpu"
 
 
 def _backend_from_environment() -> str:
@@ -54,10 +57,12 @@ def _positive_int_from_environment(variable: str, default: int) -> int:
 
 backend: str = _backend_from_environment()
 cache_dir: Path = Path(os.environ.get("DYNFUSE_CACHE_DIR") or Path.home() / ".cache" / "dynfuse").expanduser()
+disk_cache: bool = os.environ.get("DYNFUSE_DISK_CACHE", "1").strip() != "0"
 max_depth: int = _positive_int_from_environment("DYNFUSE_MAX_DEPTH", 256)
 tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
 plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
 kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
+threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
 
 
 def set_backend(name: str) -> None:

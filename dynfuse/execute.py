@@ -122,7 +122,7 @@ class _Run:
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
-        if self._interpreted_tier(step):
+        if self._interpreted_tier(step) or not self.backend.supports(kernel):
             self.interpret(step)
             return
         try:

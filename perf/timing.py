@@ -1,11 +1,33 @@
-"""Timing shared by the benchmarks: medians of repeated runs, after whatever warm-up the caller does."""
+"""Timing shared by the benchmarks: repeated runs, after whatever warm-up the caller does.
+
+A median says what a run costs; the interquartile range says how far to trust it on a shared,
+noisy machine.
+"""
 
 import statistics
 import time
+from dataclasses import dataclass
 
 
-def median_time(function, repeats, before=None):
-    """Median seconds of ``function()`` over ``repeats`` runs; ``before()`` runs untimed before each."""
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per run over repeated runs: the median and the first and third quartiles."""
+
+    median: float
+    low: float
+    high: float
+
+    @property
+    def spread(self) -> float:
+        """The interquartile range as a fraction of the median."""
+        return (self.high - self.low) / self.median
+
+    def scaled(self, factor: float) -> "Timing":
+        return Timing(self.median * factor, self.low * factor, self.high * factor)
+
+
+def measure(function, repeats, before=None) -> Timing:
+    """Time ``function()`` over ``repeats`` runs; ``before()`` runs untimed before each."""
     samples = []
     for _ in range(repeats):
         if before is not None:
@@ -13,4 +35,12 @@ def median_time(function, repeats, before=None):
         start = time.perf_counter()
         function()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    if len(samples) == 1:
+        return Timing(samples[0], samples[0], samples[0])
+    low, _, high = statistics.quantiles(samples, n=4, method="inclusive")
+    return Timing(statistics.median(samples), low, high)
+
+
+def median_time(function, repeats, before=None) -> float:
+    """Median seconds of ``function()`` over ``repeats`` runs; ``before()`` runs untimed before each."""
+    return measure(function, repeats, before).median

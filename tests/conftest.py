@@ -9,6 +9,12 @@ settings.register_profile(
 settings.load_profile("dynfuse")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_kernel_cache(tmp_path_factory):
+    """Tests compile into a cache of their own, never the user's ~/.cache/dynfuse."""
+    dynfuse.config.cache_dir = tmp_path_factory.mktemp("dynfuse-cache")
+
+
 @pytest.fixture(autouse=True)
 def fresh_stats():
     dynfuse.reset_stats()

@@ -42,7 +42,7 @@ def operands(draw, count, max_dims=3):
     return [draw(laid_out(draw(st.sampled_from(DTYPES)), shape)) for shape in shapes.input_shapes]
 
 
-def check(function, *values):
+def check(function, *values, zero_signs=True):
     expected = outcome(function, *values)
     lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in values]
     actual = outcome(function, *lazy)
@@ -50,7 +50,7 @@ def check(function, *values):
         assert actual is expected, (actual, expected)
     else:
         with np.errstate(all="ignore"):
-            assert_same(actual, expected)
+            assert_same(actual, expected, zero_signs=zero_signs)
 
 
 @pytest.mark.parametrize("name", sorted(UFUNCS))
@@ -75,7 +75,8 @@ def test_where_and_clip(values, bounds):
     else:
         low = y if bounds != "high" else None
         high = condition if bounds != "low" else None
-        check(lambda a, lo, hi: np.clip(a, lo, hi), x, low, high)
+        # NumPy breaks ties between zeros of either sign by which loop it picks for the layout
+        check(lambda a, lo, hi: np.clip(a, lo, hi), x, low, high, zero_signs=False)
 
 
 @settings(max_examples=60)
@@ -102,7 +103,8 @@ def test_reductions(name, data):
         axis = data.draw(st.one_of(st.none(), hnp.valid_tuple_axes(ndim), *single))
     kwargs = {"axis": axis, "keepdims": data.draw(st.booleans())}
     if name in ("sum", "prod", "mean", "var", "std") and data.draw(st.booleans()):
-        kwargs["dtype"] = data.draw(st.sampled_from([np.float64, np.float32, np.int64, np.uint32]))
+        integers = [np.int64, np.uint32] if dtype.kind in "biu" else []  # float -> int overflows are C's UB
+        kwargs["dtype"] = data.draw(st.sampled_from([np.float64, np.float32, *integers]))
     if name in ("var", "std"):
         kwargs["ddof"] = data.draw(st.integers(0, 2))
     check(lambda a: getattr(np, name)(a, **kwargs), value)

@@ -14,7 +14,6 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 from dynfuse import config
-from dynfuse.backends import groups
 from dynfuse.kernel import Target
 
 from .helpers import assert_same
@@ -102,17 +101,19 @@ def inputs(draw):
     outputs=st.lists(st.integers(0, 1000), max_size=3),
     row_limit=st.sampled_from([1, 4, 32768]),
 )
-def test_random_dags_planned_match_the_reference(arrays, program, outputs, row_limit):
-    saved_backend, saved_target = config.backend, groups.BACKEND.target
+@pytest.mark.parametrize("backend", ["groups", "cpu"])
+def test_random_dags_planned_match_the_reference(backend, arrays, program, outputs, row_limit):
+    kernels = config.BACKENDS[backend]
+    saved_backend, saved_target = config.backend, kernels.target
     with np.errstate(all="ignore"):
         try:
             config.backend = "numpy"
             expected = [np.asarray(value) for value in run(program, arrays, outputs)]
-            config.backend = "groups"
-            groups.BACKEND.target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
+            config.backend = backend
+            kernels.target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
             actual = run(program, arrays, outputs)
         finally:
-            config.backend, groups.BACKEND.target = saved_backend, saved_target
+            config.backend, kernels.target = saved_backend, saved_target
         for got, want in zip(actual, expected, strict=True):
             if want.dtype.kind == "f":
                 np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=0, equal_nan=True)

@@ -15,6 +15,13 @@ from dynfuse.trace import topological_order
 
 from .helpers import assert_same
 
+
+@pytest.fixture(autouse=True)
+def plans_run_on_the_group_backend(monkeypatch):
+    """The scheduler's tests read the group backend's Python source and inject faults into it."""
+    monkeypatch.setattr(config, "backend", "groups")
+
+
 rng = np.random.default_rng(0)
 
 

@@ -82,6 +82,9 @@ class GroupBackend:
                 lines.append(f"    outputs[{position}][...] = v{output.value}")
         return "\n".join(lines) + "\n"
 
+    def supports(self, kernel: Kernel) -> bool:
+        return True
+
     def compile(self, kernel: Kernel) -> CompiledKernel:
         namespace = dict(_NAMESPACE)
         exec(compile(self.source(kernel), "<dynfuse group kernel>", "exec"), namespace)

@@ -1,0 +1,55 @@
+"""``python -m dynfuse`` (or ``dynfuse``): one subcommand per job, each a ``_<command>`` function."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import config, disk_cache
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status so tests and the console script share it."""
+    parser = argparse.ArgumentParser(prog="dynfuse", description="dynfuse command line tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    cache = commands.add_parser("cache", help="the on-disk cache of compiled kernels")
+    cache_actions = cache.add_subparsers(dest="action", required=True)
+    cache_actions.add_parser("info", help="where the cache is, whether it can be written, and its size")
+    cache_actions.add_parser("clear", help="remove the cached kernels (and nothing else)")
+    cache.set_defaults(run=_cache)
+
+    arguments = parser.parse_args(argv)
+    return arguments.run(arguments)
+
+
+def _cache(arguments: argparse.Namespace) -> int:
+    if arguments.action == "clear":
+        removed = disk_cache.clear()
+        print(f"removed {_entries(removed)} from {config.cache_dir}")
+        return 0
+    info = disk_cache.info()
+    print(f"directory: {info['directory']}")
+    print(f"writable:  {'yes' if info['writable'] else 'no'}")
+    print(f"enabled:   {'yes' if info['enabled'] else 'no (DYNFUSE_DISK_CACHE=0)'}")
+    print(f"entries:   {_entries(info['entries'])} ({_human_size(info['bytes'])})")
+    for namespace, totals in info["namespaces"].items():
+        print(f"  {namespace}: {_entries(totals['entries'])} ({_human_size(totals['bytes'])})")
+    return 0
+
+
+def _entries(count: int) -> str:
+    return f"{count} {'entry' if count == 1 else 'entries'}"
+
+
+def _human_size(size: float) -> str:
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    power = 0
+    while size >= 1024 and power < len(units) - 1:
+        size /= 1024
+        power += 1
+    return f"{size:.0f} B" if power == 0 else f"{size:.1f} {units[power]}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The CPU backend: each kernel as LLVM IR, optimized at O3 for the host CPU, run on all cores.
+
+``codegen.llvm`` writes the module; this module compiles it (LLVM's new pass manager at O3 with
+loop and SLP vectorization, for the host CPU's name and features), keeps the object code in the
+disk cache so a later process loads it instead of compiling, and launches it through ctypes, which
+releases the GIL: large work is split across a pool of threads, one range per thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+
+from .. import config, disk_cache
+from ..codegen import llvm as codegen
+from ..kernel import PARAM, CompiledKernel, Kernel, Target
+
+# Work below this many elements runs on one thread: handing a range to another thread costs more
+# than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
+PARALLEL_ELEMENTS = 1 << 16
+_ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_PARTIAL = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
+)
+_FINISH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+
+
+class _Llvm:
+    """LLVM set up once per process: the host target machine, and a lock (LLVM's JIT is not
+    re-entrant)."""
+
+    def __init__(self) -> None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        self.cpu = llvm.get_host_cpu_name()
+        self.features = llvm.get_host_cpu_features().flatten()
+        self.machine = self.target_machine()
+        self.triple = llvm.get_process_triple()
+        self.data_layout = str(self.machine.target_data)
+        self.lock = threading.Lock()
+        # What object code depends on, besides the kernel: part of every disk-cache key.
+        from .. import __version__
+
+        self.identity = (__version__, llvmlite.__version__, llvm.llvm_version_info, self.cpu, self.features)
+
+    def target_machine(self) -> llvm.TargetMachine:
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        return target.create_target_machine(
+            cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="jitdefault"
+        )
+
+    def optimize(self, text: str) -> llvm.ModuleRef:
+        module = llvm.parse_assembly(text)
+        module.triple = self.triple
+        module.data_layout = self.data_layout
+        module.verify()
+        options = llvm.create_pipeline_tuning_options(speed_level=3)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        builder = llvm.create_pass_builder(self.machine, options)
+        builder.getModulePassManager().run(module, builder)
+        return module
+
+    def object_code(self, text: str) -> bytes:
+        return self.machine.emit_object(self.optimize(text))
+
+    def assembly(self, text: str) -> str:
+        return self.machine.emit_assembly(self.optimize(text))
+
+    def load(self, object_code: bytes) -> llvm.ExecutionEngine:
+        # An engine owns (and frees) its target machine: each gets its own.
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.target_machine())
+        engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        engine.finalize_object()
+        return engine
+
+
+_llvm: _Llvm | None = None
+_setup_lock = threading.Lock()
+
+
+def _host() -> _Llvm:
+    global _llvm
+    with _setup_lock:
+        if _llvm is None:
+            _llvm = _Llvm()
+    return _llvm
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _threads() -> ThreadPoolExecutor:
+    global _pool
+    with _setup_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(config.threads - 1, 1), thread_name_prefix="dynfuse")
+    return _pool
+
+
+def _ranges(count: int, parts: int) -> list[tuple[int, int]]:
+    """``[0, count)`` in ``parts`` ranges of about equal size, starting on aligned elements."""
+    step = -(-count // parts)
+    step = -(-step // _ALIGNMENT) * _ALIGNMENT if count >= parts * _ALIGNMENT else step
+    return [(start, min(start + step, count)) for start in range(0, count, step)]
+
+
+def _run_in_threads(calls: list) -> None:
+    """Run each call (a function of no arguments): the first here, the others on the pool."""
+    futures = [_threads().submit(call) for call in calls[1:]]
+    calls[0]()
+    for future in futures:
+        future.result()
+
+
+class _Launcher:
+    """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
+
+    def __init__(self, layout: codegen.Layout, engine: llvm.ExecutionEngine) -> None:
+        self.layout = layout
+        self.engine = engine  # owns the code: it lives as long as this launcher
+        self.entry = _ENTRY(engine.get_function_address(codegen.ENTRY))
+        self.partial = self.finish = None
+        if layout.splittable:
+            self.partial = _PARTIAL(engine.get_function_address(codegen.PARTIAL))
+            self.finish = _FINISH(engine.get_function_address(codegen.FINISH))
+        self.cell_count = layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses)
+
+    def cells(self, inputs: list, params: list, outputs: list) -> np.ndarray:
+        layout = self.layout
+        cells = np.zeros(max(self.cell_count, 1), np.int64)
+        for position, array in enumerate(inputs):
+            cells[position] = array.ctypes.data
+        for position, array in enumerate(outputs):
+            cells[layout.inputs + position] = array.ctypes.data
+        cell = layout.inputs + layout.outputs
+        for slot in layout.strided:
+            array = inputs[slot]
+            strides = np.asarray(array.strides, np.int64)
+            if np.any(strides % array.itemsize):
+                raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
+            cells[cell : cell + layout.ndim] = strides // array.itemsize
+            cell += layout.ndim
+        raw = cells.view(np.uint8)
+        for use in layout.param_uses:
+            value = params[use.slot]
+            if use.compared and not np.iinfo(use.dtype).min <= value <= np.iinfo(use.dtype).max:
+                cells[cell + 1] = -1 if value < 0 else 1
+            else:
+                with np.errstate(all="ignore"):
+                    converted = np.array(value, use.dtype)
+                raw[8 * cell : 8 * cell + use.dtype.itemsize] = converted.reshape(1).view(np.uint8)
+            cell += 2 if use.compared else 1
+        return cells
+
+    def __call__(self, inputs: list, params: list, outputs: list) -> None:
+        layout = self.layout
+        cells = self.cells(inputs, params, outputs)
+        address = cells.ctypes.data
+        rows, row_elements = layout.extent, max(layout.row_elements, 1)
+        if rows == 0:
+            return
+        threads = config.threads
+        if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
+            self.entry(address, 0, rows)
+        elif rows >= threads or not layout.splittable:
+            _run_in_threads(
+                [_bind(self.entry, address, start, stop) for start, stop in _ranges(rows, threads)]
+            )
+        else:
+            for row in range(rows):
+                self.split_row(address, row, threads)
+
+    def split_row(self, address: int, row: int, threads: int) -> None:
+        """One long row on several threads: partial states over ranges, combined in order."""
+        ranges = _ranges(self.layout.row_elements, threads)
+        states = np.zeros((len(ranges), max(self.layout.state_cells, 1)), np.int64)
+        calls = [
+            _bind(self.partial, address, row, start, stop, states[part].ctypes.data)
+            for part, (start, stop) in enumerate(ranges)
+        ]
+        _run_in_threads(calls)
+        self.finish(address, row, states.ctypes.data, len(ranges))
+
+
+def _bind(function: Any, *arguments: Any) -> Any:
+    return lambda: function(*arguments)
+
+
+class CpuBackend:
+    name = "cpu"
+    # Measured by perf/bench_tiers.py (see perf/RESULTS.md).
+    target = Target(name, tiny_elements=1 << 12, first_sight_elements=1 << 15)
+
+    def source(self, kernel: Kernel) -> str:
+        module, _ = codegen.generate(kernel)
+        return str(module)
+
+    def assembly(self, kernel: Kernel) -> str:
+        """The optimized machine code, as assembly: to check what LLVM made of a kernel."""
+        host = _host()
+        with host.lock:
+            return host.assembly(self.source(kernel))
+
+    def supports(self, kernel: Kernel) -> bool:
+        """Everything but complex Python scalars (complex arrays never reach a kernel)."""
+        return not any(
+            inst.op is PARAM and dict(inst.params)["type"] == "complex" for inst in kernel.instructions
+        )
+
+    def compile(self, kernel: Kernel) -> CompiledKernel:
+        host = _host()
+        module, layout = codegen.generate(kernel)
+        text = str(module)  # the key is the code itself: a change to the code generator is a miss
+        key = disk_cache.key_of(self.name, text, host.identity)
+        object_code = disk_cache.load(self.name, key)
+        if object_code is None:
+            with host.lock:
+                object_code = host.object_code(text)
+            disk_cache.store(self.name, key, object_code)
+        with host.lock:
+            engine = host.load(object_code)
+        return _Launcher(layout, engine)
+
+
+BACKEND = CpuBackend()

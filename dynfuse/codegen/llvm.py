@@ -1,0 +1,1302 @@
+"""LLVM IR for a kernel description, built with ``llvmlite.ir``: one module per kernel.
+
+The kernel's shape is compiled in; strides are compiled in where the description knows them
+(contiguous loads, broadcast axes, outputs) and read at launch for the other loads, so one module
+serves every stride of a layout. Every value is computed in the dtypes NumPy's own loop for the op
+uses (``ufunc.resolve_dtypes``), with NumPy's rules for the cases C leaves open (integer division by
+zero, shifts past the width, NaN in min/max, float16 arithmetic rounded from float32).
+
+The module exports up to three functions, all taking ``cells``: an array of 8-byte cells holding
+input pointers, output pointers, the strides (in elements) of the inputs that need them, and the
+parameters converted to their loop dtypes (see ``Layout``).
+
+- ``ENTRY(cells, begin, end)`` runs elements ``[begin, end)`` of an elementwise kernel in C order,
+  or rows ``[begin, end)`` of a reducing kernel, each in all its passes.
+- For a one-pass reducing kernel, ``PARTIAL(cells, row, begin, end, state)`` accumulates elements
+  ``[begin, end)`` of one row into ``state``, and ``FINISH(cells, row, states, count)`` combines
+  ``count`` states, in order, and writes the row: so threads can share a long row.
+
+Float sums are as accurate as NumPy's pairwise summation: each block of ``BLOCK`` elements is summed
+in vector lanes (the accumulator alone may be reassociated), and block sums are added pairwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from llvmlite import ir
+
+from ..kernel import Instruction, Kernel, Output
+from ..ops import OpKind
+
+ENTRY = "dynfuse_kernel"
+PARTIAL = "dynfuse_partial"
+FINISH = "dynfuse_finish"
+BLOCK = 128  # elements summed in lanes before a pairwise step, as NumPy's pairwise sum
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+CELLS = I64.as_pointer()
+BOOL = np.dtype(bool)
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+INT64 = np.dtype(np.int64)
+
+
+@dataclass(frozen=True)
+class ParamUse:
+    """A Python scalar as one op's loop converts it: NumPy's own conversion, done at launch."""
+
+    slot: int
+    dtype: np.dtype
+    # An int compared exactly (NumPy 2 allows ints outside the dtype): a second cell holds -1 or 1
+    # when the value lies below or above the dtype's range, and the comparison is decided by that.
+    compared: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the launcher must pass, and how the work may be split."""
+
+    inputs: int
+    outputs: int
+    strided: tuple[int, ...]  # inputs whose strides (in elements, one per axis) follow the pointers
+    ndim: int
+    param_uses: tuple[ParamUse, ...]
+    extent: int  # what ENTRY iterates over: elements, or rows of a reducing kernel
+    row_elements: int
+    splittable: bool  # PARTIAL and FINISH exist
+    state_cells: int  # cells of one PARTIAL state
+
+    @property
+    def param_cell(self) -> int:
+        return self.inputs + self.outputs + len(self.strided) * self.ndim
+
+
+class Value(NamedTuple):
+    ir: ir.Value
+    dtype: np.dtype
+
+
+def storage_type(dtype: np.dtype) -> ir.Type:
+    if dtype.kind == "b":
+        return I8
+    if dtype.kind in "iu":
+        return ir.IntType(8 * dtype.itemsize)
+    return {2: HALF, 4: FLOAT, 8: DOUBLE}[dtype.itemsize]
+
+
+def register_type(dtype: np.dtype) -> ir.Type:
+    return I1 if dtype.kind == "b" else storage_type(dtype)
+
+
+# -- NumPy's loop dtypes --------------------------------------------------------------------------
+
+_CLIP = np._core.umath.clip
+
+
+@functools.lru_cache(maxsize=4096)
+def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
+    """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
+    if name == "astype":
+        return (*operands, result)
+    if name == "where":
+        return (BOOL, result, result, result)
+    ufunc = _CLIP if name == "clip" else reference
+    described = tuple(BOOL if operand is bool else operand for operand in operands)
+    given = dict(params)
+    options = {"casting": given.get("casting", "same_kind")}
+    if "dtype" in given:
+        options["signature"] = (None,) * len(operands) + (given["dtype"],)
+    resolved = ufunc.resolve_dtypes((*described, None), **options)
+    return tuple(np.dtype(dtype) for dtype in resolved)
+
+
+# -- scalar semantics -----------------------------------------------------------------------------
+
+
+class _Scalars:
+    """NumPy's scalar semantics for each op, in LLVM IR, on values already in their loop dtypes."""
+
+    def __init__(self, builder: ir.IRBuilder, module: ir.Module) -> None:
+        self.b = builder
+        self.module = module
+
+    def intrinsic(self, name: str, value_type: ir.Type, arity: int) -> ir.Function:
+        return self.module.declare_intrinsic(
+            name, [value_type], ir.FunctionType(value_type, [value_type] * arity)
+        )
+
+    def libm(self, name: str, value_type: ir.Type, arity: int) -> ir.Function:
+        symbol = name + ("f" if value_type == FLOAT else "")
+        function = self.module.globals.get(symbol)
+        if function is None:
+            function = ir.Function(self.module, ir.FunctionType(value_type, [value_type] * arity), symbol)
+        return function
+
+    def const(self, dtype: np.dtype, value: float | int) -> ir.Constant:
+        if dtype.kind == "f":
+            return ir.Constant(register_type(dtype), float(dtype.type(value)))
+        return ir.Constant(register_type(dtype), int(value))
+
+    # casts, as NumPy's ``astype``
+    def cast(self, value: Value, to: np.dtype) -> Value:
+        b, source = self.b, value.dtype
+        if source == to:
+            return value
+        v = value.ir
+        if to.kind == "b":
+            if source.kind == "f":
+                wide = self.widen(v, source)
+                return Value(b.fcmp_unordered("!=", wide, ir.Constant(wide.type, 0.0)), to)
+            return Value(b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)), to)
+        target = register_type(to)
+        if source.kind in "biu":
+            signed = source.kind == "i"
+            if to.kind in "iu":
+                if target.width < v.type.width:
+                    return Value(b.trunc(v, target), to)
+                return Value((b.sext if signed else b.zext)(v, target), to)
+            through = FLOAT if to.itemsize == 2 else target  # int -> half via float is exact
+            converted = (b.sitofp if signed else b.uitofp)(v, through)
+            return Value(b.fptrunc(converted, HALF) if to.itemsize == 2 else converted, to)
+        # from a float
+        if to.kind == "f":
+            if to.itemsize == 2:
+                return Value(self.to_half(v, source), to)
+            wide = self.widen(v, source)
+            if wide.type == target:
+                return Value(wide, to)
+            if to.itemsize > source.itemsize:
+                return Value(b.fpext(wide, target), to)
+            return Value(b.fptrunc(wide, target), to)
+        # float -> int: C leaves values out of range undefined; NumPy's loops give what x86's
+        # truncating conversions give (the lowest integer of 32 or 64 bits), and so does this
+        wide = self.widen(v, source)
+        if to.itemsize == 8 and to.kind == "u":
+            low = self.truncate(wide, 64)
+            high = b.xor(
+                self.truncate(b.fsub(wide, ir.Constant(wide.type, 2.0**63)), 64), ir.Constant(I64, 1 << 63)
+            )
+            return Value(b.select(b.fcmp_ordered(">=", wide, ir.Constant(wide.type, 2.0**63)), high, low), to)
+        bits = 64 if to.itemsize == 8 or (to.kind == "u" and to.itemsize == 4) else 32
+        result = self.truncate(wide, bits)
+        return Value(b.trunc(result, target) if target.width < bits else result, to)
+
+    def truncate(self, v: ir.Value, bits: int) -> ir.Value:
+        """x86's cvtt*2si: toward zero, and the lowest integer for NaN or anything out of range."""
+        b = self.b
+        integer = ir.IntType(bits)
+        bound = ir.Constant(v.type, 2.0 ** (bits - 1))
+        inside = b.and_(b.fcmp_ordered(">=", v, b.fneg(bound)), b.fcmp_ordered("<", v, bound))
+        safe = b.select(inside, v, ir.Constant(v.type, 0.0))
+        return b.select(inside, b.fptosi(safe, integer), ir.Constant(integer, -(1 << (bits - 1))))
+
+    def widen(self, v: ir.Value, dtype: np.dtype) -> ir.Value:
+        """float16 is computed in float32, as NumPy's half loops do."""
+        return self.b.fpext(v, FLOAT) if dtype.itemsize == 2 and dtype.kind == "f" else v
+
+    def to_half(self, v: ir.Value, source: np.dtype) -> ir.Value:
+        """Round to float16 once: a double goes through float rounded to odd, which is exact."""
+        b = self.b
+        if source.itemsize == 2:
+            return v
+        if source.itemsize == 4:
+            return b.fptrunc(v, HALF)
+        nearest = b.fptrunc(v, FLOAT)
+        back = b.fpext(nearest, DOUBLE)
+        inexact = b.fcmp_unordered("!=", back, v)
+        fabs = self.intrinsic("llvm.fabs", DOUBLE, 1)
+        overshoot = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
+        bits = b.bitcast(nearest, I32)
+        toward_zero = b.select(overshoot, b.sub(bits, ir.Constant(I32, 1)), bits)
+        odd = b.select(inexact, b.or_(toward_zero, ir.Constant(I32, 1)), toward_zero)
+        is_nan = b.fcmp_unordered("uno", v, v)
+        single = b.select(is_nan, nearest, b.bitcast(odd, FLOAT))
+        return b.fptrunc(single, HALF)
+
+    # ops
+    def apply(
+        self, name: str, args: list[Value], loop: tuple, result: np.dtype, scalar_bounds: bool = False
+    ) -> Value:
+        """``name`` on ``args`` cast to the loop's input dtypes; the result cast to ``result``.
+
+        ``scalar_bounds``: clip's bounds are one value each (NumPy then runs another loop, which
+        breaks ties between signed zeros its own way).
+        """
+        ins, out = loop[:-1], loop[-1]
+        args = [self.cast(arg, dtype) for arg, dtype in zip(args, ins, strict=True)]
+        if name == "where":
+            value = Value(self.b.select(args[0].ir, args[1].ir, args[2].ir), out)
+        elif name == "astype":
+            value = args[0]
+        elif name in _COMPARISONS:
+            value = Value(self.compare(name, args), BOOL)
+        elif name in _LOGICAL:  # NumPy's logical loops test each operand against zero
+            truths = [self.cast(arg, BOOL).ir for arg in args]
+            value = Value(self.int_op(name, truths, BOOL), BOOL)
+        elif ins[0].kind == "f":
+            compute = FLOAT32 if ins[0].itemsize == 2 else ins[0]
+            wide = [self.widen(arg.ir, arg.dtype) for arg in args]
+            raw = self.float_op(name, wide, compute, ins[0].itemsize == 2, scalar_bounds)
+            value = Value(raw, BOOL if raw.type == I1 else compute)
+        elif name in _PREDICATES:
+            value = Value(self.predicate(name, args), BOOL)
+        else:
+            value = Value(self.int_op(name, [arg.ir for arg in args], ins[0]), out)
+        return self.cast(value, result)
+
+    def compare(self, name: str, args: list[Value]) -> ir.Value:
+        b = self.b
+        left, right = args
+        op = _COMPARISONS[name]
+        if left.dtype.kind == "f":
+            lhs, rhs = self.widen(left.ir, left.dtype), self.widen(right.ir, right.dtype)
+            return b.fcmp_unordered(op, lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
+        if left.dtype.kind != right.dtype.kind and {left.dtype.kind, right.dtype.kind} == {"i", "u"}:
+            wide = ir.IntType(65)  # NumPy compares int64 with uint64 exactly
+            lhs = (b.sext if left.dtype.kind == "i" else b.zext)(left.ir, wide)
+            rhs = (b.sext if right.dtype.kind == "i" else b.zext)(right.ir, wide)
+            return b.icmp_signed(op, lhs, rhs)
+        if left.dtype.kind == "i":
+            return b.icmp_signed(op, left.ir, right.ir)
+        return b.icmp_unsigned(op, left.ir, right.ir)
+
+    def predicate(self, name: str, args: list[Value]) -> ir.Value:
+        """isnan and friends on integers and bools: answered by the dtype."""
+        value = args[0]
+        if name == "signbit" and value.dtype.kind == "i":
+            return self.b.icmp_signed("<", value.ir, ir.Constant(value.ir.type, 0))
+        return ir.Constant(I1, int(name == "isfinite"))
+
+    def int_op(self, name: str, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        b = self.b
+        signed = dtype.kind == "i"
+        x = a[0]
+        zero = ir.Constant(x.type, 0)
+        one = ir.Constant(x.type, 1)
+        if name in ("add", "subtract", "multiply", "bitwise_and", "bitwise_or", "bitwise_xor"):
+            if dtype.kind == "b":
+                name = {"add": "bitwise_or", "multiply": "bitwise_and"}.get(name, name)
+            method = {
+                "add": b.add,
+                "subtract": b.sub,
+                "multiply": b.mul,
+                "bitwise_and": b.and_,
+                "bitwise_or": b.or_,
+                "bitwise_xor": b.xor,
+            }[name]
+            return method(x, a[1])
+        if name in ("logical_and", "logical_or", "logical_xor"):
+            return {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}[name](x, a[1])
+        if name in ("logical_not", "invert"):
+            return b.not_(x)
+        if name == "negative":
+            return b.sub(zero, x)
+        if name in ("positive", "floor", "ceil", "trunc", "rint"):
+            return x
+        if name == "absolute":
+            return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x) if signed else x
+        if name == "square":
+            return b.and_(x, x) if dtype.kind == "b" else b.mul(x, x)
+        if name == "sign":
+            positive = b.zext(
+                b.icmp_signed(">", x, zero) if signed else b.icmp_unsigned(">", x, zero), x.type
+            )
+            if not signed:
+                return positive
+            return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
+        compare = b.icmp_signed if signed else b.icmp_unsigned
+        if name in ("maximum", "minimum", "fmax", "fmin"):
+            return b.select(compare(">" if name in ("maximum", "fmax") else "<", x, a[1]), x, a[1])
+        if name == "clip":
+            low = b.select(compare(">", x, a[1]), x, a[1])
+            return b.select(compare("<", low, a[2]), low, a[2])
+        if name in ("floor_divide", "remainder", "fmod"):
+            return self.int_division(name, x, a[1], signed)
+        if name in ("left_shift", "right_shift"):
+            y = a[1]
+            width = ir.Constant(x.type, x.type.width)
+            in_range = b.icmp_unsigned("<", y, width)  # a negative count is out of range, as in NumPy
+            safe = b.select(in_range, y, zero)
+            if name == "left_shift":
+                return b.select(in_range, b.shl(x, safe), zero)
+            if signed:
+                beyond = b.select(b.icmp_signed("<", x, zero), ir.Constant(x.type, -1), zero)
+                return b.select(in_range, b.ashr(x, safe), beyond)
+            return b.select(in_range, b.lshr(x, safe), zero)
+        if name == "power":
+            return self.int_power(x, a[1])
+        if name == "heaviside":
+            return b.select(
+                b.icmp_signed("<", x, zero) if signed else ir.Constant(I1, 0),
+                zero,
+                b.select(b.icmp_unsigned("==", x, zero), a[1], one),
+            )
+        if name == "reciprocal":  # 1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives
+            with np.errstate(all="ignore"):
+                by_zero = int(np.reciprocal(np.zeros(1, dtype))[0])
+            result = b.select(b.icmp_unsigned("==", x, zero), ir.Constant(x.type, by_zero), zero)
+            result = b.select(b.icmp_unsigned("==", x, one), one, result)
+            if signed:
+                minus_one = ir.Constant(x.type, -1)
+                result = b.select(b.icmp_unsigned("==", x, minus_one), minus_one, result)
+            return result
+        raise NotImplementedError(f"no integer code for {name!r} on {dtype}")
+
+    def int_division(self, name: str, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
+        """NumPy 2: division by zero gives 0; MIN // -1 wraps to MIN; floor semantics for //, %."""
+        b = self.b
+        zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+        by_zero = b.icmp_unsigned("==", y, zero)
+        if not signed:
+            safe = b.select(by_zero, one, y)
+            value = b.udiv(x, safe) if name == "floor_divide" else b.urem(x, safe)
+            return b.select(by_zero, zero, value)
+        minus_one = b.icmp_signed("==", y, ir.Constant(x.type, -1))
+        safe = b.select(b.or_(by_zero, minus_one), one, y)
+        quotient = b.select(minus_one, b.sub(zero, x), b.sdiv(x, safe))
+        rest = b.select(minus_one, zero, b.srem(x, safe))
+        if name == "fmod":
+            return b.select(by_zero, zero, rest)
+        signs_differ = b.icmp_signed("<", b.xor(rest, y), zero)
+        adjust = b.and_(b.icmp_unsigned("!=", rest, zero), signs_differ)
+        if name == "floor_divide":
+            value = b.sub(quotient, b.zext(adjust, x.type))
+        else:
+            value = b.select(adjust, b.add(rest, y), rest)
+        return b.select(by_zero, zero, value)
+
+    def int_power(self, base: ir.Value, exponent: ir.Value) -> ir.Value:
+        """Square and multiply, wrapping, as NumPy's integer power (negative exponents were refused)."""
+        b = self.b
+        function = b.function
+        start = b.block
+        loop = function.append_basic_block("power.loop")
+        done = function.append_basic_block("power.done")
+        one = ir.Constant(base.type, 1)
+        b.branch(loop)
+        b.position_at_end(loop)
+        result = b.phi(base.type)
+        factor = b.phi(base.type)
+        remaining = b.phi(base.type)
+        odd = b.icmp_unsigned("!=", b.and_(remaining, one), ir.Constant(base.type, 0))
+        next_result = b.select(odd, b.mul(result, factor), result)
+        next_factor = b.mul(factor, factor)
+        next_remaining = b.lshr(remaining, one)
+        result.add_incoming(one, start)
+        factor.add_incoming(base, start)
+        remaining.add_incoming(exponent, start)
+        result.add_incoming(next_result, loop)
+        factor.add_incoming(next_factor, loop)
+        remaining.add_incoming(next_remaining, loop)
+        b.cbranch(b.icmp_unsigned("!=", next_remaining, ir.Constant(base.type, 0)), loop, done)
+        b.position_at_end(done)
+        return next_result
+
+    def float_op(
+        self, name: str, a: list[ir.Value], dtype: np.dtype, half: bool = False, scalar_bounds: bool = False
+    ) -> ir.Value:
+        b = self.b
+        t = register_type(dtype)
+        x = a[0]
+        zero = ir.Constant(t, 0.0)
+        one = ir.Constant(t, 1.0)
+        simple = {"add": b.fadd, "subtract": b.fsub, "multiply": b.fmul, "divide": b.fdiv}
+        if name in simple:
+            return simple[name](x, a[1])
+        if name in _INTRINSICS:
+            return b.call(self.intrinsic(_INTRINSICS[name], t, _ARITY.get(name, 1)), a)
+        if name in _LIBM:
+            return b.call(self.libm(_LIBM[name], t, len(a)), a)
+        if name == "negative":
+            return b.fneg(x)
+        if name == "positive":
+            return x
+        if name == "square":
+            return b.fmul(x, x)
+        if name == "reciprocal":
+            return b.fdiv(one, x)
+        if name in ("maximum", "minimum", "fmax", "fmin"):
+            # maximum/minimum propagate NaN, fmax/fmin ignore it; of two equal operands (zeros of
+            # either sign) NumPy's float16 loops give the first, its float32/64 loops the second
+            pred = (">" if name in ("maximum", "fmax") else "<") + ("=" if half else "")
+            nan_side = x if name in ("maximum", "minimum") else a[1]
+            first = b.or_(b.fcmp_ordered(pred, x, a[1]), b.fcmp_unordered("uno", nan_side, nan_side))
+            return b.select(first, x, a[1])
+        if name == "clip":
+            # max(x, low) then min(., high), NaN-propagating. Ties between zeros: float16 keeps x;
+            # float32/64 take the bound, but with one-value bounds keep x against the low bound and
+            # give -0.0 against the high one (NumPy's SIMD loop)
+            low_tie = ">=" if half or scalar_bounds else ">"
+            above = b.or_(b.fcmp_ordered(low_tie, x, a[1]), b.fcmp_unordered("uno", x, x))
+            low = b.select(above, x, a[1])
+            below = b.fcmp_ordered("<=" if half else "<", low, a[2])
+            if scalar_bounds and not half:
+                tie = b.fcmp_ordered("==", low, a[2])
+                bits_type = I32 if low.type == FLOAT else I64
+                negative = b.icmp_signed("<", b.bitcast(low, bits_type), ir.Constant(bits_type, 0))
+                below = b.or_(below, b.and_(tie, negative))
+            return b.select(b.or_(below, b.fcmp_unordered("uno", low, low)), low, a[2])
+        if name == "sign":
+            positive = b.select(b.fcmp_ordered(">", x, zero), one, zero)
+            negative = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), positive)
+            return b.select(b.fcmp_unordered("uno", x, x), x, negative)
+        if name in ("floor_divide", "remainder"):
+            return self.float_divmod(name, x, a[1], t)
+        if name == "fmod":
+            return b.frem(x, a[1])
+        if name == "heaviside":
+            result = b.select(b.fcmp_ordered("<", x, zero), zero, one)
+            result = b.select(b.fcmp_ordered("==", x, zero), a[1], result)
+            return b.select(b.fcmp_unordered("uno", x, x), x, result)
+        if name in ("deg2rad", "rad2deg"):
+            factor = (np.pi / 180.0) if name == "deg2rad" else (180.0 / np.pi)
+            if dtype == FLOAT32:
+                pi = np.float32(np.pi)
+                factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
+            return b.fmul(x, ir.Constant(t, float(dtype.type(factor))))
+        if name in ("logaddexp", "logaddexp2"):
+            return self.logaddexp(name, x, a[1], t)
+        if name == "isnan":
+            return b.fcmp_unordered("uno", x, x)
+        if name in ("isinf", "isfinite"):
+            magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [x])
+            infinity = ir.Constant(t, float("inf"))
+            if name == "isinf":
+                return b.fcmp_ordered("==", magnitude, infinity)
+            return b.fcmp_ordered("!=", magnitude, infinity)
+        if name == "signbit":
+            bits = b.bitcast(x, I32 if t == FLOAT else I64)
+            return b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
+        if name == "power_by_one_value":
+            # NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal
+            y = a[1]
+            result = b.call(self.libm("pow", t, 2), a)
+            result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(one, x), result)
+            result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
+            sqrt = b.call(self.intrinsic("llvm.sqrt", t, 1), [x])
+            return b.select(b.fcmp_ordered("==", y, ir.Constant(t, 0.5)), sqrt, result)
+        if name == "float_power":
+            return b.call(self.intrinsic("llvm.pow", t, 2), a)
+        raise NotImplementedError(f"no float code for {name!r} on {dtype}")
+
+    def float_divmod(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
+        """NumPy's ``npy_divmod``: Python's floor semantics, with its own rules for zeros and NaN."""
+        b = self.b
+        zero = ir.Constant(t, 0.0)
+        copysign = self.intrinsic("llvm.copysign", t, 2)
+        mod = b.frem(x, y)
+        by_zero = b.fcmp_ordered("==", y, zero)
+        div = b.fdiv(b.fsub(x, mod), y)
+        fix = b.and_(
+            b.fcmp_unordered("!=", mod, zero),
+            b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)),
+        )
+        mod_fixed = b.select(fix, b.fadd(mod, y), mod)
+        div_fixed = b.select(fix, b.fsub(div, ir.Constant(t, 1.0)), div)
+        if name == "remainder":
+            nonzero = b.select(b.fcmp_unordered("!=", mod, zero), mod_fixed, b.call(copysign, [zero, y]))
+            return b.select(by_zero, mod, nonzero)
+        floor = b.call(self.intrinsic("llvm.floor", t, 1), [div_fixed])
+        rounded = b.select(
+            b.fcmp_ordered(">", b.fsub(div_fixed, floor), ir.Constant(t, 0.5)),
+            b.fadd(floor, ir.Constant(t, 1.0)),
+            floor,
+        )
+        quotient = b.select(
+            b.fcmp_unordered("!=", div_fixed, zero), rounded, b.call(copysign, [zero, b.fdiv(x, y)])
+        )
+        return b.select(by_zero, b.fdiv(x, y), quotient)
+
+    def logaddexp(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
+        """NumPy's ``npy_logaddexp``/``npy_logaddexp2``, branch for branch."""
+        b = self.b
+        base2 = name == "logaddexp2"
+        same = b.fadd(x, ir.Constant(t, 1.0 if base2 else float(np.log(2.0))))
+        difference = b.fsub(x, y)
+        exp = self.libm("exp2" if base2 else "exp", t, 1)
+        log1p = self.libm("log1p", t, 1)
+
+        def log_one_plus_exp(value: ir.Value) -> ir.Value:
+            result = b.call(log1p, [b.call(exp, [value])])
+            return b.fmul(result, ir.Constant(t, float(np.log2(np.e)))) if base2 else result
+
+        positive = b.fadd(x, log_one_plus_exp(b.fneg(difference)))
+        not_positive = b.fadd(y, log_one_plus_exp(difference))
+        result = b.select(b.fcmp_ordered("<=", difference, ir.Constant(t, 0.0)), not_positive, difference)
+        result = b.select(b.fcmp_ordered(">", difference, ir.Constant(t, 0.0)), positive, result)
+        return b.select(b.fcmp_ordered("==", x, y), same, result)
+
+
+_COMPARISONS = {
+    "equal": "==",
+    "not_equal": "!=",
+    "less": "<",
+    "less_equal": "<=",
+    "greater": ">",
+    "greater_equal": ">=",
+}
+_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
+_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
+_INTRINSICS = {
+    "sqrt": "llvm.sqrt",
+    "absolute": "llvm.fabs",
+    "fabs": "llvm.fabs",
+    "floor": "llvm.floor",
+    "ceil": "llvm.ceil",
+    "trunc": "llvm.trunc",
+    "rint": "llvm.roundeven",
+    "copysign": "llvm.copysign",
+}
+_ARITY = {"copysign": 2}
+# Transcendentals call the C library, as NumPy's own scalar loops do.
+_LIBM = {
+    "exp": "exp",
+    "exp2": "exp2",
+    "expm1": "expm1",
+    "log": "log",
+    "log2": "log2",
+    "log10": "log10",
+    "log1p": "log1p",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "arctan2": "atan2",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "tanh": "tanh",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "hypot": "hypot",
+    "cbrt": "cbrt",
+    "power": "pow",
+}
+
+
+# -- the kernel's loops ---------------------------------------------------------------------------
+
+Stride = int | ir.Value  # in elements: known when the module is built, or read at launch
+
+
+def c_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step if extent > 1 else 0)
+        step *= extent
+    return strides[::-1]
+
+
+@dataclass
+class _Operand:
+    """An array the kernel reads or writes: its typed pointer and a stride per axis."""
+
+    pointer: ir.Value
+    dtype: np.dtype
+    strides: list[Stride]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Adjacent axes that every operand steps through as one: an extent and one stride each."""
+
+    extent: int
+    strides: tuple[Stride, ...]
+
+
+def coalesce(axes: list[int], shape: tuple[int, ...], operands: list[_Operand]) -> list[_Group]:
+    """Merge axes wherever every stride is known and C-ordered across them; drop extent-1 axes."""
+    groups: list[_Group] = []
+    for axis in axes:
+        if shape[axis] == 1:
+            continue
+        strides = tuple(operand.strides[axis] for operand in operands)
+        if groups:
+            last = groups[-1]
+            if all(
+                isinstance(outer, int) and isinstance(inner, int) and outer == inner * shape[axis]
+                for outer, inner in zip(last.strides, strides, strict=True)
+            ):
+                groups[-1] = _Group(last.extent * shape[axis], strides)
+                continue
+        groups.append(_Group(shape[axis], strides))
+    return groups
+
+
+class _Accumulator:
+    """A reduction's running state: allocas that LLVM promotes to registers."""
+
+    def __init__(self, module: _KernelModule, number: int, inst: Instruction, operand: np.dtype) -> None:
+        self.number = number
+        self.name = inst.op.name
+        self.result = inst.dtype
+        if self.name in ("sum", "prod"):
+            self.dtype = FLOAT32 if inst.dtype == np.float16 and self.name == "sum" else inst.dtype
+        elif self.name in ("any", "all"):
+            self.dtype = BOOL
+        else:
+            self.dtype = operand
+        self.pairwise = self.name == "sum" and self.dtype.kind == "f"
+        t = register_type(self.dtype)
+        self.value = module.variable(t)
+        self.index = module.variable(I64) if self.name in ("argmax", "argmin") else None
+        if self.pairwise:
+            self.block = module.variable(t)
+            self.levels = module.variable(ir.ArrayType(t, 64))
+            self.blocks = module.variable(I64)
+
+    def identity(self, scalars: _Scalars) -> ir.Constant:
+        dtype, name = self.dtype, self.name
+        if name == "sum" or name == "any":  # NumPy's sums start at +0.0: a sum of -0.0s is +0.0
+            return scalars.const(dtype, 0)
+        if name == "prod" or name == "all":
+            return scalars.const(dtype, 1)
+        if name in ("argmax", "argmin"):
+            return scalars.const(dtype, 0)
+        largest = name == "min"
+        if dtype.kind == "f":
+            return scalars.const(dtype, np.inf if largest else -np.inf)
+        if dtype.kind == "b":
+            return scalars.const(dtype, int(largest))
+        info = np.iinfo(dtype)
+        return scalars.const(dtype, info.max if largest else info.min)
+
+    def start(self, b: ir.IRBuilder, scalars: _Scalars) -> None:
+        b.store(self.identity(scalars), self.value)
+        if self.index is not None:
+            b.store(ir.Constant(I64, -1), self.index)
+        if self.pairwise:
+            b.store(ir.Constant(I64, 0), self.blocks)
+
+    def start_block(self, b: ir.IRBuilder, scalars: _Scalars) -> None:
+        if self.pairwise:
+            b.store(self.identity(scalars), self.block)
+
+    def update(self, b: ir.IRBuilder, scalars: _Scalars, value: Value, index: ir.Value) -> None:
+        value = scalars.cast(value, self.dtype)
+        target = self.block if self.pairwise else self.value
+        self.store_combined(b, scalars, target, value.ir, index)
+
+    def store_combined(
+        self, b: ir.IRBuilder, scalars: _Scalars, target: ir.Value, v: ir.Value, index: ir.Value | None
+    ) -> None:
+        """``target`` <- ``target`` combined with ``v`` (at ``index``, for argmax/argmin)."""
+        acc = b.load(target)
+        name, dtype = self.name, self.dtype
+        if name in ("sum", "prod"):
+            if dtype.kind == "f" and self.result.itemsize == 2 and name == "prod":
+                # a float16 product is rounded at every step, as NumPy's half loop
+                wide = b.fmul(b.fpext(acc, FLOAT), b.fpext(v, FLOAT))
+                b.store(b.fptrunc(wide, HALF), target)
+                return
+            if dtype.kind == "f" and name == "sum":  # in lanes within a block (pairwise between them)
+                b.store(b.fadd(acc, v, flags=("reassoc",)), target)
+            elif dtype.kind == "f":  # in order, as NumPy: where a product overflows is order-dependent
+                b.store(b.fmul(acc, v), target)
+            elif dtype.kind == "b":
+                b.store((b.or_ if name == "sum" else b.and_)(acc, v), target)
+            else:
+                b.store((b.add if name == "sum" else b.mul)(acc, v), target)
+        elif name in ("any", "all"):
+            b.store((b.or_ if name == "any" else b.and_)(acc, v), target)
+        elif name in ("max", "min"):
+            loop = (dtype, dtype, dtype)
+            b.store(
+                scalars.apply(
+                    "maximum" if name == "max" else "minimum",
+                    [Value(acc, dtype), Value(v, dtype)],
+                    loop,
+                    dtype,
+                ).ir,
+                target,
+            )
+        else:
+            best = b.load(self.index)
+            better = scalars.compare(
+                "greater" if name == "argmax" else "less", [Value(v, dtype), Value(acc, dtype)]
+            )
+            if dtype.kind == "f":  # the first NaN wins, and stays
+                better = b.or_(better, b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", acc, acc)))
+            take = b.or_(b.icmp_signed("<", best, ir.Constant(I64, 0)), better)
+            if index is not None and index.type != I64:
+                index = b.sext(index, I64)
+            take = b.and_(take, b.icmp_signed(">=", index, ir.Constant(I64, 0)))
+            b.store(b.select(take, v, acc), target)
+            b.store(b.select(take, index, best), self.index)
+
+    def end_block(self, b: ir.IRBuilder, module: _KernelModule) -> None:
+        """Pairwise: the block's sum joins a binary counter of partial sums, merging equal levels."""
+        if not self.pairwise:
+            return
+        carry = module.variable(self.block.type.pointee)
+        level = module.variable(I64)
+        rest = module.variable(I64)
+        b.store(b.load(self.block), carry)
+        b.store(ir.Constant(I64, 0), level)
+        b.store(b.load(self.blocks), rest)
+
+        def odd() -> ir.Value:
+            return b.icmp_unsigned("!=", b.and_(b.load(rest), ir.Constant(I64, 1)), ir.Constant(I64, 0))
+
+        def merge() -> None:
+            slot = b.gep(self.levels, [ir.Constant(I32, 0), b.load(level)])
+            b.store(b.fadd(b.load(slot), b.load(carry)), carry)
+            b.store(b.add(b.load(level), ir.Constant(I64, 1)), level)
+            b.store(b.lshr(b.load(rest), ir.Constant(I64, 1)), rest)
+
+        while_loop(b, odd, merge)
+        b.store(b.load(carry), b.gep(self.levels, [ir.Constant(I32, 0), b.load(level)]))
+        b.store(b.add(b.load(self.blocks), ir.Constant(I64, 1)), self.blocks)
+
+    def finish(self, b: ir.IRBuilder, module: _KernelModule) -> None:
+        """Pairwise: collapse the counter into ``value`` (earlier blocks on the left)."""
+        if not self.pairwise:
+            return
+        level = module.variable(I64)
+        rest = module.variable(I64)
+        b.store(ir.Constant(I64, 0), level)
+        b.store(b.load(self.blocks), rest)
+        b.store(self.identity(module.scalars), self.value)
+
+        def more() -> ir.Value:
+            return b.icmp_unsigned("!=", b.load(rest), ir.Constant(I64, 0))
+
+        def add_level() -> None:
+            slot = b.gep(self.levels, [ir.Constant(I32, 0), b.load(level)])
+            present = b.icmp_unsigned("!=", b.and_(b.load(rest), ir.Constant(I64, 1)), ir.Constant(I64, 0))
+            total = b.load(self.value)
+            b.store(b.select(present, b.fadd(b.load(slot), total), total), self.value)
+            b.store(b.add(b.load(level), ir.Constant(I64, 1)), level)
+            b.store(b.lshr(b.load(rest), ir.Constant(I64, 1)), rest)
+
+        while_loop(b, more, add_level)
+
+    def result_value(self, b: ir.IRBuilder, scalars: _Scalars, row_elements: int) -> Value:
+        if self.index is not None:
+            return Value(b.load(self.index), self.result)
+        if self.name == "sum" and row_elements == 0:
+            return Value(scalars.const(self.result, 0), self.result)
+        return scalars.cast(Value(b.load(self.value), self.dtype), self.result)
+
+
+def while_loop(b: ir.IRBuilder, condition: Callable[[], ir.Value], body: Callable[[], None]) -> None:
+    function = b.function
+    header = function.append_basic_block("while.test")
+    inside = function.append_basic_block("while.body")
+    after = function.append_basic_block("while.end")
+    b.branch(header)
+    b.position_at_end(header)
+    b.cbranch(condition(), inside, after)
+    b.position_at_end(inside)
+    body()
+    b.branch(header)
+    b.position_at_end(after)
+
+
+def counted_loop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
+    """``for i in range(begin, end): body(i)`` as a canonical counted loop, which LLVM vectorizes."""
+    function = b.function
+    before = b.block
+    header = function.append_basic_block("for.test")
+    inside = function.append_basic_block("for.body")
+    after = function.append_basic_block("for.end")
+    b.branch(header)
+    b.position_at_end(header)
+    index = b.phi(I64)
+    index.add_incoming(begin, before)
+    b.cbranch(b.icmp_signed("<", index, end), inside, after)
+    b.position_at_end(inside)
+    body(index)
+    index.add_incoming(b.add(index, ir.Constant(I64, 1), flags=("nsw",)), b.block)
+    b.branch(header)
+    b.position_at_end(after)
+
+
+_PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
+
+
+class _KernelModule:
+    """Builds the module for one kernel: its entry, and for one-pass reductions PARTIAL and FINISH."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.module = ir.Module(name="dynfuse")
+        self.instructions = kernel.instructions
+        self.shape = kernel.shape
+        ndim = len(kernel.shape)
+        self.reduce_axes = list(kernel.reduce_axes)
+        self.kept_axes = [axis for axis in range(ndim) if axis not in kernel.reduce_axes]
+        self.loads = kernel.inputs
+        self.strided = tuple(
+            inst.slot
+            for inst in self.loads
+            if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
+        )
+        self.loops = {
+            number: self.loop_of(inst)
+            for number, inst in enumerate(self.instructions)
+            if inst.op.kind is OpKind.ELEMENTWISE
+        }
+        self.param_uses: list[ParamUse] = []
+        self.use_of: dict[tuple[int, int], int] = {}
+        for number, inst in enumerate(self.instructions):
+            for position, arg in enumerate(inst.args):
+                if self.instructions[arg].op.kind is OpKind.SCALAR:
+                    dtype = self.loops[number][position]
+                    compared = inst.op.name in _COMPARISONS and dtype.kind in "iu"
+                    compared = compared and dict(self.instructions[arg].params)["type"] == "int"
+                    self.use_of[number, position] = len(self.param_uses)
+                    self.param_uses.append(ParamUse(self.instructions[arg].slot, dtype, compared))
+        self.row_elements = int(np.prod([kernel.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
+        self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
+        self.splittable = bool(self.reduce_axes) and kernel.passes == 1
+        domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.outputs")])
+        self.scopes = [
+            self.module.add_metadata([ir.MetaDataString(self.module, f"out{position}"), domain])
+            for position in range(len(kernel.outputs))
+        ]
+
+    def loop_of(self, inst: Instruction) -> tuple:
+        operands = []
+        for arg in inst.args:
+            operand = self.instructions[arg]
+            operands.append(
+                _PYTHON_TYPES[dict(operand.params)["type"]] if operand.dtype is None else operand.dtype
+            )
+        if inst.op.name == "astype":
+            operands = [inst.dtype if not isinstance(o, np.dtype) else o for o in operands]
+        return loop_dtypes(inst.op.name, inst.op.reference, tuple(operands), inst.params, inst.dtype)
+
+    def layout(self) -> Layout:
+        return Layout(
+            inputs=len(self.loads),
+            outputs=len(self.kernel.outputs),
+            strided=self.strided,
+            ndim=len(self.shape),
+            param_uses=tuple(self.param_uses),
+            extent=self.extent,
+            row_elements=self.row_elements,
+            splittable=self.splittable,
+            state_cells=2 * len(self.reductions),
+        )
+
+    @property
+    def extent(self) -> int:
+        return int(np.prod([self.shape[axis] for axis in self.kept_axes], dtype=np.int64))
+
+    def build(self) -> ir.Module:
+        self.entry()
+        if self.splittable:
+            self.partial()
+            self.finish()
+        return self.module
+
+    # -- per function --
+
+    def function(self, name: str, arguments: list[ir.Type]) -> list[ir.Argument]:
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [CELLS, *arguments]), name)
+        function.attributes.add("nounwind")
+        self.entry_block = function.append_basic_block("entry")
+        body = function.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        self.scalars = _Scalars(self.b, self.module)
+        cells = function.args[0]
+        self.cells = cells
+        self.operands = self.memory_operands()
+        self.params = self.load_params()
+        return list(function.args[1:])
+
+    def end_function(self) -> None:
+        self.b.ret_void()
+        ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
+
+    def variable(self, value_type: ir.Type) -> ir.Value:
+        """An alloca in the entry block, where LLVM promotes it to registers."""
+        return ir.IRBuilder(self.entry_block).alloca(value_type)
+
+    def cell(self, index: int, value_type: ir.Type) -> ir.Value:
+        pointer = self.b.gep(self.cells, [ir.Constant(I64, index)])
+        return self.b.load(self.b.bitcast(pointer, value_type.as_pointer()))
+
+    def memory_operands(self) -> list[_Operand]:
+        """Loads by slot, then outputs: pointers and strides (known, or read from the cells)."""
+        b, kernel = self.b, self.kernel
+        operands = []
+        for inst in self.loads:
+            params = dict(inst.params)
+            pointer = b.inttoptr(self.cell(inst.slot, I64), storage_type(inst.dtype).as_pointer())
+            if params["zero_dim"]:
+                strides: list[Stride] = [0] * len(self.shape)
+            elif params["contiguous"]:
+                strides = list(c_strides(self.shape))
+            else:
+                first = (
+                    len(self.loads) + len(kernel.outputs) + self.strided.index(inst.slot) * len(self.shape)
+                )
+                strides = [
+                    0 if axis in params["broadcast"] or extent == 1 else self.cell(first + axis, I64)
+                    for axis, extent in enumerate(self.shape)
+                ]
+            operands.append(_Operand(pointer, inst.dtype, strides))
+        for position, output in enumerate(kernel.outputs):
+            pointer = b.inttoptr(
+                self.cell(len(self.loads) + position, I64), storage_type(output.dtype).as_pointer()
+            )
+            operands.append(_Operand(pointer, output.dtype, c_strides(kernel.output_shape(output))))
+        return operands
+
+    def load_params(self) -> list[tuple[Value, ir.Value | None]]:
+        params, cell = [], len(self.loads) + len(self.kernel.outputs) + len(self.strided) * len(self.shape)
+        for use in self.param_uses:
+            raw = self.cell(cell, storage_type(use.dtype))
+            value = Value(self.b.trunc(raw, I1) if use.dtype.kind == "b" else raw, use.dtype)
+            flag = self.cell(cell + 1, I64) if use.compared else None
+            params.append((value, flag))
+            cell += 2 if use.compared else 1
+        return params
+
+    # -- values --
+
+    def load(self, operand: _Operand, offset: ir.Value) -> Value:
+        instruction = self.b.load(self.b.gep(operand.pointer, [offset]))
+        if self.scopes:
+            instruction.set_metadata("noalias", self.module.add_metadata(self.scopes))
+        if operand.dtype.kind == "b":
+            return Value(self.b.icmp_unsigned("!=", instruction, ir.Constant(I8, 0)), operand.dtype)
+        return Value(instruction, operand.dtype)
+
+    def store(self, position: int, value: Value, offset: ir.Value) -> None:
+        operand = self.operands[len(self.loads) + position]
+        value = self.scalars.cast(value, operand.dtype)
+        raw = self.b.zext(value.ir, I8) if operand.dtype.kind == "b" else value.ir
+        instruction = self.b.store(raw, self.b.gep(operand.pointer, [offset]))
+        others = [scope for other, scope in enumerate(self.scopes) if other != position]
+        instruction.set_metadata("alias.scope", self.module.add_metadata([self.scopes[position]]))
+        if others:
+            instruction.set_metadata("noalias", self.module.add_metadata(others))
+
+    def compute(
+        self, number: int, values: dict[int, Value], offsets: list[ir.Value], index: ir.Value
+    ) -> Value:
+        """The value of instruction ``number``, its arguments already in ``values``."""
+        inst = self.instructions[number]
+        kind = inst.op.kind
+        if kind is OpKind.BUFFER:
+            return self.load(self.operands[inst.slot], offsets[inst.slot])
+        if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
+            operand = values[inst.args[0]]
+            if inst.op.name in ("argmax", "argmin"):
+                return Value(ir.Constant(I64, 0), inst.dtype)
+            accumulator_dtype = BOOL if inst.op.name in ("any", "all") else inst.dtype
+            value = self.scalars.cast(operand, accumulator_dtype)
+            if inst.op.name == "sum" and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+                value = Value(self.b.fadd(value.ir, ir.Constant(value.ir.type, 0.0)), value.dtype)
+            return self.scalars.cast(value, inst.dtype)
+        assert kind is OpKind.ELEMENTWISE, inst
+        args, flag, param_position = [], None, None
+        for position, arg in enumerate(inst.args):
+            if (number, position) in self.use_of:
+                value, use_flag = self.params[self.use_of[number, position]]
+                if use_flag is not None:
+                    flag, param_position = use_flag, position
+                args.append(value)
+            else:
+                args.append(values[arg])
+        scalar_bounds = inst.op.name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])
+        name = inst.op.name
+        if (
+            name == "power"
+            and self.is_one_value(inst.args[1])
+            and self.loops[number][0] in (FLOAT32, FLOAT64)
+        ):
+            name = "power_by_one_value"
+        result = self.scalars.apply(name, args, self.loops[number], inst.dtype, scalar_bounds)
+        if flag is None:
+            return result
+        # an int outside the dtype's range: the comparison is decided by which side it lies on
+        sides = [flag if position == param_position else ir.Constant(I64, 0) for position in range(2)]
+        decided = self.b.icmp_signed(_COMPARISONS[inst.op.name], *sides)
+        outside = self.b.icmp_signed("!=", flag, ir.Constant(I64, 0))
+        return Value(self.b.select(outside, decided, result.ir), result.dtype)
+
+    def per_element(self, output: Output) -> bool:
+        """Written in the element loop: a kernel that reduces over no axes has no rows."""
+        return not output.row or not self.reduce_axes
+
+    def is_one_value(self, number: int) -> bool:
+        inst = self.instructions[number]
+        return inst.op.kind is OpKind.SCALAR or (
+            inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
+        )
+
+    def needed(self, stage: int | None) -> list[int]:
+        """Per-element instructions a pass computes: what its reductions and outputs read."""
+        roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
+        roots = [n for n in roots if stage is None or self.instructions[n].stage == stage]
+        roots += [self.instructions[n].args[0] for n in self.accumulating(stage)]
+        wanted: set[int] = set()
+        while roots:
+            number = roots.pop()
+            inst = self.instructions[number]
+            if number in wanted or (inst.row and self.reduce_axes) or inst.op.kind is OpKind.SCALAR:
+                continue
+            wanted.add(number)
+            roots.extend(inst.args)
+        return sorted(wanted)
+
+    def accumulating(self, stage: int | None) -> list[int]:
+        return [n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage]
+
+    def element_body(self, stage: int | None, accumulators: list[_Accumulator], row_values: dict[int, Value]):
+        wanted = self.needed(stage)
+        outputs = [
+            (position, out.value)
+            for position, out in enumerate(self.kernel.outputs)
+            if self.per_element(out) and (stage is None or self.instructions[out.value].stage == stage)
+        ]
+
+        def body(index: ir.Value, offsets: list[ir.Value]) -> None:
+            values = dict(row_values)
+            for number in wanted:
+                values[number] = self.compute(number, values, offsets, index)
+            for accumulator in accumulators:
+                operand = values.get(self.instructions[accumulator.number].args[0])
+                if operand is None:
+                    operand = row_values[self.instructions[accumulator.number].args[0]]
+                accumulator.update(self.b, self.scalars, operand, index)
+            for position, value in outputs:
+                self.store(position, values[value], offsets[len(self.loads) + position])
+
+        return body
+
+    # -- loops --
+
+    def range_loop(
+        self,
+        groups: list[_Group],
+        bases: list[ir.Value],
+        begin: ir.Value,
+        end: ir.Value,
+        body: Callable,
+        accumulators: list[_Accumulator],
+    ) -> None:
+        """Elements ``[begin, end)`` (C order over ``groups``), in segments along the last group."""
+        b = self.b
+        if not groups:
+            groups = [_Group(1, (0,) * len(self.operands))]
+        inner, outer = groups[-1], groups[:-1]
+        if not outer:
+            self.inner_loop(inner, bases, ir.Constant(I64, 0), begin, end, body, accumulators)
+            return
+        length = ir.Constant(I64, inner.extent)
+        position = self.variable(I64)
+        b.store(begin, position)
+
+        def segment() -> None:
+            start = b.load(position)
+            segment_number = b.udiv(start, length)
+            segment_start = b.mul(segment_number, length)
+            first = b.sub(start, segment_start)
+            last = b.add(first, b.sub(end, start))
+            last = b.select(b.icmp_signed("<", last, length), last, length)
+            rest, segment_bases = segment_number, list(bases)
+            for group in reversed(outer):
+                extent = ir.Constant(I64, group.extent)
+                index = b.urem(rest, extent)
+                rest = b.udiv(rest, extent)
+                segment_bases = [
+                    self.advance(base, index, stride)
+                    for base, stride in zip(segment_bases, group.strides, strict=True)
+                ]
+            self.inner_loop(inner, segment_bases, segment_start, first, last, body, accumulators)
+            b.store(b.add(start, b.sub(last, first)), position)
+
+        while_loop(b, lambda: b.icmp_signed("<", b.load(position), end), segment)
+
+    def advance(self, base: ir.Value, index: ir.Value, stride: Stride) -> ir.Value:
+        if isinstance(stride, int):
+            return base if stride == 0 else self.b.add(base, self.b.mul(index, ir.Constant(I64, stride)))
+        return self.b.add(base, self.b.mul(index, stride))
+
+    def inner_loop(
+        self,
+        inner: _Group,
+        bases: list[ir.Value],
+        start: ir.Value,
+        first: ir.Value,
+        last: ir.Value,
+        body: Callable,
+        accumulators: list[_Accumulator],
+    ) -> None:
+        b = self.b
+
+        def element(k: ir.Value) -> None:
+            offsets = [
+                self.advance(base, k, stride) for base, stride in zip(bases, inner.strides, strict=True)
+            ]
+            body(b.add(start, k), offsets)
+
+        if not any(accumulator.pairwise for accumulator in accumulators):
+            counted_loop(b, first, last, element)
+            return
+        block_start = self.variable(I64)
+        b.store(first, block_start)
+
+        def block() -> None:
+            lower = b.load(block_start)
+            upper = b.add(lower, ir.Constant(I64, BLOCK))
+            upper = b.select(b.icmp_signed("<", upper, last), upper, last)
+            for accumulator in accumulators:
+                accumulator.start_block(b, self.scalars)
+            counted_loop(b, lower, upper, element)
+            for accumulator in accumulators:
+                accumulator.end_block(b, self)
+            b.store(upper, block_start)
+
+        while_loop(b, lambda: b.icmp_signed("<", b.load(block_start), last), block)
+
+    # -- rows --
+
+    def row_bases(self, row: ir.Value) -> list[ir.Value]:
+        bases = [ir.Constant(I64, 0)] * len(self.operands)
+        rest = row
+        for axis in reversed(self.kept_axes):
+            extent = self.shape[axis]
+            if extent == 1:
+                continue
+            index = self.b.urem(rest, ir.Constant(I64, extent))
+            rest = self.b.udiv(rest, ir.Constant(I64, extent))
+            bases = [
+                self.advance(base, index, operand.strides[axis])
+                for base, operand in zip(bases, self.operands, strict=True)
+            ]
+        return bases
+
+    def row_values_of_stage(self, stage: int, values: dict[int, Value], bases: list[ir.Value]) -> None:
+        for number, inst in enumerate(self.instructions):
+            if inst.row and inst.stage == stage and inst.op.kind in (OpKind.BUFFER, OpKind.ELEMENTWISE):
+                values[number] = self.compute(number, values, bases, ir.Constant(I64, 0))
+
+    def write_row(self, values: dict[int, Value], bases: list[ir.Value]) -> None:
+        for position, out in enumerate(self.kernel.outputs):
+            if out.row:
+                self.store(position, values[out.value], bases[len(self.loads) + position])
+
+    def accumulators(self, stage: int) -> list[_Accumulator]:
+        return [
+            _Accumulator(self, n, self.instructions[n], self.instructions[self.instructions[n].args[0]].dtype)
+            for n in self.accumulating(stage)
+        ]
+
+    def reduce_groups(self) -> list[_Group]:
+        return coalesce(self.reduce_axes, self.shape, self.operands)
+
+    def run_pass(
+        self, stage: int, values: dict[int, Value], bases: list[ir.Value], begin: ir.Value, end: ir.Value
+    ) -> list[_Accumulator]:
+        accumulators = self.accumulators(stage)
+        for accumulator in accumulators:
+            accumulator.start(self.b, self.scalars)
+        body = self.element_body(stage, accumulators, values)
+        self.range_loop(self.reduce_groups(), bases, begin, end, body, accumulators)
+        for accumulator in accumulators:
+            accumulator.finish(self.b, self)
+        return accumulators
+
+    def entry(self) -> None:
+        begin, end = self.function(ENTRY, [I64, I64])
+        if not self.reduce_axes:
+            groups = coalesce(list(range(len(self.shape))), self.shape, self.operands)
+            body = self.element_body(None, [], {})
+            self.range_loop(groups, [ir.Constant(I64, 0)] * len(self.operands), begin, end, body, [])
+            self.end_function()
+            return
+
+        def row(number: ir.Value) -> None:
+            bases = self.row_bases(number)
+            values: dict[int, Value] = {}
+            self.row_values_of_stage(0, values, bases)
+            for stage in range(self.kernel.passes):
+                everything = ir.Constant(I64, self.row_elements)
+                for accumulator in self.run_pass(stage, values, bases, ir.Constant(I64, 0), everything):
+                    values[accumulator.number] = accumulator.result_value(
+                        self.b, self.scalars, self.row_elements
+                    )
+                self.row_values_of_stage(stage + 1, values, bases)
+            self.write_row(values, bases)
+
+        counted_loop(self.b, begin, end, row)
+        self.end_function()
+
+    def state_cell(self, states: ir.Value, index: ir.Value, value_type: ir.Type) -> ir.Value:
+        return self.b.bitcast(self.b.gep(states, [index]), value_type.as_pointer())
+
+    def partial(self) -> None:
+        row, begin, end, state = self.function(PARTIAL, [I64, I64, I64, CELLS])
+        bases = self.row_bases(row)
+        values: dict[int, Value] = {}
+        self.row_values_of_stage(0, values, bases)
+        for position, accumulator in enumerate(self.run_pass(0, values, bases, begin, end)):
+            value_type = accumulator.value.type.pointee
+            self.b.store(
+                self.b.load(accumulator.value),
+                self.state_cell(state, ir.Constant(I64, 2 * position), value_type),
+            )
+            if accumulator.index is not None:
+                self.b.store(
+                    self.b.load(accumulator.index),
+                    self.state_cell(state, ir.Constant(I64, 2 * position + 1), I64),
+                )
+        self.end_function()
+
+    def finish(self) -> None:
+        row, states, count = self.function(FINISH, [I64, CELLS, I64])
+        b = self.b
+        bases = self.row_bases(row)
+        values: dict[int, Value] = {}
+        self.row_values_of_stage(0, values, bases)
+        accumulators = self.accumulators(0)
+        cells = ir.Constant(I64, 2 * len(accumulators))
+        for position, accumulator in enumerate(accumulators):
+            value_type = accumulator.value.type.pointee
+            b.store(
+                b.load(self.state_cell(states, ir.Constant(I64, 2 * position), value_type)), accumulator.value
+            )
+            if accumulator.index is not None:
+                b.store(
+                    b.load(self.state_cell(states, ir.Constant(I64, 2 * position + 1), I64)),
+                    accumulator.index,
+                )
+
+        def combine(other: ir.Value) -> None:
+            first = b.mul(other, cells)
+            for position, accumulator in enumerate(accumulators):
+                value_type = accumulator.value.type.pointee
+                cell = b.add(first, ir.Constant(I64, 2 * position))
+                value = b.load(self.state_cell(states, cell, value_type))
+                index = None
+                if accumulator.index is not None:
+                    index = b.load(self.state_cell(states, b.add(cell, ir.Constant(I64, 1)), I64))
+                accumulator.store_combined(b, self.scalars, accumulator.value, value, index)
+
+        counted_loop(b, ir.Constant(I64, 1), count, combine)
+        for accumulator in accumulators:
+            values[accumulator.number] = accumulator.result_value(b, self.scalars, self.row_elements)
+        self.row_values_of_stage(1, values, bases)
+        self.write_row(values, bases)
+        self.end_function()
+
+
+def generate(kernel: Kernel) -> tuple[ir.Module, Layout]:
+    """The LLVM module of ``kernel`` and what its launcher must pass."""
+    builder = _KernelModule(kernel)
+    module = builder.build()
+    return module, builder.layout()
