@@ -1,0 +1,93 @@
+"""The CPU backend's own promises: SIMD code, threads, the disk cache across processes, faults."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import cache, config, execute
+from dynfuse.backends import cpu
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu_backend(monkeypatch):
+    monkeypatch.setattr(config, "backend", "cpu")
+
+
+def kernel_of(array):
+    _, plan = execute.explain_plan([array._node], cpu.BACKEND)
+    (step,) = plan.kernels
+    return step.kernel
+
+
+def test_float32_chains_compile_to_vector_instructions():
+    x = dynfuse.asarray(np.ones(4096, np.float32))
+    assembly = cpu.BACKEND.assembly(kernel_of(np.maximum(x * 2, 0) + 1))
+    vector_ops = [op for op in ("vmaxps", "vaddps", "vmulps", "maxps", "addps", "mulps") if op in assembly]
+    assert vector_ops, assembly
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
+    monkeypatch.setattr(config, "threads", threads)
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((3, 1 << 17)).astype(np.float32)
+    x = dynfuse.asarray(data)
+    total, rows, chain = (x * x).sum(), np.argmax(x, axis=1), np.tanh(x) * 2
+    dynfuse.evaluate(total, rows, chain)
+    np.testing.assert_allclose(np.asarray(total), (data.astype(np.float64) ** 2).sum(), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(rows), np.argmax(data, axis=1))
+    np.testing.assert_allclose(np.asarray(chain), np.tanh(data) * 2, rtol=1e-6)
+
+
+def test_float32_sums_are_as_accurate_as_numpy():
+    data = np.random.default_rng(2).random(10**7, dtype=np.float32)
+    exact = data.astype(np.float64).sum()
+    ours = float(np.asarray(dynfuse.asarray(data).sum()))
+    assert abs(ours - exact) <= 2 * abs(float(data.sum()) - exact) + np.spacing(np.float32(exact))
+
+
+@pytest.mark.parametrize("fault", ["compile", "launch"])
+def test_a_failing_kernel_falls_back_with_a_warning(fault, monkeypatch):
+    cache.clear()
+
+    def broken_compile(kernel):
+        raise RuntimeError("injected compiler failure")
+
+    def broken_launch(kernel):
+        def run(inputs, params, outputs):
+            raise RuntimeError("injected launch failure")
+
+        return run
+
+    monkeypatch.setattr(cpu.BACKEND, "compile", broken_compile if fault == "compile" else broken_launch)
+    x = dynfuse.asarray(np.linspace(0, 1, 50))
+    y = np.exp(x) + 1
+    with pytest.warns(RuntimeWarning, match="cpu kernel failed .*injected"):
+        dynfuse.evaluate(y)
+    np.testing.assert_allclose(np.asarray(y), np.exp(np.linspace(0, 1, 50)) + 1)
+    assert dynfuse.stats()["fallback_names"] == {"kernel:cpu": 1}
+    cache.clear()
+
+
+def test_a_second_process_loads_kernels_from_the_disk_cache(tmp_path):
+    script = (
+        "import numpy as np, dynfuse\n"
+        "dynfuse.config.tiers = False\n"
+        "x = dynfuse.asarray(np.arange(1000.0))\n"
+        "print(float(np.asarray((np.sqrt(x) * 3 + 1).sum())), dynfuse.stats()['kernels_compiled'],"
+        " dynfuse.stats()['disk_cache_hits'])\n"
+    )
+    environment = {**os.environ, "DYNFUSE_CACHE_DIR": str(tmp_path), "DYNFUSE_BACKEND": "cpu"}
+
+    def run() -> list[str]:
+        result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split()
+
+    first, second = run(), run()
+    assert first[0] == second[0]
+    assert first[2] == "0" and int(second[2]) >= 1  # the second process compiled nothing new
