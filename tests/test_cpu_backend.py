@@ -84,7 +84,9 @@ def test_a_second_process_loads_kernels_from_the_disk_cache(tmp_path):
     environment = {**os.environ, "DYNFUSE_CACHE_DIR": str(tmp_path), "DYNFUSE_BACKEND": "cpu"}
 
     def run() -> list[str]:
-        result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-c", script], env=environment, capture_output=True, text=True
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout.split()
 
