@@ -358,8 +358,10 @@ def test_a_small_kernel_compiles_when_seen_again(monkeypatch):
     assert second["interpreted_ops"] == 2 and second["kernels_launched"] == 1
 
 
+@pytest.mark.parametrize("backend", ["groups", "cpu"])
 @pytest.mark.parametrize("fault", ["compile", "launch"])
-def test_a_failing_kernel_falls_back_with_a_warning(fault, monkeypatch):
+def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch):
+    monkeypatch.setattr(config, "backend", backend)
     cache.clear()
 
     def broken_compile(kernel):
@@ -371,8 +373,10 @@ def test_a_failing_kernel_falls_back_with_a_warning(fault, monkeypatch):
 
         return run
 
-    monkeypatch.setattr(groups.BACKEND, "compile", broken_compile if fault == "compile" else broken_kernel)
-    assert_runs_op_by_op_after_a_fault("kernel failed .*injected", "kernel:groups")
+    monkeypatch.setattr(
+        config.BACKENDS[backend], "compile", broken_compile if fault == "compile" else broken_kernel
+    )
+    assert_runs_op_by_op_after_a_fault(f"{backend} kernel failed .*injected", f"kernel:{backend}")
     cache.clear()
 
 
