@@ -32,6 +32,7 @@ from llvmlite import ir
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
+from . import llvm_math
 
 ENTRY = "dynfuse_kernel"
 PARTIAL = "dynfuse_partial"
@@ -411,6 +412,8 @@ class _Scalars:
             return simple[name](x, a[1])
         if name in _INTRINSICS:
             return b.call(self.intrinsic(_INTRINSICS[name], t, _ARITY.get(name, 1)), a)
+        if name in llvm_math.FUNCTIONS:
+            return llvm_math.call(self.module, b, name, x)
         if name in _LIBM:
             return b.call(self.libm(_LIBM[name], t, len(a)), a)
         if name == "negative":
@@ -519,11 +522,10 @@ class _Scalars:
         base2 = name == "logaddexp2"
         same = b.fadd(x, ir.Constant(t, 1.0 if base2 else float(np.log(2.0))))
         difference = b.fsub(x, y)
-        exp = self.libm("exp2" if base2 else "exp", t, 1)
-        log1p = self.libm("log1p", t, 1)
 
         def log_one_plus_exp(value: ir.Value) -> ir.Value:
-            result = b.call(log1p, [b.call(exp, [value])])
+            exp = llvm_math.call(self.module, b, "exp2" if base2 else "exp", value)
+            result = llvm_math.call(self.module, b, "log1p", exp)
             return b.fmul(result, ir.Constant(t, float(np.log2(np.e)))) if base2 else result
 
         positive = b.fadd(x, log_one_plus_exp(b.fneg(difference)))
@@ -554,15 +556,9 @@ _INTRINSICS = {
     "copysign": "llvm.copysign",
 }
 _ARITY = {"copysign": 2}
-# Transcendentals call the C library, as NumPy's own scalar loops do.
+# The other transcendentals call the C library, as NumPy's own scalar loops do (``llvm_math`` has
+# vectorizable exp, log and tanh).
 _LIBM = {
-    "exp": "exp",
-    "exp2": "exp2",
-    "expm1": "expm1",
-    "log": "log",
-    "log2": "log2",
-    "log10": "log10",
-    "log1p": "log1p",
     "sin": "sin",
     "cos": "cos",
     "tan": "tan",
@@ -572,7 +568,6 @@ _LIBM = {
     "arctan2": "atan2",
     "sinh": "sinh",
     "cosh": "cosh",
-    "tanh": "tanh",
     "arcsinh": "asinh",
     "arccosh": "acosh",
     "arctanh": "atanh",
