@@ -41,15 +41,24 @@ class CountedCache:
 _compiled = CountedCache(config.kernel_cache_size, "cache_hits", "cache_misses")
 
 
-def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel:
+_DECLINED = object()  # what the cache holds for a kernel its backend does not support
+
+
+def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
+    """The compiled kernel, built on first use; None if the backend declines it (it then runs
+    interpreted): asked once per signature, not on every launch."""
+
     def build() -> CompiledKernel:
+        if not backend.supports(kernel):
+            return _DECLINED
         started = time.perf_counter()
         compiled = backend.compile(kernel)
         stats.count("compile_seconds", time.perf_counter() - started)
         stats.count("kernels_compiled")
         return compiled
 
-    return _compiled.get_or_build((backend.name, kernel.signature), build)
+    compiled = _compiled.get_or_build((backend.name, kernel.signature), build)
+    return None if compiled is _DECLINED else compiled
 
 
 def clear() -> None:

@@ -19,7 +19,7 @@ import cachetools
 import numpy as np
 
 from . import cache, config, interpret, schedule, stats, views
-from .kernel import Backend
+from .kernel import Backend, CompiledKernel
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .trace import Node, topological_order
@@ -116,33 +116,43 @@ class _Run:
         for number in source.views:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
-        if source.index_map is not None:
+        if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
             value = views.strided_view(value, source.index_map, shape)
         return value
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
-        if self._interpreted_tier(step) or not self.backend.supports(kernel):
-            self.interpret(step)
-            return
-        try:
-            compiled = cache.compiled_kernel(self.backend, kernel)
-            inputs = [self.array(source, kernel.shape) for source in step.loads]
-            for position, inst in enumerate(kernel.inputs):  # hold the layouts the kernel was built for
-                if dict(inst.params)["contiguous"] and not inputs[position].flags.c_contiguous:
-                    inputs[position] = np.ascontiguousarray(inputs[position])
-            params = [self.nodes[number].buffer for number in step.params]
-            outputs = [np.empty(kernel.output_shape(output), output.dtype) for output in kernel.outputs]
-            compiled(inputs, params, outputs)
-        except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
-            _warn_fault(f"a {self.backend.name} kernel", error)
-            stats.count_fallback(f"kernel:{self.backend.name}")
+        compiled = None
+        if not self._interpreted_tier(step):
+            try:
+                compiled = cache.compiled_kernel(self.backend, kernel)
+                if compiled is not None:
+                    outputs = self.launch(step, compiled)
+            except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
+                _warn_fault(f"a {self.backend.name} kernel", error)
+                stats.count_fallback(f"kernel:{self.backend.name}")
+                compiled = None
+        if compiled is None:
             self.interpret(step)
             return
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
+
+    def launch(self, step: KernelStep, compiled: CompiledKernel) -> list[np.ndarray]:
+        kernel = step.kernel
+        inputs = []
+        for source, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True):
+            value = self.array(source, kernel.shape)
+            # hold the layout the kernel was built for
+            inputs.append(
+                np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+            )
+        params = [self.nodes[number].buffer for number in step.params]
+        outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+        compiled(inputs, params, outputs)
+        return outputs
 
     def _interpreted_tier(self, step: KernelStep) -> bool:
         if not config.tiers:

@@ -28,6 +28,7 @@ extent 1). A backend computes exactly what NumPy computes, op by op, in these dt
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -41,6 +42,28 @@ Shape = tuple[int, ...]
 
 LOAD = ops.BUFFER  # the op of a load instruction: a buffer read
 PARAM = ops.SCALAR  # the op of a scalar parameter
+
+
+class Signature:
+    """A structure as a cache key whose hash is computed once: plans and kernels are looked up by
+    signature on every materialization, and a nested tuple would be hashed again on each lookup."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return isinstance(other, Signature) and self._hash == other._hash and self.value == other.value
+
+    def __repr__(self) -> str:
+        return f"Signature({self.value!r})"
 
 
 @dataclass(frozen=True)
@@ -84,7 +107,7 @@ class Kernel:
     reduce_axes: tuple[int, ...]
     instructions: tuple[Instruction, ...]
     outputs: tuple[Output, ...]
-    signature: tuple = field(init=False, repr=False, compare=False)
+    signature: Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         body = tuple(
@@ -92,11 +115,21 @@ class Kernel:
             for inst in self.instructions
         )
         outputs = tuple((out.value, out.row, out.dtype) for out in self.outputs)
-        object.__setattr__(self, "signature", (self.shape, self.reduce_axes, body, outputs))
+        object.__setattr__(self, "signature", Signature((self.shape, self.reduce_axes, body, outputs)))
 
     @property
     def inputs(self) -> list[Instruction]:
         return [inst for inst in self.instructions if inst.op is LOAD]
+
+    @functools.cached_property
+    def contiguous_loads(self) -> tuple[bool, ...]:
+        """Per load slot: whether the kernel was built to read it C-contiguous."""
+        return tuple(dict(inst.params)["contiguous"] for inst in self.inputs)
+
+    @functools.cached_property
+    def output_layouts(self) -> tuple[tuple[Shape, np.dtype], ...]:
+        """The shape and dtype of each output array, in order."""
+        return tuple((self.output_shape(output), output.dtype) for output in self.outputs)
 
     @property
     def passes(self) -> int:
@@ -139,6 +172,9 @@ class Target:
     # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
     # recomputing a shared node in several kernels against storing it once with this.
     compute_weight: float = 1.0
+
+    def __hash__(self) -> int:  # part of every plan-cache key: cheaper than hashing every field
+        return hash(self.name)
 
 
 # A compiled kernel: ``run(inputs, params, outputs)``, inputs as arrays of the kernel's shape,

@@ -65,7 +65,50 @@ def _unsupported(nodes: Iterable[Node]) -> bool:
     return any(node.dtype is not None and not dtypes.is_supported(node.dtype) for node in nodes)
 
 
+# (op, dtype or scalar type of each operand) -> result dtype, for the common case below.
+_common_dtypes: dict[tuple, np.dtype] = {}
+
+
+def _record_common(op: ops.Op, operands: tuple) -> Any:
+    """The common case, recorded in few steps: lazy arrays of one shape and supported dtypes, with
+    Python floats, bools and small ints. None when anything else is involved."""
+    nodes = []
+    key: list[Any] = [op]
+    shape = None
+    for value in operands:
+        kind = type(value)
+        if kind is array_module.LazyArray:
+            node = value._node
+            if shape is None:
+                shape = node.shape
+            elif node.shape != shape:
+                return None
+            key.append(node.dtype)
+        elif kind is float or kind is bool or (kind is int and 0 <= value <= 127):
+            node = Node.scalar(value)
+            key.append(kind)
+        else:
+            return None
+        nodes.append(node)
+    if shape is None or op.value_check is not None:
+        return None
+    key_tuple = tuple(key)
+    dtype = _common_dtypes.get(key_tuple)
+    if dtype is None:
+        if _unsupported(nodes):
+            return None
+        dtype = _common_dtypes[key_tuple] = dtypes.result_dtype(op, _describe(nodes), ())
+    if not dtypes.is_supported(dtype):
+        return None
+    stats.count("ops_recorded")
+    return new_array(Node(op, tuple(nodes), (), shape, dtype))
+
+
 def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()) -> Any:
+    if out is None and not params:
+        recorded = _record_common(op, operands)
+        if recorded is not None:
+            return recorded
     nodes = [as_node(value) for value in operands]
     kwargs = dict(params) if out is None else {**dict(params), "out": out}
     if _unsupported(nodes) or (out is not None and not is_lazy(out)):

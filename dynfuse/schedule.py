@@ -27,13 +27,14 @@ type only. A loop that rebuilds the same trace, with changing scalars, plans onc
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import cache, config, ops, views
-from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Target
+from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Signature, Target
 from .ops import OpKind
 from .trace import Node
 from .views import IndexMap
@@ -46,6 +47,11 @@ class Source:
     node: int
     views: tuple[int, ...] = ()  # view nodes, innermost first
     index_map: IndexMap | None = None  # for kernel loads: where the iteration index reads it
+
+    @functools.cached_property
+    def reads_in_place(self) -> bool:
+        """The index map is the identity: a buffer of the iteration's shape is read as it is."""
+        return self.index_map == views.identity_map(len(self.index_map.rows)) if self.index_map else False
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ class Trace:
 
     nodes: list[Node]
     outputs: tuple[int, ...]
-    signature: tuple = field(repr=False)
+    signature: Signature = field(repr=False)
 
 
 def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
@@ -94,21 +100,24 @@ def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
     numbers: dict[int, int] = {}
     nodes: list[Node] = []
     items: list[tuple] = []
+    scalar_op = ops.SCALAR
     for node in order:
+        inputs = []
         for child in node.inputs:
-            if child.is_materialized and id(child) not in numbers:
-                numbers[id(child)] = len(nodes)
+            number = numbers.get(id(child))
+            if number is None:  # a leaf, numbered before its first reader
+                number = numbers[id(child)] = len(nodes)
                 nodes.append(child)
-                scalar = child.op is ops.SCALAR
-                items.append(
-                    ("scalar", type(child.buffer)) if scalar else ("buffer", child.shape, child.dtype)
-                )
+                if child.op is scalar_op:
+                    items.append(("scalar", type(child.buffer)))
+                else:
+                    items.append(("buffer", child.shape, child.dtype))
+            inputs.append(number)
         numbers[id(node)] = len(nodes)
         nodes.append(node)
-        inputs = tuple(numbers[id(child)] for child in node.inputs)
-        items.append((node.op.name, node.params, inputs, node.shape, node.dtype))
+        items.append((node.op.name, node.params, tuple(inputs), node.shape, node.dtype))
     requested = tuple(numbers[id(node)] for node in outputs)
-    return Trace(nodes, requested, (tuple(items), requested))
+    return Trace(nodes, requested, Signature((tuple(items), requested)))
 
 
 # ---- the plan cache -----------------------------------------------------------------------------

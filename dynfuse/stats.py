@@ -26,31 +26,46 @@ _COUNTER_NAMES = (
     "compile_seconds",
 )
 
+# Counting happens on every recorded op and launch, from any thread: each thread adds to counters of
+# its own, without a lock, and a snapshot sums them all. A count racing a reset lands on either side.
 _lock = threading.Lock()
-_counters: dict[str, float] = dict.fromkeys(_COUNTER_NAMES, 0)
+_local = threading.local()
+_per_thread: list[dict[str, float]] = []
 _fallback_names: Counter[str] = Counter()
 
 
+def _counters() -> dict[str, float]:
+    try:
+        return _local.counters
+    except AttributeError:
+        counters = _local.counters = dict.fromkeys(_COUNTER_NAMES, 0)
+        with _lock:
+            _per_thread.append(counters)
+        return counters
+
+
 def count(name: str, amount: float = 1) -> None:
-    with _lock:
-        _counters[name] += amount
+    _counters()[name] += amount
 
 
 def count_fallback(function_name: str) -> None:
+    count("fallbacks")
     with _lock:
-        _counters["fallbacks"] += 1
         _fallback_names[function_name] += 1
 
 
 def stats() -> dict[str, Any]:
     """A snapshot of the counters; ``fallback_names`` maps each fallen-back function to its count."""
     with _lock:
-        snapshot: dict[str, Any] = dict(_counters)
+        snapshot: dict[str, Any] = {
+            name: sum(counters[name] for counters in _per_thread) for name in _COUNTER_NAMES
+        }
         snapshot["fallback_names"] = dict(_fallback_names)
     return snapshot
 
 
 def reset_stats() -> None:
     with _lock:
-        _counters.update(dict.fromkeys(_COUNTER_NAMES, 0))
+        for counters in _per_thread:
+            counters.update(dict.fromkeys(_COUNTER_NAMES, 0))
         _fallback_names.clear()

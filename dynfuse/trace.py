@@ -34,10 +34,13 @@ class Node:
         self.dtype = dtype
         self.buffer: Any = None
         self.exposed = False
-        self.depth = 1 + max((node.depth for node in inputs), default=-1)
+        depth = 0
+        for node in inputs:  # this runs once per recorded op: no generator, no max()
+            if node.depth >= depth:
+                depth = node.depth + 1
+        self.depth = depth
         if inputs:
-            with _pending_lock:
-                _pending.add(self)
+            _pending.add(self)
 
     @classmethod
     def leaf(cls, array: np.ndarray, exposed: bool) -> Node:
@@ -49,8 +52,9 @@ class Node:
 
     @classmethod
     def scalar(cls, value: bool | int | float | complex) -> Node:
-        node = cls(ops.SCALAR, (), (), (), None)
-        node.buffer = value
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.params, node.shape, node.dtype = ops.SCALAR, (), (), (), None
+        node.buffer, node.exposed, node.depth = value, False, 0
         return node
 
     @property
@@ -64,26 +68,52 @@ class Node:
         self.params = ()
         self.buffer = array
         self.depth = 0
-        with _pending_lock:
-            _pending.discard(self)
+        _pending.discard(self)
 
     def __repr__(self) -> str:
         return f"<Node {self.op.name} {self.shape} {self.dtype}>"
 
 
-# Every node not yet materialized that something still references. An eager write into a buffer
-# first materializes those that read memory it overlaps, so they see the values from before.
-_pending: weakref.WeakSet[Node] = weakref.WeakSet()
-_pending_lock = threading.Lock()
+class _PendingNodes:
+    """Every node not yet materialized that something still references. An eager write into a buffer
+    first materializes those that read memory it overlaps, so they see the values from before.
+
+    Recording adds one node per op, so adding must be cheap: weak references without callbacks in a
+    dict, dead ones swept when the dict has doubled.
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+        self._sweep_at = 1024
+        self._lock = threading.Lock()
+
+    def add(self, node: Node) -> None:
+        with self._lock:
+            self._refs[id(node)] = weakref.ref(node)  # a dead node's entry under a reused id is replaced
+            if len(self._refs) >= self._sweep_at:
+                self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
+                self._sweep_at = max(1024, 2 * len(self._refs))
+
+    def discard(self, node: Node) -> None:
+        with self._lock:
+            ref = self._refs.get(id(node))
+            if ref is not None and ref() is node:
+                del self._refs[id(node)]
+
+    def alive(self) -> list[Node]:
+        with self._lock:
+            refs = list(self._refs.values())
+        return [node for ref in refs if (node := ref()) is not None]
+
+
+_pending = _PendingNodes()
 
 
 def pending_readers(memory: np.ndarray) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``."""
-    with _pending_lock:
-        candidates = list(_pending)
     return [
         node
-        for node in candidates
+        for node in _pending.alive()
         if node.inputs
         and any(
             source.op.kind is OpKind.BUFFER and np.may_share_memory(source.buffer, memory)
@@ -97,18 +127,18 @@ def topological_order(outputs: Iterable[Node]) -> list[Node]:
     order: list[Node] = []
     visited: set[int] = set()
     for root in outputs:
-        if root.is_materialized or id(root) in visited:
+        if not root.inputs or id(root) in visited:
             continue
         visited.add(id(root))
-        stack: list[tuple[Node, int]] = [(root, 0)]
+        stack = [(root, iter(root.inputs))]
         while stack:
-            node, next_input = stack.pop()
-            if next_input < len(node.inputs):
-                stack.append((node, next_input + 1))
-                child = node.inputs[next_input]
-                if not child.is_materialized and id(child) not in visited:
+            node, children = stack[-1]
+            for child in children:  # resumes where this node's walk left off
+                if child.inputs and id(child) not in visited:
                     visited.add(id(child))
-                    stack.append((child, 0))
+                    stack.append((child, iter(child.inputs)))
+                    break
             else:
+                stack.pop()
                 order.append(node)
     return order

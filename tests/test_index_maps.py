@@ -27,7 +27,8 @@ def apply_views(array, steps):
             array = array.transpose(sorted(range(ndim), key=lambda axis: numbers[axis]))
         elif kind == "slice" and ndim:
             steps_ = [1, 2, -1, -3]
-            index = tuple(slice(numbers[a], numbers[a + 1], steps_[numbers[a + 2] % 4]) for a in range(ndim))
+            drawn = [[numbers[(a + shift) % len(numbers)] for shift in range(3)] for a in range(ndim)]
+            index = tuple(slice(start, stop, steps_[step % 4]) for start, stop, step in drawn)
             array = array[index]
         elif kind == "newaxis":
             array = array[None]

@@ -9,6 +9,7 @@ releases the GIL: large work is split across a pool of threads, one range per th
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +26,14 @@ from ..kernel import PARAM, CompiledKernel, Kernel, Target
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
 PARALLEL_ELEMENTS = 1 << 16
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
+
+# struct's format character for each dtype (kind, itemsize), in its standard sizes
+_STRUCT_CODES = {
+    ("b", 1): "?",
+    **{("i", size): code for size, code in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))},
+    **{("u", size): code for size, code in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))},
+    **{("f", size): code for size, code in ((2, "e"), (4, "f"), (8, "d"))},
+}
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _PARTIAL = ctypes.CFUNCTYPE(
@@ -132,42 +141,65 @@ class _Launcher:
         if layout.splittable:
             self.partial = _PARTIAL(engine.get_function_address(codegen.PARTIAL))
             self.finish = _FINISH(engine.get_function_address(codegen.FINISH))
-        self.cell_count = layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses)
+        self.cell_count = max(
+            layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses), 1
+        )
+        # Cells packed by struct: 8-byte pointers and strides, then each parameter in its loop
+        # dtype, padded to 8 bytes (and its range flag, for a compared int).
+        pointers = layout.inputs + layout.outputs
+        self.addresses = struct.Struct("=" + "Q" * pointers + "q" * (len(layout.strided) * layout.ndim))
+        codes = [
+            _STRUCT_CODES[use.dtype.kind, use.dtype.itemsize]
+            + f"{8 - use.dtype.itemsize}x"
+            + "q" * use.compared
+            for use in layout.param_uses
+        ]
+        self.parameters = struct.Struct("=" + "".join(codes))
 
-    def cells(self, inputs: list, params: list, outputs: list) -> np.ndarray:
-        layout = self.layout
-        cells = np.zeros(max(self.cell_count, 1), np.int64)
-        for position, array in enumerate(inputs):
-            cells[position] = array.ctypes.data
-        for position, array in enumerate(outputs):
-            cells[layout.inputs + position] = array.ctypes.data
-        cell = layout.inputs + layout.outputs
-        for slot in layout.strided:
+    def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
+        addresses = [array.__array_interface__["data"][0] for array in inputs]
+        addresses += [array.__array_interface__["data"][0] for array in outputs]
+        for slot in self.layout.strided:
             array = inputs[slot]
-            strides = np.asarray(array.strides, np.int64)
-            if np.any(strides % array.itemsize):
+            if any(stride % array.itemsize for stride in array.strides):
                 raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
-            cells[cell : cell + layout.ndim] = strides // array.itemsize
-            cell += layout.ndim
-        raw = cells.view(np.uint8)
-        for use in layout.param_uses:
+            addresses += [stride // array.itemsize for stride in array.strides]
+        values = []
+        for use in self.layout.param_uses:
             value = params[use.slot]
-            if use.compared and not np.iinfo(use.dtype).min <= value <= np.iinfo(use.dtype).max:
-                cells[cell + 1] = -1 if value < 0 else 1
+            if use.compared:
+                limits = np.iinfo(use.dtype)
+                flag = -1 if value < limits.min else 1 if value > limits.max else 0
+                values += [0 if flag else value, flag]
             else:
+                values.append(value)
+        cells = (ctypes.c_int64 * self.cell_count)()
+        self.addresses.pack_into(cells, 0, *addresses)
+        try:
+            self.parameters.pack_into(cells, 8 * self.layout.param_cell, *values)
+        except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
+            self.convert_params(cells, params)
+        return cells
+
+    def convert_params(self, cells: ctypes.Array, params: list) -> None:
+        """The parameters converted by NumPy (a float beyond float32's range becomes inf)."""
+        raw = np.frombuffer(cells, np.uint8)
+        cell = self.layout.param_cell
+        for use in self.layout.param_uses:
+            value = params[use.slot]
+            if not (use.compared and not np.iinfo(use.dtype).min <= value <= np.iinfo(use.dtype).max):
                 with np.errstate(all="ignore"):
                     converted = np.array(value, use.dtype)
                 raw[8 * cell : 8 * cell + use.dtype.itemsize] = converted.reshape(1).view(np.uint8)
             cell += 2 if use.compared else 1
-        return cells
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
         layout = self.layout
-        cells = self.cells(inputs, params, outputs)
-        address = cells.ctypes.data
         rows, row_elements = layout.extent, max(layout.row_elements, 1)
         if rows == 0:
             return
+        cells = self.cells(inputs, params, outputs)
+        address = ctypes.addressof(cells)
         threads = config.threads
         if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
             self.entry(address, 0, rows)

@@ -413,7 +413,7 @@ class _Scalars:
         if name in _INTRINSICS:
             return b.call(self.intrinsic(_INTRINSICS[name], t, _ARITY.get(name, 1)), a)
         if name in llvm_math.FUNCTIONS:
-            return llvm_math.call(self.module, b, name, x)
+            return llvm_math.call(self.module, b, name, x, for_half=half)
         if name in _LIBM:
             return b.call(self.libm(_LIBM[name], t, len(a)), a)
         if name == "negative":
@@ -464,7 +464,7 @@ class _Scalars:
                 factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
             return b.fmul(x, ir.Constant(t, float(dtype.type(factor))))
         if name in ("logaddexp", "logaddexp2"):
-            return self.logaddexp(name, x, a[1], t)
+            return self.logaddexp(name, x, a[1], t, half)
         if name == "isnan":
             return b.fcmp_unordered("uno", x, x)
         if name in ("isinf", "isfinite"):
@@ -516,7 +516,7 @@ class _Scalars:
         )
         return b.select(by_zero, b.fdiv(x, y), quotient)
 
-    def logaddexp(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
+    def logaddexp(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type, half: bool) -> ir.Value:
         """NumPy's ``npy_logaddexp``/``npy_logaddexp2``, branch for branch."""
         b = self.b
         base2 = name == "logaddexp2"
@@ -524,8 +524,8 @@ class _Scalars:
         difference = b.fsub(x, y)
 
         def log_one_plus_exp(value: ir.Value) -> ir.Value:
-            exp = llvm_math.call(self.module, b, "exp2" if base2 else "exp", value)
-            result = llvm_math.call(self.module, b, "log1p", exp)
+            exp = llvm_math.call(self.module, b, "exp2" if base2 else "exp", value, for_half=half)
+            result = llvm_math.call(self.module, b, "log1p", exp, for_half=half)
             return b.fmul(result, ir.Constant(t, float(np.log2(np.e)))) if base2 else result
 
         positive = b.fadd(x, log_one_plus_exp(b.fneg(difference)))

@@ -54,9 +54,17 @@ _EXP_RANGE = {FLOAT: (-104.0, 89.0), DOUBLE: (-746.0, 710.0)}
 _EXP2_RANGE = {FLOAT: (-151.0, 129.0), DOUBLE: (-1076.0, 1025.0)}
 
 
-def call(module: ir.Module, builder: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
-    """``name(x)`` for a float or double ``x``, through the module's definition of it."""
-    symbol = f"dynfuse.{name}.{'f32' if x.type == FLOAT else 'f64'}"
+def call(
+    module: ir.Module, builder: ir.IRBuilder, name: str, x: ir.Value, for_half: bool = False
+) -> ir.Value:
+    """``name(x)`` for a float or double ``x``, through the module's definition of it.
+
+    ``for_half``: the float result will be rounded again, to float16. LLVM's instruction selection
+    would merge the two roundings into one call to ``__truncdfhf2``, which the JIT cannot resolve
+    (and which rounds once where NumPy rounds twice); a fence keeps them apart, at the cost of
+    vectorizing, which float16 loops do not get anyway.
+    """
+    symbol = f"dynfuse.{name}.{'f32' if x.type == FLOAT else 'f64'}{'.half' if for_half else ''}"
     function = module.globals.get(symbol)
     if function is None:
         function = ir.Function(module, ir.FunctionType(x.type, [x.type]), symbol)
@@ -67,7 +75,14 @@ def call(module: ir.Module, builder: ir.IRBuilder, name: str, x: ir.Value) -> ir
         argument = function.args[0]
         wide = argument if x.type == DOUBLE else body.fpext(argument, DOUBLE)
         result = getattr(_Emitter(module, body, x.type), name)(wide)
-        body.ret(result if x.type == DOUBLE else body.fptrunc(result, FLOAT))
+        if x.type == FLOAT:
+            result = body.fptrunc(result, FLOAT)
+            if for_half:
+                signature = ir.FunctionType(FLOAT, [FLOAT])
+                result = body.call(
+                    module.declare_intrinsic("llvm.arithmetic.fence", [FLOAT], signature), [result]
+                )
+        body.ret(result)
     return builder.call(function, [x])
 
 
