@@ -37,13 +37,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=31)
     args = parser.parse_args()
     backend = config.BACKENDS[args.backend]
+    config.disk_cache = False  # cold means compiled, not loaded from an earlier run's object code
     # Measure with the policy off: every kernel compiled, whatever its size.
     backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_elements=0)
     print(f"dynfuse {dynfuse.__version__}, backend {args.backend!r}, numpy {np.__version__}")
     columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp")
     print(f"{'elements':>10} " + " ".join(f"{column:>12}" for column in columns))
     tiny = first_sight = None
-    for size in [2**k for k in (4, 8, 12, 14, 15, 16, 17, 18, 19, 20)]:
+    for size in [2**k for k in (4, 8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)]:
         values = np.random.default_rng(0).standard_normal(size)
         expected = chain(values)
 

@@ -35,7 +35,9 @@ def test_float32_chains_compile_to_vector_instructions():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
+    """Ranges of elements, of rows, and within each row (three rows, more threads than rows)."""
     monkeypatch.setattr(config, "threads", threads)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)  # split however small the work
     rng = np.random.default_rng(1)
     data = rng.standard_normal((3, 1 << 17)).astype(np.float32)
     x = dynfuse.asarray(data)

@@ -24,7 +24,7 @@ from ..kernel import PARAM, CompiledKernel, Kernel, Target
 
 # Work below this many elements runs on one thread: handing a range to another thread costs more
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
-PARALLEL_ELEMENTS = 1 << 16
+PARALLEL_ELEMENTS = 1 << 21
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
 
 # struct's format character for each dtype (kind, itemsize), in its standard sizes
@@ -230,7 +230,7 @@ def _bind(function: Any, *arguments: Any) -> Any:
 class CpuBackend:
     name = "cpu"
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md).
-    target = Target(name, tiny_elements=1 << 12, first_sight_elements=1 << 15)
+    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22)
 
     def source(self, kernel: Kernel) -> str:
         module, _ = codegen.generate(kernel)

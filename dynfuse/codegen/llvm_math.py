@@ -175,23 +175,24 @@ class _Emitter:
     def exp2(self, x: ir.Value) -> ir.Value:
         return self.exponential(x, base_two=True)
 
-    def expm1(self, x: ir.Value) -> ir.Value:
+    def expm1(self, x: ir.Value, never_positive: bool = False) -> ir.Value:
         """2^n·(p + 1 - 2^-n) for n > 0, 2^n·p + (2^n - 1) otherwise, p = expm1(r): each exact but
-        for the last addition."""
+        for the last addition. ``never_positive``: x <= 0 is known, so n > 0 needs no code."""
         b = self.b
         n, r = self.reduce(x, base_two=False)
         p = self.expm1_series(r)
         one = self.const(1.0)
-        above = self.scale(b.fadd(p, b.fsub(one, self.scale(one, b.neg(n)))), n)
-        below = b.fadd(self.scale(p, n), b.fsub(self.scale(one, n), one))
-        positive = b.icmp_signed(">", n, self.integer(0))
+        result = b.fadd(self.scale(p, n), b.fsub(self.scale(one, n), one))
+        if not never_positive:
+            above = self.scale(b.fadd(p, b.fsub(one, self.scale(one, b.neg(n)))), n)
+            result = b.select(b.icmp_signed(">", n, self.integer(0)), above, result)
         zero = b.fcmp_ordered("==", x, self.const(0.0))  # expm1(-0.0) is -0.0
-        return self.special(x, [(zero, x)], b.select(positive, above, below))
+        return self.special(x, [(zero, x)], result)
 
     def tanh(self, x: ir.Value) -> ir.Value:
         """tanh|x| = -t/(t + 2) with t = expm1(-2|x|), which stays in [-1, 0]; the sign of x."""
         b = self.b
-        t = self.expm1(b.fmul(self.intrinsic("llvm.fabs", x), self.const(-2.0)))
+        t = self.expm1(b.fmul(self.intrinsic("llvm.fabs", x), self.const(-2.0)), never_positive=True)
         magnitude = b.fdiv(b.fneg(t), b.fadd(t, self.const(2.0)))
         return self.special(x, [], self.intrinsic("llvm.copysign", magnitude, x))
 
