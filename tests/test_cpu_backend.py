@@ -75,3 +75,17 @@ def test_a_second_process_loads_kernels_from_the_disk_cache(tmp_path):
     first, second = run(), run()
     assert first[0] == second[0]
     assert first[2] == "0" and int(second[2]) >= 1  # the second process compiled nothing new
+
+
+def test_parameters_numpy_converts_keep_the_range_flags_of_compared_ints():
+    """1e300 overflows float32, so NumPy converts the parameters; 300 and -1 lie outside uint8's
+    range, so their comparisons are decided by flags, which must survive that conversion."""
+    small = np.array([1, 200, 255], np.uint8)
+    values = np.array([1.0, -2.0, 3.0], np.float32)
+    x, y = dynfuse.asarray(small), dynfuse.asarray(values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for lazy, eager in (
+            ((y + 1e300 > 0) & (x < 300), (values + 1e300 > 0) & (small < 300)),
+            ((x > -1) & (y * 1e300 < 0), (small > -1) & (values * 1e300 < 0)),
+        ):
+            np.testing.assert_array_equal(np.asarray(lazy), eager)

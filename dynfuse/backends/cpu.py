@@ -178,19 +178,21 @@ class _Launcher:
         try:
             self.parameters.pack_into(cells, 8 * self.layout.param_cell, *values)
         except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
-            self.convert_params(cells, params)
+            self.convert_params(cells, values)
         return cells
 
-    def convert_params(self, cells: ctypes.Array, params: list) -> None:
-        """The parameters converted by NumPy (a float beyond float32's range becomes inf)."""
+    def convert_params(self, cells: ctypes.Array, values: list) -> None:
+        """What ``parameters`` packs, with each value converted by NumPy instead (a float beyond
+        float32's range becomes inf) and each range flag as it is."""
         raw = np.frombuffer(cells, np.uint8)
         cell = self.layout.param_cell
+        fields = iter(values)
         for use in self.layout.param_uses:
-            value = params[use.slot]
-            if not (use.compared and not np.iinfo(use.dtype).min <= value <= np.iinfo(use.dtype).max):
-                with np.errstate(all="ignore"):
-                    converted = np.array(value, use.dtype)
-                raw[8 * cell : 8 * cell + use.dtype.itemsize] = converted.reshape(1).view(np.uint8)
+            with np.errstate(all="ignore"):
+                converted = np.array(next(fields), use.dtype)
+            raw[8 * cell : 8 * cell + use.dtype.itemsize] = converted.reshape(1).view(np.uint8)
+            if use.compared:
+                cells[cell + 1] = next(fields)
             cell += 2 if use.compared else 1
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
