@@ -123,10 +123,10 @@ def runners(workload, inputs):
         "Numba": NUMBA_MISSING,
     }
     if NUMEXPR_PEER is not None:
-        function = NUMEXPR_PEER.FUNCTIONS.get(workload.name)
+        function = getattr(NUMEXPR_PEER, workload.compute.__name__, None)  # same name, by convention
         found["numexpr"] = (lambda: ndarrays(function(**inputs))) if function else "no numexpr version."
     if NUMBA_PEER is not None:
-        loop, numba_inputs = NUMBA_PEER.LOOPS.get(workload.name), float32_scalars(inputs)
+        loop, numba_inputs = getattr(NUMBA_PEER, workload.compute.__name__, None), float32_scalars(inputs)
         found["Numba"] = (lambda: ndarrays(loop(**numba_inputs))) if loop else "no Numba loop."
     return found
 

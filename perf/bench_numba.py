@@ -133,14 +133,3 @@ def layernorm(x):
         for j in range(x.shape[1]):
             out[row, j] = (x[row, j] - mean) / scale
     return out
-
-
-LOOPS = {
-    "relu(x*2)+1": relu_chain,
-    "cubic polynomial": cubic,
-    "GELU (tanh)": gelu_tanh,
-    "Black-Scholes": black_scholes,
-    "(a*b).sum()": dot,
-    "softmax rows": softmax,
-    "layernorm rows": layernorm,
-}

@@ -88,14 +88,3 @@ def layernorm(x):
     return evaluate(
         "centered / sqrt(variance + epsilon)", centered=centered, variance=variance, epsilon=LAYERNORM_EPSILON
     )
-
-
-FUNCTIONS = {
-    "relu(x*2)+1": relu_chain,
-    "cubic polynomial": cubic,
-    "GELU (tanh)": gelu_tanh,
-    "Black-Scholes": black_scholes,
-    "(a*b).sum()": dot,
-    "softmax rows": softmax,
-    "layernorm rows": layernorm,
-}
