@@ -21,8 +21,9 @@ outputs that read the same inputs (``evaluate(a, b)``, the mean and variance of 
 out of one kernel.
 
 Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
-trace's structural signature: op names, params, edges, shapes and dtypes, with weak scalars by
-type only. A loop that rebuilds the same trace, with changing scalars, plans once.
+trace's structural signature: op names, params, edges, shapes and dtypes, the strides of buffers
+that are not C-contiguous (a plan reads broadcast axes and contiguity from them), with weak scalars
+by type only. A loop that rebuilds the same trace, with changing scalars, plans once.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ class Trace:
     signature: Signature = field(repr=False)
 
 
+def buffer_layout(array: np.ndarray) -> tuple[int, ...] | None:
+    """What a plan may depend on in a buffer's memory layout: nothing for a C-contiguous one, else
+    its strides (broadcast axes, flips, whether a reshape can view it)."""
+    return None if array.flags.c_contiguous else array.strides
+
+
 def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
     """``order`` is ``topological_order(outputs)``."""
     numbers: dict[int, int] = {}
@@ -111,7 +118,7 @@ def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
                 if child.op is scalar_op:
                     items.append(("scalar", type(child.buffer)))
                 else:
-                    items.append(("buffer", child.shape, child.dtype))
+                    items.append(("buffer", child.shape, child.dtype, buffer_layout(child.buffer)))
             inputs.append(number)
         numbers[id(node)] = len(nodes)
         nodes.append(node)

@@ -14,6 +14,8 @@ import dynfuse
 from dynfuse import config, execute
 from dynfuse.backends import cpu
 
+from .test_schedule import check_layouts_in_every_order
+
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
@@ -89,3 +91,7 @@ def test_parameters_numpy_converts_keep_the_range_flags_of_compared_ints():
             ((x > -1) & (y * 1e300 < 0), (small > -1) & (values * 1e300 < 0)),
         ):
             np.testing.assert_array_equal(np.asarray(lazy), eager)
+
+
+def test_kernels_compiled_for_one_layout_are_not_reused_for_another(monkeypatch):
+    check_layouts_in_every_order(np.float32, monkeypatch)

@@ -64,6 +64,30 @@ def test_relu_chain_is_one_kernel_moving_a_third_of_the_bytes():
     assert_same(y, np.maximum(np.asarray(x) * 2, 0) + 1)
 
 
+LAYOUTS_OF_ONE_SHAPE = {  # (4, 3) arrays of a dtype, laid out in memory in different ways
+    "contiguous": lambda dtype: np.arange(12, dtype=dtype).reshape(4, 3),
+    "broadcast rows": lambda dtype: np.broadcast_to(np.arange(3, dtype=dtype), (4, 3)),
+    "broadcast columns": lambda dtype: np.broadcast_to(np.arange(4, dtype=dtype)[:, None], (4, 3)),
+    "transposed": lambda dtype: np.arange(12, dtype=dtype).reshape(3, 4).T,
+    "flipped": lambda dtype: np.arange(12, dtype=dtype).reshape(4, 3)[::-1],
+}
+
+
+def check_layouts_in_every_order(dtype, monkeypatch):
+    """A plan reads broadcast axes and contiguity from the buffers it was made for: one made for a
+    layout, then looked up for another of the same shape, gave wrong values."""
+    monkeypatch.setattr(config, "tiers", False)
+    for first in LAYOUTS_OF_ONE_SHAPE.values():
+        schedule.clear_plan_cache()
+        for then in LAYOUTS_OF_ONE_SHAPE.values():
+            for values in (first(dtype), then(dtype)):
+                np.testing.assert_array_equal(np.asarray(dynfuse.asarray(values) * 2 + 1), values * 2 + 1)
+
+
+def test_buffers_of_one_shape_and_other_layouts_do_not_share_a_plan(monkeypatch):
+    check_layouts_in_every_order(np.float64, monkeypatch)
+
+
 def test_a_tree_over_broadcast_inputs_reads_each_input_once():
     a, b, c, d = lazy(3, 1), lazy(1, 4), lazy(4), lazy(3, 4)
     y = ((a + b) * c - d) / a + np.sqrt(np.abs(a))
