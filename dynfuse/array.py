@@ -52,10 +52,15 @@ def _binary(name: str, substitute: Any = None) -> tuple:
         return record.elementwise(op, (self, other), out=out)
 
     def forward(self: LazyArray, other: Any) -> Any:
+        if substitute is None:
+            recorded = record.record_common(op, self, other)
+            if recorded is not None:
+                return recorded
         return call(self, other, None)
 
     def reflected(self: LazyArray, other: Any) -> Any:
-        return record.elementwise(op, (other, self))
+        recorded = record.record_common(op, other, self)
+        return recorded if recorded is not None else record.elementwise(op, (other, self))
 
     def in_place(self: LazyArray, other: Any) -> LazyArray:
         return call(self, other, self)
@@ -67,7 +72,8 @@ def _unary(name: str) -> Any:
     op = _E(name)
 
     def method(self: LazyArray) -> Any:
-        return record.elementwise(op, (self,))
+        recorded = record.record_common(op, self)
+        return recorded if recorded is not None else record.elementwise(op, (self,))
 
     return method
 
@@ -214,6 +220,11 @@ class LazyArray:
     # ---- NumPy protocols ---------------------------------------------------------------------------
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if not kwargs and method == "__call__" and 1 <= len(inputs) <= 2:  # the common case, first
+            op = ops.UFUNC_OPS.get(ufunc)
+            recorded = None if op is None else record.record_common(op, *inputs)
+            if recorded is not None:
+                return recorded
         out = record.single_out(kwargs.pop("out", None))
         if method == "__call__" and ufunc in ops.UFUNC_OPS:
             return record.ufunc_call(ops.UFUNC_OPS[ufunc], inputs, out, kwargs)

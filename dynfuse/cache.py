@@ -1,16 +1,18 @@
-"""Caches that count themselves: compiled kernels by kernel signature, plans by trace signature."""
+"""Caches that count themselves: compiled kernels by kernel signature, plans by trace signature;
+and replays (``execute.Replay``) by the structure recorded with a node."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import cachetools
 
 from . import config, stats
-from .kernel import Backend, CompiledKernel, Kernel
+from .kernel import Backend, CompiledKernel, Kernel, Signature
 
 
 class CountedCache:
@@ -61,5 +63,33 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
     return None if compiled is _DECLINED else compiled
 
 
+# Replays, most recently used last; read and written under ``execute.lock``. Not counted here: a
+# replay is counted when it runs, and a miss is the planned path's to count.
+_replays: OrderedDict[Signature, Any] = OrderedDict()
+
+
+def replay(key: Signature) -> Any:
+    found = _replays.get(key)
+    if found is not None:
+        _replays.move_to_end(key)
+    return found
+
+
+def keep_replay(key: Signature, replay: Any) -> None:
+    _replays[key] = replay
+    if len(_replays) > config.plan_cache_size:
+        _replays.popitem(last=False)
+
+
+def forget_replay(key: Signature) -> None:
+    _replays.pop(key, None)
+
+
+def clear_replays() -> None:
+    """Replays hold compiled kernels and stand for plans: cleared with either cache."""
+    _replays.clear()
+
+
 def clear() -> None:
     _compiled.clear()
+    clear_replays()

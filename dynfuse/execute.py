@@ -11,6 +11,7 @@ a warning: a fault in dynfuse never turns into a wrong answer.
 
 from __future__ import annotations
 
+import operator
 import threading
 import warnings
 from collections.abc import Iterable
@@ -19,7 +20,7 @@ import cachetools
 import numpy as np
 
 from . import cache, config, interpret, schedule, stats, views
-from .kernel import Backend, CompiledKernel
+from .kernel import Backend, CompiledKernel, Kernel, Signature
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .trace import Node, topological_order
@@ -49,23 +50,76 @@ def materialize(nodes: Iterable[Node]) -> None:
         if not outputs:
             return
         backend = config.BACKENDS[config.backend]
+        key = replay_key(outputs, backend)
+        if key is not None and _replayed(key, outputs[0]):
+            return
         order = topological_order(outputs)
-        if backend is None or _tiny(order, backend):
+        tiny = backend is not None and _tiny(order, backend)
+        if backend is None or (tiny and not _repeated_enough(key, backend)):
             results = interpret.run(order, outputs)
         else:
-            results = run_planned(order, outputs, backend)
+            results = run_planned(order, outputs, backend, key, compile_small=tiny)
         for node in outputs:
             node.become_leaf(results[node])
         stats.count("materializations")
 
 
+def replay_key(outputs: list[Node], backend: Backend | None) -> Signature | None:
+    """What identifies a lone output's trace to the replay cache: the backend's target, the
+    structure recorded with the node, and which of its leaf positions hold the same leaf."""
+    if backend is None or len(outputs) != 1:
+        return None
+    node = outputs[0]
+    if node.key is None or not all(map(_inputs, node.ancestors)):  # an ancestor was materialized
+        return None
+    ids = list(map(id, node.leaves))
+    return Signature((backend.target, node.key, tuple(map(ids.index, ids))))
+
+
+_inputs = operator.attrgetter("inputs")
+
+
+def _replayed(key: tuple, node: Node) -> bool:
+    replay = cache.replay(key)
+    if replay is None:
+        return False
+    try:
+        node.become_leaf(replay.run(node.leaves, node.shape))
+    except Exception:  # the planned path runs it again, and warns and falls back if it must
+        cache.forget_replay(key)
+        return False
+    stats.count("replays")
+    stats.count("kernels_launched")
+    stats.count("fused_ops", replay.fused_ops)
+    stats.count("materializations")
+    return True
+
+
 def _tiny(order: list[Node], backend: Backend) -> bool:
-    """Work too small for any kernel to pay off: not even worth planning."""
+    """Work too small for any kernel to pay off on first sight: not even worth planning."""
     limit = backend.target.tiny_elements
     return config.tiers and all(views.size_of(node.shape) < limit for node in order)
 
 
-def run_planned(order: list[Node], outputs: list[Node], backend: Backend) -> dict[Node, np.ndarray]:
+def _repeated_enough(key: Signature | None, backend: Backend) -> bool:
+    """A small trace seen ``Target.tiny_repeats`` times compiles: replayed, its launch costs less
+    than interpreting it, and the compile is paid back over the repeats."""
+    repeats = backend.target.tiny_repeats
+    if key is None or not repeats:
+        return False
+    seen = _sightings.get(key, 0) + 1
+    _sightings[key] = seen
+    return seen >= repeats
+
+
+def run_planned(
+    order: list[Node],
+    outputs: list[Node],
+    backend: Backend,
+    key: Signature | None = None,
+    compile_small: bool = False,
+) -> dict[Node, np.ndarray]:
+    """Plan and run; with a replay ``key``, a plan of one compiled kernel is kept for replaying."""
     trace = schedule.number_trace(order, outputs)
     try:
         plan = schedule.plan_for(trace, backend.target)
@@ -73,7 +127,12 @@ def run_planned(order: list[Node], outputs: list[Node], backend: Backend) -> dic
         _warn_fault("planning", error)
         stats.count_fallback("plan")
         return interpret.run(order, outputs)
-    return _Run(trace.nodes, plan, backend).results(outputs)
+    run = _Run(trace.nodes, plan, backend, compile_small)
+    if key is not None and run.compiled_step is not None:
+        replay = Replay.of(trace.nodes, plan, run.compiled_step, outputs[0])
+        if replay is not None:
+            cache.keep_replay(key, replay)
+    return run.results(outputs)
 
 
 def _warn_fault(what: str, error: Exception) -> None:
@@ -84,13 +143,79 @@ def _warn_fault(what: str, error: Exception) -> None:
     )
 
 
+class Replay:
+    """A plan of one compiled kernel whose loads are leaves, run again from the leaves of another
+    trace of the same structure: no walk, no numbering, no plan lookup."""
+
+    __slots__ = ("compiled", "fused_ops", "kernel", "loads", "output", "params")
+
+    def __init__(self, kernel, compiled, loads, params, output, fused_ops) -> None:
+        self.kernel = kernel
+        self.compiled = compiled
+        self.loads = loads  # (leaf position, source) per load slot
+        self.params = params  # leaf position per parameter slot
+        self.output = output  # which output holds the node
+        self.fused_ops = fused_ops
+
+    @classmethod
+    def of(cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node) -> Replay | None:
+        """The replay of ``plan`` for ``node``'s structure, or None if the plan does more than that."""
+        if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
+            return None
+        step = plan.steps[0]
+        ((number, source),) = plan.outputs
+        if source.views or number not in step.stores or any(load.views for load in step.loads):
+            return None
+        positions: dict[int, int] = {}
+        for position, leaf in enumerate(node.leaves):
+            positions.setdefault(id(leaf), position)
+        try:
+            loads = tuple((positions[id(nodes[load.node])], load) for load in step.loads)
+            params = tuple(positions[id(nodes[number])] for number in step.params)
+        except KeyError:  # a source that is not one of the node's leaves
+            return None
+        return cls(step.kernel, compiled, loads, params, step.stores.index(number), len(step.nodes))
+
+    def run(self, leaves: tuple[Node, ...], shape: tuple[int, ...]) -> np.ndarray:
+        kernel = self.kernel
+        inputs = [read(leaves[position], source, kernel.shape) for position, source in self.loads]
+        outputs = launch(kernel, self.compiled, inputs, [leaves[position].buffer for position in self.params])
+        return outputs[self.output].reshape(shape)
+
+
+def read(node: Node, source: Source, shape: tuple[int, ...] | None, value: np.ndarray | None = None):
+    """A source as an array: ``value`` (the buffer of ``node`` by default) read through its index map."""
+    if value is None:
+        value = node.buffer
+    if node.op.kind is OpKind.SCALAR:
+        value = np.asarray(value)
+    if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
+        value = views.strided_view(value, source.index_map, shape)
+    return value
+
+
+def launch(
+    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list
+) -> list[np.ndarray]:
+    """Run a compiled kernel on inputs held in the layout it was built for; its fresh outputs."""
+    inputs = [
+        np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+        for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+    ]
+    outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+    compiled(inputs, params, outputs)
+    return outputs
+
+
 class _Run:
     """One execution of a plan: the buffers of stored nodes, freed after their last reader."""
 
-    def __init__(self, nodes: list[Node], plan: Plan, backend: Backend) -> None:
+    def __init__(self, nodes: list[Node], plan: Plan, backend: Backend, compile_small: bool = False) -> None:
         self.nodes = nodes
         self.plan = plan
         self.backend = backend
+        self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
+        self.compiled_step: CompiledKernel | None = None  # the last kernel that ran compiled
         self.buffers: dict[int, np.ndarray] = {}
         stats.count("kernels_planned", len(plan.kernels))
         for step, release in zip(plan.steps, plan.release, strict=True):
@@ -116,9 +241,7 @@ class _Run:
         for number in source.views:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
-        if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
-            value = views.strided_view(value, source.index_map, shape)
-        return value
+        return read(base, source, shape, value)
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
@@ -127,7 +250,8 @@ class _Run:
             try:
                 compiled = cache.compiled_kernel(self.backend, kernel)
                 if compiled is not None:
-                    outputs = self.launch(step, compiled)
+                    inputs = [self.array(source, kernel.shape) for source in step.loads]
+                    outputs = launch(kernel, compiled, inputs, [self.nodes[n].buffer for n in step.params])
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
                 _warn_fault(f"a {self.backend.name} kernel", error)
                 stats.count_fallback(f"kernel:{self.backend.name}")
@@ -135,24 +259,11 @@ class _Run:
         if compiled is None:
             self.interpret(step)
             return
+        self.compiled_step = compiled
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
-
-    def launch(self, step: KernelStep, compiled: CompiledKernel) -> list[np.ndarray]:
-        kernel = step.kernel
-        inputs = []
-        for source, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True):
-            value = self.array(source, kernel.shape)
-            # hold the layout the kernel was built for
-            inputs.append(
-                np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
-            )
-        params = [self.nodes[number].buffer for number in step.params]
-        outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
-        compiled(inputs, params, outputs)
-        return outputs
 
     def _interpreted_tier(self, step: KernelStep) -> bool:
         if not config.tiers:
@@ -160,7 +271,7 @@ class _Run:
         target = self.backend.target
         elements = views.size_of(step.kernel.shape)
         if elements < target.tiny_elements:
-            return True
+            return not self.compile_small
         if elements >= target.first_sight_elements:
             return False
         key = (self.backend.name, step.kernel.signature)

@@ -168,6 +168,9 @@ class Target:
     tiny_elements: int = 0
     # A kernel seen for the first time with fewer elements runs interpreted; seen again, it compiles.
     first_sight_elements: int = 0
+    # A trace of tiny kernels seen this many times compiles after all (0: never): replayed without
+    # planning, one launch costs less than NumPy's calls, and the repeats pay for the compile.
+    tiny_repeats: int = 0
     # The cost of computing one unit of op cost (an add), in loads or stores of one element: about
     # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
     # recomputing a shared node in several kernels against storing it once with this.

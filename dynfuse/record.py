@@ -65,48 +65,65 @@ def _unsupported(nodes: Iterable[Node]) -> bool:
     return any(node.dtype is not None and not dtypes.is_supported(node.dtype) for node in nodes)
 
 
-# (op, dtype or scalar type of each operand) -> result dtype, for the common case below.
-_common_dtypes: dict[tuple, np.dtype] = {}
+# (op, dtype or scalar type of each operand) -> result dtype, or False where the common case below
+# does not apply (an unsupported dtype, an op that checks values).
+_common_dtypes: dict[tuple, np.dtype | bool] = {}
+_UNARY = object()  # ``second`` of a one-operand op
 
 
-def _record_common(op: ops.Op, operands: tuple) -> Any:
-    """The common case, recorded in few steps: lazy arrays of one shape and supported dtypes, with
-    Python floats, bools and small ints. None when anything else is involved."""
-    nodes = []
-    key: list[Any] = [op]
-    shape = None
-    for value in operands:
-        kind = type(value)
-        if kind is array_module.LazyArray:
-            node = value._node
-            if shape is None:
-                shape = node.shape
-            elif node.shape != shape:
+def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
+    """The common case, recorded in as few steps as Python allows (it runs for every operator): one
+    or two operands, lazy arrays of one shape and supported dtypes or Python floats, bools and small
+    ints, no keywords. None when anything else is involved: the general path then records it."""
+    lazy = array_module.LazyArray
+    kind = type(first)
+    if kind is lazy:
+        array, first = first._node, first._node
+        key: tuple = (op, first.dtype)
+    elif kind is float or kind is bool or (kind is int and 0 <= first <= 127):
+        array, first = None, Node.scalar(first)
+        key = (op, kind)
+    else:
+        return None
+    if second is _UNARY:
+        if array is None:
+            return None
+        inputs = (first,)
+    else:
+        kind = type(second)
+        if kind is lazy:
+            second = second._node
+            if array is not None and second.shape != array.shape:
                 return None
-            key.append(node.dtype)
-        elif kind is float or kind is bool or (kind is int and 0 <= value <= 127):
-            node = Node.scalar(value)
-            key.append(kind)
+            array = second
+            key += (second.dtype,)
+        elif kind is float or kind is bool or (kind is int and 0 <= second <= 127):
+            if array is None:
+                return None
+            second = Node.scalar(second)
+            key += (kind,)
         else:
             return None
-        nodes.append(node)
-    if shape is None or op.value_check is not None:
-        return None
-    key_tuple = tuple(key)
-    dtype = _common_dtypes.get(key_tuple)
+        inputs = (first, second)
+    dtype = _common_dtypes.get(key)
     if dtype is None:
-        if _unsupported(nodes):
-            return None
-        dtype = _common_dtypes[key_tuple] = dtypes.result_dtype(op, _describe(nodes), ())
-    if not dtypes.is_supported(dtype):
+        dtype = _common_dtypes[key] = _common_result(op, inputs)
+    if dtype is False:
         return None
     stats.count("ops_recorded")
-    return new_array(Node(op, tuple(nodes), (), shape, dtype))
+    return new_array(Node(op, inputs, (), array.shape, dtype))
+
+
+def _common_result(op: ops.Op, nodes: tuple[Node, ...]) -> np.dtype | bool:
+    if op.value_check is not None or _unsupported(nodes):
+        return False
+    dtype = dtypes.result_dtype(op, _describe(nodes), ())
+    return dtype if dtypes.is_supported(dtype) else False
 
 
 def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()) -> Any:
-    if out is None and not params:
-        recorded = _record_common(op, operands)
+    if out is None and not params and 1 <= len(operands) <= 2:
+        recorded = record_common(op, *operands)
         if recorded is not None:
             return recorded
     nodes = [as_node(value) for value in operands]

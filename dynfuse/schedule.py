@@ -37,7 +37,7 @@ import numpy as np
 from . import cache, config, ops, views
 from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Signature, Target
 from .ops import OpKind
-from .trace import Node
+from .trace import Node, buffer_key
 from .views import IndexMap
 
 
@@ -96,12 +96,6 @@ class Trace:
     signature: Signature = field(repr=False)
 
 
-def buffer_layout(array: np.ndarray) -> tuple[int, ...] | None:
-    """What a plan may depend on in a buffer's memory layout: nothing for a C-contiguous one, else
-    its strides (broadcast axes, flips, whether a reshape can view it)."""
-    return None if array.flags.c_contiguous else array.strides
-
-
 def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
     """``order`` is ``topological_order(outputs)``."""
     numbers: dict[int, int] = {}
@@ -118,7 +112,7 @@ def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
                 if child.op is scalar_op:
                     items.append(("scalar", type(child.buffer)))
                 else:
-                    items.append(("buffer", child.shape, child.dtype, buffer_layout(child.buffer)))
+                    items.append(("buffer", *buffer_key(child.buffer)))
             inputs.append(number)
         numbers[id(node)] = len(nodes)
         nodes.append(node)
@@ -138,6 +132,7 @@ def plan_for(trace: Trace, target: Target) -> Plan:
 
 def clear_plan_cache() -> None:
     _plans.clear()
+    cache.clear_replays()
 
 
 # ---- planning -----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ _COUNTER_NAMES = (
     "materializations",
     "plan_cache_hits",
     "plan_cache_misses",
+    "replays",
     "kernels_planned",
     "fused_ops",
     "kernels_compiled",

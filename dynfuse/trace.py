@@ -20,9 +20,38 @@ import numpy as np
 from . import ops
 from .ops import Op, OpKind
 
+# A structure larger than this (in leaf occurrences plus interior ancestors) gets no replay key:
+# keys of traces that share subexpressions grow with every path through them.
+REPLAY_KEY_LIMIT = 128
+
 
 class Node:
-    __slots__ = ("__weakref__", "buffer", "depth", "dtype", "exposed", "inputs", "op", "params", "shape")
+    """One recorded op, or a leaf.
+
+    Besides the graph, a node carries what lets a repeated trace skip planning (see
+    ``execute.materialize``), built as it is recorded, so nothing walks the trace again:
+    - ``key``: its structure as a nested tuple of ops, params and leaf descriptions (dtype, shape and
+      layout of buffers, type of scalars); None past ``REPLAY_KEY_LIMIT``;
+    - ``leaves``: the leaf under each leaf position of ``key``, in order (a leaf read twice is there
+      twice: which positions hold the same leaf is part of the lookup);
+    - ``ancestors``: the interior nodes under it. Once one of them is materialized, the structure no
+      longer says what this node computes (the leaves it started from may since have changed).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "ancestors",
+        "buffer",
+        "depth",
+        "dtype",
+        "exposed",
+        "inputs",
+        "key",
+        "leaves",
+        "op",
+        "params",
+        "shape",
+    )
 
     def __init__(
         self, op: Op, inputs: tuple[Node, ...], params: tuple, shape: tuple[int, ...], dtype: np.dtype | None
@@ -34,11 +63,24 @@ class Node:
         self.dtype = dtype
         self.buffer: Any = None
         self.exposed = False
+        # This runs once per recorded op: loops without generators, tuples joined in C.
         depth = 0
-        for node in inputs:  # this runs once per recorded op: no generator, no max()
+        key: list[Any] = [op, params]
+        leaves: tuple[Node, ...] = ()
+        ancestors: tuple[Node, ...] = ()
+        for node in inputs:
             if node.depth >= depth:
                 depth = node.depth + 1
+            key.append(node.key)
+            leaves += node.leaves
+            if node.inputs:
+                ancestors += node.ancestors
+                ancestors += (node,)
         self.depth = depth
+        if None in key or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
+            self.key, self.leaves, self.ancestors = None, (), ()
+        else:
+            self.key, self.leaves, self.ancestors = tuple(key), leaves, ancestors
         if inputs:
             _pending.add(self)
 
@@ -48,6 +90,8 @@ class Node:
         node = cls(ops.BUFFER, (), (), array.shape, array.dtype)
         node.buffer = array
         node.exposed = exposed
+        node.key = buffer_key(array)
+        node.leaves = (node,)
         return node
 
     @classmethod
@@ -55,6 +99,7 @@ class Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.params, node.shape, node.dtype = ops.SCALAR, (), (), (), None
         node.buffer, node.exposed, node.depth = value, False, 0
+        node.key, node.leaves, node.ancestors = type(value), (node,), ()
         return node
 
     @property
@@ -68,42 +113,56 @@ class Node:
         self.params = ()
         self.buffer = array
         self.depth = 0
-        _pending.discard(self)
+        self.key = buffer_key(array)
+        self.leaves = (self,)
+        self.ancestors = ()
 
     def __repr__(self) -> str:
         return f"<Node {self.op.name} {self.shape} {self.dtype}>"
+
+
+def buffer_layout(array: np.ndarray) -> tuple[int, ...] | None:
+    """What a plan may depend on in a buffer's memory layout: nothing for a C-contiguous one, else
+    its strides (broadcast axes, flips, whether a reshape can view it)."""
+    return None if array.flags.c_contiguous else array.strides
+
+
+def buffer_key(array: np.ndarray) -> tuple:
+    """A buffer leaf as plans see it."""
+    return (array.dtype, array.shape, buffer_layout(array))
 
 
 class _PendingNodes:
     """Every node not yet materialized that something still references. An eager write into a buffer
     first materializes those that read memory it overlaps, so they see the values from before.
 
-    Recording adds one node per op, so adding must be cheap: weak references without callbacks in a
-    dict, dead ones swept when the dict has doubled.
+    Recording adds one node per op, so adding must be cheap: a weak reference appended to a list of
+    the recording thread's own, without a lock; a thread sweeps the dead out of its own list when it
+    has doubled. Others only read it, whole, which the GIL makes atomic.
     """
 
     def __init__(self) -> None:
-        self._refs: dict[int, weakref.ref] = {}
-        self._sweep_at = 1024
+        self._local = threading.local()
+        self._lists: list[list[weakref.ref]] = []  # one per thread that has recorded
         self._lock = threading.Lock()
 
     def add(self, node: Node) -> None:
-        with self._lock:
-            self._refs[id(node)] = weakref.ref(node)  # a dead node's entry under a reused id is replaced
-            if len(self._refs) >= self._sweep_at:
-                self._refs = {key: ref for key, ref in self._refs.items() if ref() is not None}
-                self._sweep_at = max(1024, 2 * len(self._refs))
-
-    def discard(self, node: Node) -> None:
-        with self._lock:
-            ref = self._refs.get(id(node))
-            if ref is not None and ref() is node:
-                del self._refs[id(node)]
+        try:
+            refs = self._local.refs
+        except AttributeError:
+            refs = self._local.refs = []
+            self._local.sweep_at = 1024
+            with self._lock:
+                self._lists.append(refs)
+        refs.append(weakref.ref(node))
+        if len(refs) >= self._local.sweep_at:
+            refs[:] = [ref for ref in refs if (alive := ref()) is not None and alive.inputs]
+            self._local.sweep_at = max(1024, 2 * len(refs))
 
     def alive(self) -> list[Node]:
         with self._lock:
-            refs = list(self._refs.values())
-        return [node for ref in refs if (node := ref()) is not None]
+            lists = list(self._lists)
+        return [node for refs in lists for ref in list(refs) if (node := ref()) is not None and node.inputs]
 
 
 _pending = _PendingNodes()

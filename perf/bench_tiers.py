@@ -6,8 +6,11 @@ For one elementwise chain over N elements it times, in one run:
 - ``cold``: planned and compiled from empty caches (the first sight of a signature).
 ``tiny_elements`` is the smallest N from which ``warm`` beats ``interpreted``: below it a kernel
 never pays. ``first_sight_elements`` is the smallest N from which ``cold`` beats ``interpreted``:
-below it a first sighting runs interpreted and compiles when seen again. Each backend's Target
-records the figures measured here. Correctness is checked before anything is timed.
+below it a first sighting runs interpreted and compiles when seen again. ``repeats`` is how many
+runs of a trace pay back compiling it ((cold - warm) / (interpreted - warm)): ``tiny_repeats`` is
+that figure for the sizes below ``tiny_elements``, where a repeated trace is interpreted until seen
+that often. Each backend's Target records the figures measured here. Correctness is checked before
+anything is timed.
 
     python perf/bench_tiers.py [--backend groups] [--repeats N]
 """
@@ -41,7 +44,7 @@ def main() -> None:
     # Measure with the policy off: every kernel compiled, whatever its size.
     backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_elements=0)
     print(f"dynfuse {dynfuse.__version__}, backend {args.backend!r}, numpy {np.__version__}")
-    columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp")
+    columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp", "repeats")
     print(f"{'elements':>10} " + " ".join(f"{column:>12}" for column in columns))
     tiny = first_sight = None
     for size in [2**k for k in (4, 8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)]:
@@ -64,9 +67,10 @@ def main() -> None:
             tiny = size
         if first_sight is None and cold < interpreted:
             first_sight = size
+        repeats = f"{(cold - warm) / (interpreted - warm):.0f}" if warm < interpreted else "never"
         print(
             f"{size:>10} {interpreted * 1e6:>10.1f}us {warm * 1e6:>10.1f}us {cold * 1e6:>10.1f}us "
-            f"{warm / interpreted:>12.2f} {cold / interpreted:>12.2f}"
+            f"{warm / interpreted:>12.2f} {cold / interpreted:>12.2f} {repeats:>12}"
         )
     print(f"warm beats interpreted from {tiny} elements; cold (plan + compile) from {first_sight}")
 

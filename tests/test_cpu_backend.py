@@ -95,3 +95,9 @@ def test_parameters_numpy_converts_keep_the_range_flags_of_compared_ints():
 
 def test_kernels_compiled_for_one_layout_are_not_reused_for_another(monkeypatch):
     check_layouts_in_every_order(np.float32, monkeypatch)
+
+
+def test_data_addresses_are_read_as_numpy_reports_them():
+    base = np.arange(24.0).reshape(4, 6)
+    for array in (base, base[1:, ::-2], base.T, np.broadcast_to(base[0], (3, 6)), np.empty(0), base[2:3]):
+        assert cpu._data_address(array) == array.__array_interface__["data"][0]

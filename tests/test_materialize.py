@@ -1,5 +1,6 @@
 """Materialization: what triggers it, what it computes once, what it releases, and bounded traces."""
 
+import dataclasses
 import gc
 import pickle
 import sys
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
+from dynfuse import cache, execute
 from dynfuse.trace import topological_order
 
 from .helpers import assert_same
@@ -167,3 +169,82 @@ def test_stats_and_reset():
     assert dynfuse.stats()["fallbacks"] == 1
     dynfuse.reset_stats()
     assert dynfuse.stats()["fallbacks"] == 0 and dynfuse.stats()["fallback_names"] == {}
+
+
+# ---- replays: a repeated trace runs its kernel without planning -----------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_replays_from_other_tests():
+    cache.clear_replays()
+
+
+def replayed(make, *values):
+    """Materialize ``make`` over fresh lazy arrays of ``values``; whether it was replayed."""
+    before = dynfuse.stats()["replays"]
+    result = make(*(dynfuse.asarray(value) for value in values))
+    assert_same(result, make(*values))
+    return dynfuse.stats()["replays"] > before
+
+
+def test_a_repeated_trace_is_replayed_with_its_own_leaves_and_scalars(monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    rng = np.random.default_rng(0)
+    for scale in (0.5, 2.0, -3.0):
+        values = rng.standard_normal(100)
+        was_replayed = replayed(lambda x, scale=scale: np.maximum(x * scale, 0) + x / 3, values)
+        assert was_replayed == (scale != 0.5)
+
+
+def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
+    """``x * 2 + x`` and ``x * 2 + y`` have one structure; only the leaves they share differ."""
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    x, y = np.arange(5.0), np.arange(5.0, 10.0)
+    for _ in range(2):
+        replayed(lambda a: a * 2 + a, x)
+        replayed(lambda a, b: a * 2 + b, x, y)
+    assert dynfuse.stats()["replays"] == 2
+
+
+def test_no_replay_once_an_intermediate_was_materialized(monkeypatch):
+    """The replay would compute ``u`` from ``x`` again, after ``x`` changed: NumPy's ``u`` comes from
+    the ``t`` computed before."""
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    replayed(lambda x: x * 2 + 1, np.ones(4))
+    base = np.ones(4)
+    t = dynfuse.asarray(base) * 2
+    u = t + 1
+    dynfuse.evaluate(t)
+    base[:] = 5
+    assert_same(u, np.full(4, 3.0))
+    assert dynfuse.stats()["replays"] == 0
+
+
+def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch):
+    from dynfuse.backends import cpu
+
+    monkeypatch.setattr(dynfuse.config, "tiers", True)
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(
+        cpu.BACKEND, "target", dataclasses.replace(cpu.BACKEND.target, name="repeats", tiny_repeats=3)
+    )
+    launched = []
+    for _ in range(5):
+        replayed(lambda x: np.sqrt(x) * 3 - 1, np.arange(7.0))
+        launched.append(dynfuse.stats()["kernels_launched"])
+    assert launched == [0, 0, 1, 2, 3]  # interpreted twice, compiled on the third sight, then replayed
+    assert dynfuse.stats()["replays"] == 2
+
+
+def test_a_failing_replay_runs_the_planned_path(monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    replayed(lambda x: x * 2 + 1, np.ones(4))
+    with monkeypatch.context() as patch:
+
+        def broken(*args):
+            raise RuntimeError("injected replay failure")
+
+        patch.setattr(execute.Replay, "run", broken)
+        assert not replayed(lambda x: x * 2 + 1, np.ones(4))
+    assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
+    assert dynfuse.stats()["fallbacks"] == 0

@@ -114,9 +114,13 @@ def test_random_dags_planned_match_the_reference(backend, arrays, program, outpu
             actual = run(program, arrays, outputs)
         finally:
             config.backend, kernels.target = saved_backend, saved_target
+        # The CPU backend's exp, sin... may differ from NumPy's by an ulp (either may be the nearer),
+        # which a later cancellation (exp(x) - 1) turns into a large relative error: allow a few ulp
+        # of values near 1 as well. The group backend runs NumPy's own functions: no slack.
         for got, want in zip(actual, expected, strict=True):
             if want.dtype.kind == "f":
-                np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=0, equal_nan=True)
+                atol = 4 * float(np.finfo(want.dtype).eps) if backend == "cpu" else 0
+                np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=atol, equal_nan=True)
                 assert np.asarray(got).dtype == want.dtype
             else:
                 assert_same(got, want)

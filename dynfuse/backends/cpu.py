@@ -35,6 +35,34 @@ _STRUCT_CODES = {
     **{("f", size): code for size, code in ((2, "e"), (4, "f"), (8, "d"))},
 }
 
+
+def _interface_address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _data_address_reader() -> Any:
+    """The fastest correct way to read an array's data pointer, which every launch does per array.
+
+    ``__array_interface__`` builds a dict each time (about 1.5 µs). NumPy's C API reads the pointer
+    from the array object, right after the object header; reading it there through ctypes costs a
+    tenth of that. That layout is checked here against ``__array_interface__``, on arrays of several
+    kinds, and the slow way serves wherever it does not hold.
+    """
+    read_pointer = ctypes.c_size_t.from_address
+    header = object.__basicsize__
+
+    def header_address(array: np.ndarray) -> int:
+        return read_pointer(id(array) + header).value
+
+    samples = [np.empty(0), np.zeros((3, 4), np.float32)[:, ::-2], np.broadcast_to(np.arange(5), (2, 5))]
+    samples.append(samples[1].T)
+    if all(header_address(array) == _interface_address(array) for array in samples):
+        return header_address
+    return _interface_address
+
+
+_data_address = _data_address_reader()
+
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _PARTIAL = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
@@ -155,15 +183,31 @@ class _Launcher:
             for use in layout.param_uses
         ]
         self.parameters = struct.Struct("=" + "".join(codes))
+        # The common case: the fields are the parameters as they come, one per slot, in order; then
+        # this is their count (else -1).
+        uses = layout.param_uses
+        in_order = all(use.slot == slot and not use.compared for slot, use in enumerate(uses))
+        self.fields_are_params = len(uses) if in_order else -1
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
-        addresses = [array.__array_interface__["data"][0] for array in inputs]
-        addresses += [array.__array_interface__["data"][0] for array in outputs]
+        addresses = list(map(_data_address, inputs))
+        addresses += map(_data_address, outputs)
         for slot in self.layout.strided:
             array = inputs[slot]
             if any(stride % array.itemsize for stride in array.strides):
                 raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
             addresses += [stride // array.itemsize for stride in array.strides]
+        values = params if len(params) == self.fields_are_params else self.param_fields(params)
+        cells = (ctypes.c_int64 * self.cell_count)()
+        self.addresses.pack_into(cells, 0, *addresses)
+        try:
+            self.parameters.pack_into(cells, 8 * self.layout.param_cell, *values)
+        except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
+            self.convert_params(cells, values)
+        return cells
+
+    def param_fields(self, params: list) -> list:
+        """The parameter fields ``parameters`` packs: each value, and the range flag of compared ints."""
         values = []
         for use in self.layout.param_uses:
             value = params[use.slot]
@@ -173,13 +217,7 @@ class _Launcher:
                 values += [0 if flag else value, flag]
             else:
                 values.append(value)
-        cells = (ctypes.c_int64 * self.cell_count)()
-        self.addresses.pack_into(cells, 0, *addresses)
-        try:
-            self.parameters.pack_into(cells, 8 * self.layout.param_cell, *values)
-        except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
-            self.convert_params(cells, values)
-        return cells
+        return values
 
     def convert_params(self, cells: ctypes.Array, values: list) -> None:
         """What ``parameters`` packs, with each value converted by NumPy instead (a float beyond
@@ -232,7 +270,7 @@ def _bind(function: Any, *arguments: Any) -> Any:
 class CpuBackend:
     name = "cpu"
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md).
-    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22)
+    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22, tiny_repeats=256)
 
     def source(self, kernel: Kernel) -> str:
         module, _ = codegen.generate(kernel)
