@@ -147,15 +147,18 @@ class Replay:
     """A plan of one compiled kernel whose loads are leaves, run again from the leaves of another
     trace of the same structure: no walk, no numbering, no plan lookup."""
 
-    __slots__ = ("compiled", "fused_ops", "kernel", "loads", "output", "params")
+    __slots__ = ("compiled", "direct", "fused_ops", "kernel", "loads", "output", "params")
 
-    def __init__(self, kernel, compiled, loads, params, output, fused_ops) -> None:
+    def __init__(self, kernel, compiled, loads, params, output, fused_ops, direct) -> None:
         self.kernel = kernel
         self.compiled = compiled
         self.loads = loads  # (leaf position, source) per load slot
         self.params = params  # leaf position per parameter slot
         self.output = output  # which output holds the node
         self.fused_ops = fused_ops
+        # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
+        # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
+        self.direct = direct
 
     @classmethod
     def of(cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node) -> Replay | None:
@@ -174,13 +177,28 @@ class Replay:
             params = tuple(positions[id(nodes[number])] for number in step.params)
         except KeyError:  # a source that is not one of the node's leaves
             return None
-        return cls(step.kernel, compiled, loads, params, step.stores.index(number), len(step.nodes))
+        kernel = step.kernel
+        direct = all(
+            _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous)
+            for load, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True)
+        )
+        return cls(kernel, compiled, loads, params, step.stores.index(number), len(step.nodes), direct)
 
     def run(self, leaves: tuple[Node, ...], shape: tuple[int, ...]) -> np.ndarray:
         kernel = self.kernel
-        inputs = [read(leaves[position], source, kernel.shape) for position, source in self.loads]
-        outputs = launch(kernel, self.compiled, inputs, [leaves[position].buffer for position in self.params])
-        return outputs[self.output].reshape(shape)
+        if self.direct:
+            inputs = [leaves[position].buffer for position, _ in self.loads]
+        else:
+            inputs = [read(leaves[position], source, kernel.shape) for position, source in self.loads]
+        params = [leaves[position].buffer for position in self.params]
+        return launch(kernel, self.compiled, inputs, params, held=self.direct)[self.output].reshape(shape)
+
+
+def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool) -> bool:
+    """Whether a kernel reads this leaf's buffer itself: no strided view, no contiguous copy."""
+    if leaf.op.kind is not OpKind.BUFFER or (contiguous and not leaf.buffer.flags.c_contiguous):
+        return False
+    return read(leaf, load, shape) is leaf.buffer
 
 
 def read(node: Node, source: Source, shape: tuple[int, ...] | None, value: np.ndarray | None = None):
@@ -195,13 +213,15 @@ def read(node: Node, source: Source, shape: tuple[int, ...] | None, value: np.nd
 
 
 def launch(
-    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list
+    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list, held: bool = False
 ) -> list[np.ndarray]:
-    """Run a compiled kernel on inputs held in the layout it was built for; its fresh outputs."""
-    inputs = [
-        np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
-        for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
-    ]
+    """Run a compiled kernel on its inputs, first copied into the layout it was built for unless
+    they are ``held`` in it already; its fresh outputs."""
+    if not held:
+        inputs = [
+            np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+            for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+        ]
     outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
     compiled(inputs, params, outputs)
     return outputs
