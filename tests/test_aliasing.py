@@ -1,5 +1,7 @@
 """NumPy's aliasing semantics: writes are seen through every alias and view, and only through them."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,25 @@ def test_pending_results_keep_the_values_from_before_a_write(make):
     assert_same(total, np.arange(5.0).sum())
     assert float(row) == 2.0
     assert_same(x, np.array([101.0, 2, 3, 4, 5]))
+
+
+def test_results_recorded_in_other_threads_keep_the_values_from_before_a_write():
+    """Each thread keeps its own list of pending nodes: a write must find them all."""
+    base = np.arange(5.0)
+    x = dynfuse.asarray(base)
+    results = {}
+
+    def record(name, scale):
+        results[name] = x * scale
+
+    threads = [threading.Thread(target=record, args=(f"times {scale}", scale)) for scale in (2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    x[0] = 100
+    assert_same(results["times 2"], np.arange(5.0) * 2)
+    assert_same(results["times 3"], np.arange(5.0) * 3)
 
 
 def test_reshape_copy_or_view_follows_numpy():
