@@ -79,7 +79,7 @@ def replay_key(outputs: list[Node], backend: Backend | None) -> Signature | None
 _inputs = operator.attrgetter("inputs")
 
 
-def _replayed(key: tuple, node: Node) -> bool:
+def _replayed(key: Signature, node: Node) -> bool:
     replay = cache.replay(key)
     if replay is None:
         return False
@@ -149,7 +149,16 @@ class Replay:
 
     __slots__ = ("compiled", "direct", "fused_ops", "kernel", "loads", "output", "params")
 
-    def __init__(self, kernel, compiled, loads, params, output, fused_ops, direct) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        compiled: CompiledKernel,
+        loads: tuple[tuple[int, Source], ...],
+        params: tuple[int, ...],
+        output: int,
+        fused_ops: int,
+        direct: bool,
+    ) -> None:
         self.kernel = kernel
         self.compiled = compiled
         self.loads = loads  # (leaf position, source) per load slot
@@ -201,7 +210,9 @@ def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous:
     return read(leaf, load, shape) is leaf.buffer
 
 
-def read(node: Node, source: Source, shape: tuple[int, ...] | None, value: np.ndarray | None = None):
+def read(
+    node: Node, source: Source, shape: tuple[int, ...] | None, value: np.ndarray | None = None
+) -> np.ndarray:
     """A source as an array: ``value`` (the buffer of ``node`` by default) read through its index map."""
     if value is None:
         value = node.buffer
