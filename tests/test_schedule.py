@@ -345,8 +345,15 @@ def test_the_kernel_signature_is_structural():
     signatures = {times_two.signature, flipped.signature, broadcast.signature, float32.signature}
     assert len(signatures) == 4
     (load,) = times_two.inputs
-    assert dict(load.params) == {"slot": 0, "broadcast": (), "contiguous": True, "zero_dim": False}
+    assert dict(load.params) == {
+        "slot": 0,
+        "broadcast": (),
+        "contiguous": True,
+        "zero_dim": False,
+        "fastest": 1,
+    }
     assert dict(flipped.inputs[0].params)["contiguous"] is False
+    assert dict(kernels(x.T * 2)[0].kernel.inputs[0].params)["fastest"] == 0
     assert {dict(inst.params)["broadcast"] for inst in broadcast.inputs} == {(), (0,)}
 
 
