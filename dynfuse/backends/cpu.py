@@ -37,9 +37,11 @@ _STRUCT_CODES = {
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 _PARTIAL = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
+    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
 )
-_FINISH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+_FINISH = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64
+)
 
 
 class _Llvm:
@@ -203,26 +205,30 @@ class _Launcher:
         cells = self.cells(inputs, params, outputs)
         address = ctypes.addressof(cells)
         threads = config.threads
+        # Threads share rows when each gets enough (in column mode, whole cache lines of every row
+        # of memory it reads), and the reduced elements of every row when not, or when all rows fit
+        # one chunk of columns: then each thread reads whole rows of memory, in order.
+        rows_per_thread = _ALIGNMENT if layout.columns else 1
         if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
             self.entry(address, 0, rows)
-        elif rows >= threads or not layout.splittable:
+        elif layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
+            self.split_rows(address, rows, threads)
+        else:
             _run_in_threads(
                 [_bind(self.entry, address, start, stop) for start, stop in _ranges(rows, threads)]
             )
-        else:
-            for row in range(rows):
-                self.split_row(address, row, threads)
 
-    def split_row(self, address: int, row: int, threads: int) -> None:
-        """One long row on several threads: partial states over ranges, combined in order."""
+    def split_rows(self, address: int, rows: int, threads: int) -> None:
+        """Every row on several threads: partial states of each over ranges of its elements,
+        combined in order."""
         ranges = _ranges(self.layout.row_elements, threads)
-        states = np.zeros((len(ranges), max(self.layout.state_cells, 1)), np.int64)
+        states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
         calls = [
-            _bind(self.partial, address, row, start, stop, states[part].ctypes.data)
+            _bind(self.partial, address, 0, rows, start, stop, states[part].ctypes.data)
             for part, (start, stop) in enumerate(ranges)
         ]
         _run_in_threads(calls)
-        self.finish(address, row, states.ctypes.data, len(ranges))
+        self.finish(address, 0, rows, states.ctypes.data, len(ranges))
 
 
 def _bind(function: Any, *arguments: Any) -> Any:
