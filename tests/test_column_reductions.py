@@ -25,7 +25,12 @@ DTYPES = [
 ]
 REDUCTIONS = ["sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all"]
 # (shape, axis): reductions whose reduced axes lie outside the innermost kept axis
-LEADING_AXES = [((37, 45), 0, False), ((5, 7, 9), 0, True), ((5, 7, 9), 1, False), ((5, 7, 9), (0, 1), True)]
+LEADING_AXES = [
+    ((37, 45), 0, False),
+    ((5, 7, 20), 0, True),
+    ((5, 7, 20), 1, False),
+    ((5, 7, 20), (0, 1), True),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -121,7 +126,7 @@ def check(function, *inputs, columns=True):
 
 
 def test_column_mode_is_taken_where_memory_runs_along_the_kept_axes():
-    matrix = dynfuse.asarray(np.ones((6, 8), np.float32))
+    matrix = dynfuse.asarray(np.ones((6, 16), np.float32))
     cube = dynfuse.asarray(np.ones((3, 4, 5)))
     assert modes((matrix * 2).sum(axis=0)) == [True]
     assert modes(matrix.var(axis=0)) == [True]  # one kernel of two passes
@@ -130,6 +135,7 @@ def test_column_mode_is_taken_where_memory_runs_along_the_kept_axes():
     assert modes(cube.sum(axis=1)) == [True]
     assert modes(cube.sum(axis=(0, 1))) == [True]
     assert modes(cube.max(axis=0, keepdims=True)) == [True]
+    assert modes(dynfuse.asarray(np.ones((100, 16), np.int8)).sum(axis=0)) == [True]
 
 
 def test_row_mode_is_kept_where_memory_runs_along_the_reduced_axes():
@@ -139,6 +145,9 @@ def test_row_mode_is_kept_where_memory_runs_along_the_reduced_axes():
     assert modes(matrix.T.sum(axis=0)) == [False]  # the transpose steps fastest along axis 0
     assert modes(cube.sum(axis=(0, 2))) == [False]
     assert modes(matrix[:, :1].sum(axis=0)) == [False]  # one column: nothing to vectorize across
+    # too few columns (4 float32, 8 int8): a loop over them runs as scalar code
+    assert modes(dynfuse.asarray(np.ones((100, 4), np.float32)).sum(axis=0)) == [False]
+    assert modes(dynfuse.asarray(np.ones((100, 8), np.int8)).sum(axis=0)) == [False]
 
 
 # ---- every reduction, dtype and leading axis ----------------------------------------------------
@@ -256,13 +265,25 @@ def test_float32_column_sums_are_as_accurate_as_numpys():
 # ---- threads ------------------------------------------------------------------------------------
 
 
+THREAD_SPLITS = {  # shape: how two or three threads share a one-pass column kernel
+    (16, 20000): "columns",  # more columns than one chunk holds: ranges of them
+    (256, 1000): "rows",  # every column in one chunk: ranges of the reduced rows, read in order
+    (4096, 16): "rows",  # too few columns to share
+}
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(64, 4096), (4096, 16)], ids=["many columns", "few columns"])
+@pytest.mark.parametrize("shape", sorted(THREAD_SPLITS), ids=str)
 def test_column_work_split_across_threads_gives_the_same_results(threads, shape, monkeypatch):
-    """Many columns: each thread takes a range of them; few: each takes a range of rows of all of
-    them (partial states combined in order); a kernel of two passes always splits columns."""
+    """Split as ``THREAD_SPLITS`` says (partial states of the reduced rows combined in order), or
+    by columns for a kernel of two passes (the variance)."""
     monkeypatch.setattr(config, "threads", threads)
     monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)  # split however small the work
+    partial_splits = []
+    split_rows = cpu._Launcher.split_rows
+    monkeypatch.setattr(
+        cpu._Launcher, "split_rows", lambda *args: partial_splits.append(args) or split_rows(*args)
+    )
     rng = np.random.default_rng(10)
     data = rng.standard_normal(shape).astype(np.float32)
     data[shape[0] // 2, 3] = np.nan
@@ -275,11 +296,14 @@ def test_column_work_split_across_threads_gives_the_same_results(threads, shape,
         ("sum", lambda v: v * v, ints),
         ("any", lambda v: v > 2, data),
     ]
-    results = [reduce(name, produce(dynfuse.asarray(value)), 0) for name, produce, value in cases]
-    assert all(mode for result in results for mode in modes(result))
-    dynfuse.evaluate(*results)
-    for (name, produce, value), result in zip(cases, results, strict=True):
+    for name, produce, value in cases:
+        partial_splits.clear()
+        result = reduce(name, produce(dynfuse.asarray(value)), 0)
+        assert modes(result) == [True]
+        actual = np.asarray(result)
+        splits_rows = threads > 1 and name != "var" and THREAD_SPLITS[shape] == "rows"
+        assert len(partial_splits) == splits_rows, (name, partial_splits)
         with np.errstate(invalid="ignore"):
             reduced = produce(value)
             expected = reduce(name, reduced, 0)
-        assert_matches(name, np.asarray(result), expected, reduced, 0)
+        assert_matches(name, actual, expected, reduced, 0)
