@@ -22,16 +22,16 @@ A reducing kernel works in one of two modes, with the same code:
 
 - *Rows*: one row at a time, each pass walking the row's elements in the inner loop (its
   accumulators in registers, vectorized where an op allows reassociation, as a float sum's block).
-- *Columns*, when the innermost axis is kept and memory runs along it (``reads_columns``: a
-  C-contiguous ``x.sum(axis=0)``, or axis 1 of a 3-d array): a row would be read with a stride, so
-  the kernel takes a chunk of adjacent rows ("columns") at once, holds each per-row value and
-  accumulator per column in an array on the stack (a lane each), and walks the reduced axes in the
-  outer loop and the chunk's columns in the inner one, which vectorizes across columns and reads
-  memory in order. A chunk spans whole rows of memory where its lanes fit in ``COLUMN_BYTES``
-  (``chunk_columns``); a kernel of several passes (a variance) makes each pass over the chunk
-  before the next. Threads split the columns between them, or the reduced axes (``PARTIAL`` over
-  all the columns) when the columns are too few to share or fit in one chunk: each thread then
-  reads whole rows of memory, in order.
+- *Columns*, when the innermost axis is kept, memory runs along it and it holds enough columns
+  (``reads_columns``: a C-contiguous ``x.sum(axis=0)``, or axis 1 of a 3-d array): a row would be
+  read with a stride, so the kernel takes a chunk of adjacent rows ("columns") at once, holds each
+  per-row value and accumulator per column in an array on the stack (a lane each), and walks the
+  reduced axes in the outer loop and the chunk's columns in the inner one, which vectorizes across
+  columns and reads memory in order. A chunk spans whole rows of memory where its lanes fit in
+  ``COLUMN_BYTES`` (``chunk_columns``); a kernel of several passes (a variance) makes each pass
+  over the chunk before the next. Threads split the columns between them, or the reduced axes
+  (``PARTIAL`` over all the columns) when the columns are too few to share or fit in one chunk:
+  each thread then reads whole rows of memory, in order.
 
 Float sums are as accurate as NumPy's pairwise summation: each block of ``BLOCK`` elements is summed
 in vector lanes (the accumulator alone may be reassociated), and block sums are added pairwise, by
