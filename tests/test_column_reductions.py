@@ -8,6 +8,9 @@ by row), means, variances and float products within a few rounding errors. Each 
 mode its kernel ran in, so the tests fail if column mode is dropped or taken where it should not be.
 """
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -307,3 +310,42 @@ def test_column_work_split_across_threads_gives_the_same_results(threads, shape,
             reduced = produce(value)
             expected = reduce(name, reduced, 0)
         assert_matches(name, actual, expected, reduced, 0)
+
+
+SMALL_STACK_SCRIPT = """
+import threading
+import numpy as np
+import dynfuse
+
+dynfuse.config.tiers = False
+dynfuse.config.threads = 1  # the kernel runs on the thread that asks for it
+data = np.random.default_rng(0).random((1024, 8192), dtype=np.float32)
+np.asarray((dynfuse.asarray(data) * 2).sum(axis=0))  # compiled here, on the main thread
+results = []
+
+
+def reduce():
+    results.append(np.asarray((dynfuse.asarray(data) * 2).sum(axis=0)))
+
+
+previous = threading.stack_size(64 * 1024)
+try:
+    thread = threading.Thread(target=reduce)
+    thread.start()
+    thread.join()
+finally:
+    threading.stack_size(previous)
+print(np.allclose(results[0], (data * 2).sum(axis=0), rtol=1e-5), dynfuse.stats()["fallbacks"])
+"""
+
+
+def test_a_thread_with_a_small_stack_runs_a_column_kernel(tmp_path):
+    """A chunk of 8192 float32 columns holds 224 KiB of lanes (a sum's block, its pairwise levels
+    and the result), far more than a 64 KiB thread stack: they must not live on the stack. Run in
+    another process, which a kernel holding them there crashes."""
+    environment = {**os.environ, "DYNFUSE_CACHE_DIR": str(tmp_path), "DYNFUSE_BACKEND": "cpu"}
+    result = subprocess.run(
+        [sys.executable, "-c", SMALL_STACK_SCRIPT], env=environment, capture_output=True, text=True
+    )
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert result.stdout.split() == ["True", "0"]

@@ -35,13 +35,11 @@ _STRUCT_CODES = {
     **{("f", size): code for size, code in ((2, "e"), (4, "f"), (8, "d"))},
 }
 
-_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_PARTIAL = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
-)
-_FINISH = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64
-)
+_POINTER, _INDEX = ctypes.c_void_p, ctypes.c_int64
+# Each takes (cells, scratch, ...): see codegen.llvm
+_ENTRY = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX)
+_PARTIAL = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _INDEX, _INDEX, _POINTER)
+_FINISH = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _POINTER, _INDEX)
 
 
 class _Llvm:
@@ -210,25 +208,41 @@ class _Launcher:
         # one chunk of columns: then each thread reads whole rows of memory, in order.
         rows_per_thread = _ALIGNMENT if layout.columns else 1
         if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
-            self.entry(address, 0, rows)
+            (scratch,) = self.scratch(1)
+            self.entry(address, scratch, 0, rows)
         elif layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
             self.split_rows(address, rows, threads)
         else:
-            _run_in_threads(
-                [_bind(self.entry, address, start, stop) for start, stop in _ranges(rows, threads)]
-            )
+            ranges = _ranges(rows, threads)
+            calls = [
+                _bind(self.entry, address, scratch, start, stop)
+                for scratch, (start, stop) in zip(self.scratch(len(ranges)), ranges, strict=True)
+            ]
+            _run_in_threads(calls)
 
     def split_rows(self, address: int, rows: int, threads: int) -> None:
         """Every row on several threads: partial states of each over ranges of its elements,
         combined in order."""
         ranges = _ranges(self.layout.row_elements, threads)
         states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
+        scratches = self.scratch(len(ranges))
         calls = [
-            _bind(self.partial, address, 0, rows, start, stop, states[part].ctypes.data)
-            for part, (start, stop) in enumerate(ranges)
+            _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
+            for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
         ]
         _run_in_threads(calls)
-        self.finish(address, 0, rows, states.ctypes.data, len(ranges))
+        self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
+
+    def scratch(self, calls: int) -> list:
+        """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
+        a chunk's lanes, since a thread's stack may be too small for them. Pointers that keep their
+        buffer alive; null, with nothing allocated, for a kernel that needs none."""
+        size = self.layout.scratch_bytes
+        if size == 0:
+            return [None] * calls
+        buffer = ctypes.c_char.from_buffer(np.empty(size * calls + codegen.SCRATCH_ALIGNMENT, np.uint8))
+        skip = -ctypes.addressof(buffer) % codegen.SCRATCH_ALIGNMENT
+        return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
 
 def _bind(function: Any, *arguments: Any) -> Any:

@@ -8,15 +8,17 @@ zero, shifts past the width, NaN in min/max, float16 arithmetic rounded from flo
 
 The module exports up to three functions, all taking ``cells``: an array of 8-byte cells holding
 input pointers, output pointers, the strides (in elements) of the inputs that need them, and the
-parameters converted to their loop dtypes (see ``Layout``).
+parameters converted to their loop dtypes (see ``Layout``); and ``scratch``: memory of the call's
+own, ``Layout.scratch_bytes`` aligned to ``SCRATCH_ALIGNMENT`` (null where that is 0), that calls
+running at the same time must not share.
 
-- ``ENTRY(cells, begin, end)`` runs elements ``[begin, end)`` of an elementwise kernel in C order,
-  or rows ``[begin, end)`` of a reducing kernel (a row: one index of the kept axes), each in all
-  its passes.
-- For a one-pass reducing kernel, ``PARTIAL(cells, first, last, begin, end, state)`` accumulates
-  elements ``[begin, end)`` of rows ``[first, last)`` into ``state`` (a state per row), and
-  ``FINISH(cells, first, last, states, count)`` combines ``count`` such states, in order, and
-  writes the rows: so threads can share long rows.
+- ``ENTRY(cells, scratch, begin, end)`` runs elements ``[begin, end)`` of an elementwise kernel in
+  C order, or rows ``[begin, end)`` of a reducing kernel (a row: one index of the kept axes), each
+  in all its passes.
+- For a one-pass reducing kernel, ``PARTIAL(cells, scratch, first, last, begin, end, state)``
+  accumulates elements ``[begin, end)`` of rows ``[first, last)`` into ``state`` (a state per
+  row), and ``FINISH(cells, scratch, first, last, states, count)`` combines ``count`` such states,
+  in order, and writes the rows: so threads can share long rows.
 
 A reducing kernel works in one of two modes, with the same code:
 
@@ -25,13 +27,14 @@ A reducing kernel works in one of two modes, with the same code:
 - *Columns*, when the innermost axis is kept, memory runs along it and it holds enough columns
   (``reads_columns``: a C-contiguous ``x.sum(axis=0)``, or axis 1 of a 3-d array): a row would be
   read with a stride, so the kernel takes a chunk of adjacent rows ("columns") at once, holds each
-  per-row value and accumulator per column in an array on the stack (a lane each), and walks the
-  reduced axes in the outer loop and the chunk's columns in the inner one, which vectorizes across
-  columns and reads memory in order. A chunk spans whole rows of memory where its lanes fit in
-  ``COLUMN_BYTES`` (``chunk_columns``); a kernel of several passes (a variance) makes each pass
-  over the chunk before the next. Threads split the columns between them, or the reduced axes
-  (``PARTIAL`` over all the columns) when the columns are too few to share or fit in one chunk:
-  each thread then reads whole rows of memory, in order.
+  per-row value and accumulator per column in an array in the scratch (a lane each: hundreds of
+  KiB for a wide chunk, more than some threads' stacks hold), and walks the reduced axes in the
+  outer loop and the chunk's columns in the inner one, which vectorizes across columns and reads
+  memory in order. A chunk spans whole rows of memory where its lanes fit in ``COLUMN_BYTES``
+  (``chunk_columns``); a kernel of several passes (a variance) makes each pass over the chunk
+  before the next. Threads split the columns between them, or the reduced axes (``PARTIAL`` over
+  all the columns) when the columns are too few to share or fit in one chunk: each thread then
+  reads whole rows of memory, in order.
 
 Float sums are as accurate as NumPy's pairwise summation: each block of ``BLOCK`` elements is summed
 in vector lanes (the accumulator alone may be reassociated), and block sums are added pairwise, by
@@ -57,11 +60,12 @@ PARTIAL = "dynfuse_partial"
 FINISH = "dynfuse_finish"
 BLOCK = 128  # elements summed in lanes before a pairwise step, as NumPy's pairwise sum
 # Column mode reduces chunks of at most this many columns, holding at most this many bytes per
-# chunk (accumulators and per-row values) on the stack. A chunk as wide as a C-contiguous array's
+# chunk (accumulators and per-row values) in the scratch. A chunk as wide as a C-contiguous array's
 # rows reads memory in order; a narrower one jumps from row to row, which the prefetchers follow
 # less well.
 COLUMN_LANES = 8192
 COLUMN_BYTES = 1 << 19
+SCRATCH_ALIGNMENT = 64  # each array of lanes starts a cache line of the scratch
 LINE_COLUMNS = 64  # a narrower chunk holds a multiple of this many columns
 # Fewer columns than these run row by row: a loop over so few columns is scalar code, while LLVM
 # reads the strided rows as interleaved vectors. Measured on 2^24 elements, one thread: 4 float32
@@ -73,6 +77,7 @@ MIN_COLUMN_BYTES = 20
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 CELLS = I64.as_pointer()
+SCRATCH = I8.as_pointer()
 BOOL = np.dtype(bool)
 FLOAT32 = np.dtype(np.float32)
 FLOAT64 = np.dtype(np.float64)
@@ -105,6 +110,7 @@ class Layout:
     state_cells: int  # cells of one row's PARTIAL state
     columns: bool  # column mode: rows are reduced in chunks of adjacent ones (see the module's doc)
     lanes: int  # rows reduced together: a chunk of columns, or 1
+    scratch_bytes: int  # the scratch each call needs, at a multiple of SCRATCH_ALIGNMENT; 0: none
 
     @property
     def param_cell(self) -> int:
@@ -114,6 +120,11 @@ class Layout:
 class Value(NamedTuple):
     ir: ir.Value
     dtype: np.dtype
+
+
+def aligned(size: int) -> int:
+    """``size`` bytes rounded up to a multiple of ``SCRATCH_ALIGNMENT``."""
+    return -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
 
 
 def storage_type(dtype: np.dtype) -> ir.Type:
@@ -693,7 +704,7 @@ def accumulation(inst: Instruction, operand: np.dtype) -> tuple[np.dtype, bool]:
 
 class _Accumulator:
     """A reduction's running state, per lane: allocas that LLVM promotes to registers (a row), or
-    short arrays that the loop over a chunk of columns reads and writes in vectors."""
+    arrays in the scratch that the loop over a chunk of columns reads and writes in vectors."""
 
     def __init__(self, module: _KernelModule, number: int) -> None:
         inst = module.instructions[number]
@@ -702,17 +713,16 @@ class _Accumulator:
         self.name = inst.op.name
         self.result = inst.dtype
         self.dtype, self.pairwise = accumulation(inst, module.instructions[inst.args[0]].dtype)
-        t = storage_type(self.dtype)
-        self.value = module.lane_variable(t)
-        self.index = module.lane_variable(I64) if self.name in ("argmax", "argmin") else None
+        self.value = module.lane_variable(self.dtype)
+        self.index = module.lane_variable(INT64) if self.name in ("argmax", "argmin") else None
         if self.pairwise:
-            self.block = module.lane_variable(t)
-            self.levels = module.lane_variable(t, module.pairwise_levels)
+            self.block = module.lane_variable(self.dtype)
+            self.levels = module.lane_variable(self.dtype, module.pairwise_levels)
             self.blocks = module.variable(I64)  # blocks summed so far: one count for every lane
 
     @staticmethod
     def lane_bytes(inst: Instruction, operand: np.dtype, levels: int) -> int:
-        """The stack bytes it takes per lane."""
+        """The bytes it takes per lane."""
         dtype, pairwise = accumulation(inst, operand)
         index = 8 if inst.op.name in ("argmax", "argmin") else 0
         return dtype.itemsize * (1 + (1 + levels if pairwise else 0)) + index
@@ -903,8 +913,9 @@ class _KernelModule:
     A reducing kernel works on *units* of kept elements: one row at a time, or, in column mode
     (``reads_columns``), chunks of up to ``lanes`` adjacent columns, each pass walking the reduced
     axes outside a loop over the chunk's columns. The two share all code: a per-row value or
-    accumulator is held per lane (one alloca for a row, an array of ``lanes`` for columns), and
-    ``each_lane`` runs a piece of code once for a row, or in a loop over the chunk's columns.
+    accumulator is held per lane (one alloca for a row, an array of ``lanes`` in the scratch for
+    columns), and ``each_lane`` runs a piece of code once for a row, or in a loop over the chunk's
+    columns.
     """
 
     def __init__(self, kernel: Kernel) -> None:
@@ -940,6 +951,7 @@ class _KernelModule:
         self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
         self.splittable = bool(self.reduce_axes) and kernel.passes == 1
         self.columns = reads_columns(kernel)
+        self.scratch_bytes = 0  # the most any function's lanes take (see ``lane_variable``)
         # levels of a pairwise sum's binary counter: a bit of the count of blocks each
         self.pairwise_levels = self.blocks_at_most().bit_length()
         domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.outputs")])
@@ -972,6 +984,7 @@ class _KernelModule:
             state_cells=self.state_cells,
             columns=self.columns,
             lanes=self.lanes,
+            scratch_bytes=self.scratch_bytes,
         )
 
     def blocks_at_most(self) -> int:
@@ -989,7 +1002,7 @@ class _KernelModule:
         return segment if segment <= fit else max(fit - fit % LINE_COLUMNS, 1)
 
     def lane_bytes(self) -> int:
-        """Stack bytes per lane of all a function holds per lane: accumulators and per-row values."""
+        """Bytes per lane of all a function holds per lane: accumulators and per-row values."""
         total = sum(
             _Accumulator.lane_bytes(inst, self.instructions[inst.args[0]].dtype, self.pairwise_levels)
             for inst in (self.instructions[number] for number in self.reductions)
@@ -1016,33 +1029,52 @@ class _KernelModule:
     # -- per function --
 
     def function(self, name: str, arguments: list[ir.Type]) -> list[ir.Argument]:
-        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [CELLS, *arguments]), name)
+        function_type = ir.FunctionType(ir.VoidType(), [CELLS, SCRATCH, *arguments])
+        function = ir.Function(self.module, function_type, name)
         function.attributes.add("nounwind")
+        # The scratch is this call's own: LLVM may vectorize over lanes without checking whether
+        # they overlap the arrays the kernel reads and writes.
+        self.scratch = function.args[1]
+        for attribute in ("noalias", "captures(none)"):
+            self.scratch.add_attribute(attribute)
+        self.scratch.attributes.align = SCRATCH_ALIGNMENT
+        self.scratch_used = 0
+        self.lane_arrays: list[ir.Value] = []
         self.entry_block = function.append_basic_block("entry")
         body = function.append_basic_block("body")
         self.b = ir.IRBuilder(body)
         self.scalars = _Scalars(self.b, self.module)
-        cells = function.args[0]
-        self.cells = cells
+        self.cells = function.args[0]
         self.operands = self.memory_operands()
         self.params = self.load_params()
         self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
         self.lanes = self.chunk_columns() if self.columns else 1
-        return list(function.args[1:])
+        return list(function.args[2:])
 
     def end_function(self) -> None:
         self.b.ret_void()
         ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
+        self.scratch_bytes = max(self.scratch_bytes, aligned(self.scratch_used))
 
     def variable(self, value_type: ir.Type) -> ir.Value:
         """An alloca in the entry block, where LLVM promotes it to registers."""
         return ir.IRBuilder(self.entry_block).alloca(value_type)
 
-    def lane_variable(self, value_type: ir.Type, levels: int | None = None) -> ir.Value:
-        """A value per lane (one for a row, ``lanes`` for columns), or ``levels`` of them."""
-        if self.columns:
-            value_type = ir.ArrayType(value_type, self.lanes)
-        return self.variable(value_type if levels is None else ir.ArrayType(value_type, levels))
+    def lane_variable(self, dtype: np.dtype, levels: int | None = None) -> ir.Value:
+        """A value per lane, or ``levels`` of them: for a row, a variable; for columns, an array of
+        ``lanes`` in the scratch (a chunk's lanes may not fit a thread's stack)."""
+        value_type = storage_type(dtype)
+        if not self.columns:
+            return self.variable(value_type if levels is None else ir.ArrayType(value_type, levels))
+        array_type = ir.ArrayType(value_type, self.lanes)
+        if levels is not None:
+            array_type = ir.ArrayType(array_type, levels)
+        offset = aligned(self.scratch_used)
+        self.scratch_used = offset + dtype.itemsize * self.lanes * (levels or 1)
+        builder = ir.IRBuilder(self.entry_block)
+        start = builder.gep(self.scratch, [ir.Constant(I64, offset)])
+        self.lane_arrays.append(builder.bitcast(start, array_type.as_pointer()))
+        return self.lane_arrays[-1]
 
     def lane_load(self, pointer: ir.Value) -> ir.Value:
         """An accumulator's value, to update in place. For columns it goes through LLVM's ``freeze``
@@ -1212,7 +1244,7 @@ class _KernelModule:
     def keep(self, number: int, value: Value, lane: ir.Value | None) -> None:
         """Hold a per-row value in its lane, for the passes and values that read it later."""
         if number not in self.kept:
-            self.kept[number] = (self.lane_variable(storage_type(value.dtype)), value.dtype)
+            self.kept[number] = (self.lane_variable(value.dtype), value.dtype)
         self.b.store(to_memory(self.b, value.ir, value.dtype), self.at(self.kept[number][0], lane))
 
     def row_values(self, lane: ir.Value | None) -> dict[int, Value]:
