@@ -1055,6 +1055,34 @@ class _KernelModule:
         self.b.ret_void()
         ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
         self.scratch_bytes = max(self.scratch_bytes, aligned(self.scratch_used))
+        self.separate_lane_arrays()
+
+    def separate_lane_arrays(self) -> None:
+        """Alias scopes that tell LLVM what separate allocas would: a lane array overlaps no other,
+        nor any memory the kernel reads or writes. On its own, LLVM cannot tell arrays at offsets
+        of one scratch apart (nor, in some loops, the scratch from the inputs), and vectorizes loops
+        that read one and write another only behind runtime overlap checks."""
+        if not self.lane_arrays:
+            return
+        domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.lanes")])
+        scopes = {
+            array: self.module.add_metadata([ir.MetaDataString(self.module, f"lanes{number}"), domain])
+            for number, array in enumerate(self.lane_arrays)
+        }
+        for block in self.entry_block.function.blocks:
+            for instruction in block.instructions:
+                if not isinstance(instruction, ir.LoadInstr | ir.StoreInstr):
+                    continue
+                pointer = instruction.operands[-1]  # a lane array, or an element of one (``at``)
+                scope = scopes.get(pointer.pointer if isinstance(pointer, ir.GEPInstr) else pointer)
+                if scope is None:
+                    excluded = instruction.metadata.get("noalias")
+                    others = [*(excluded.operands if excluded else ()), *scopes.values()]
+                else:
+                    instruction.set_metadata("alias.scope", self.module.add_metadata([scope]))
+                    others = [other for other in scopes.values() if other is not scope]
+                if others:
+                    instruction.set_metadata("noalias", self.module.add_metadata(others))
 
     def variable(self, value_type: ir.Type) -> ir.Value:
         """An alloca in the entry block, where LLVM promotes it to registers."""
