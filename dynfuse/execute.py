@@ -96,9 +96,14 @@ def _replayed(key: Signature, node: Node) -> bool:
 
 
 def _tiny(order: list[Node], backend: Backend) -> bool:
-    """Work too small for any kernel to pay off on first sight: not even worth planning."""
+    """Work too small for any kernel to pay off on first sight: not even worth planning. A
+    reduction's work is its input's size, however small its result (``x.sum(axis=0)``)."""
     limit = backend.target.tiny_elements
-    return config.tiers and all(views.size_of(node.shape) < limit for node in order)
+    return config.tiers and all(
+        views.size_of(node.shape) < limit
+        and (node.op.kind is not OpKind.REDUCTION or views.size_of(node.inputs[0].shape) < limit)
+        for node in order
+    )
 
 
 def _repeated_enough(key: Signature | None, backend: Backend) -> bool:

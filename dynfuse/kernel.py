@@ -8,7 +8,8 @@ form, each numbered by its position:
 - ``load``: input array ``slot``, already laid out by the executor as an array of ``shape`` (any
   strides, zero along broadcast axes, negative for flips), so views cost nothing here. Its params
   say how it reads memory: ``broadcast`` (the axes it is constant along), ``contiguous`` (C order
-  over the whole shape) and ``zero_dim`` (its source is 0-d: one value for the whole kernel);
+  over the whole shape), ``zero_dim`` (its source is 0-d: one value for the whole kernel) and
+  ``fastest`` (the axis along which it steps through memory fastest, None for one value);
 - ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
   ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;

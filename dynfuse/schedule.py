@@ -193,8 +193,10 @@ class _Planner:
         return Source(n, tuple(reversed(chain))) if self.is_source(n, computing) else None
 
     def access_layout(self, source: Source, shape: tuple[int, ...]) -> tuple:
-        """How a load reads memory: the axes it is constant along, whether it is contiguous, and
-        whether its source is 0-d (one value for the whole kernel, as NumPy sees a 0-d operand).
+        """How a load reads memory: the axes it is constant along, whether it is contiguous, whether
+        its source is 0-d (one value for the whole kernel, as NumPy sees a 0-d operand), and the axis
+        it steps along fastest (its smallest stride; None if it reads one value), which tells a
+        backend whether a reduction reads memory in order along its rows or across them.
 
         Found from the buffers this trace holds (their strides are part of the trace signature, so
         the answer holds for every trace that shares the plan); a buffer the plan computes is a
@@ -223,7 +225,13 @@ class _Planner:
             for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))
             if not stride and extent > 1
         )
-        return broadcast, bool(access.flags.c_contiguous), array.ndim == 0
+        steps = {
+            axis: abs(stride)
+            for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))
+            if stride and extent > 1
+        }
+        fastest = min(reversed(steps), key=steps.__getitem__, default=None)  # the last axis of a tie
+        return broadcast, bool(access.flags.c_contiguous), array.ndim == 0, fastest
 
     def plan(self) -> Plan:
         while True:
@@ -530,12 +538,13 @@ class _KernelBuilder:
             slot = len(self.loads)
             self.loads.append(source)
             self.computed.update(source.views)
-            broadcast, contiguous, zero_dim = self.planner.access_layout(source, self.shape)
+            broadcast, contiguous, zero_dim, fastest = self.planner.access_layout(source, self.shape)
             params = (
                 ("slot", slot),
                 ("broadcast", broadcast),
                 ("contiguous", contiguous),
                 ("zero_dim", zero_dim),
+                ("fastest", fastest),
             )
             return self._emit(key, Instruction(LOAD, (), params, dtype, row, 0))
         return self.numbering[key]

@@ -9,9 +9,11 @@ reported as a fraction of that limit. Also measured, against the issue's targets
 kernel (cold, and from the disk cache in a new process) and the dispatch overhead of a small cached
 trace. A peer that is not installed is skipped with a note, never replaced.
 
-Writes the section of perf/RESULTS.md between its bench markers, and perf/bench_bandwidth.png.
+Writes the section of perf/RESULTS.md between its bench markers, and perf/bench_bandwidth.png;
+with ``--only``, runs the workloads whose name contains the text, prints their table, and writes
+nothing.
 
-    python perf/bench.py [--quick] [--backend NAME] [--repeats N]
+    python perf/bench.py [--quick] [--backend NAME] [--repeats N] [--only TEXT]
 """
 
 import argparse
@@ -75,15 +77,16 @@ def import_peer(module_name, package):
 NUMBA_PEER, NUMBA_MISSING = import_peer("bench_numba", "numba")
 NUMEXPR_PEER, NUMEXPR_MISSING = import_peer("bench_numexpr", "numexpr")
 NUMEXPR_METHOD = (
-    "numexpr runs Black-Scholes, softmax and layernorm in steps (d1, d2, k, the normal CDFs; the "
-    "row max or mean, then the rest), each step writing an array; float literals are passed as "
-    "float32 operands, so that it computes in float32."
+    "numexpr runs Black-Scholes, softmax, layernorm and the column variance in steps (d1, d2, k, "
+    "the normal CDFs; the row or column max or mean, then the rest), each step writing an array; "
+    "float literals are passed as float32 operands, so that it computes in float32."
 )
 NUMBA_METHOD = (
     "Numba: hand-written `parallel=True` loops over `prange`, float32 constants, fastmath off; sums "
     "keep 16 float32 accumulators (NumPy's pairwise sum keeps 8), since with fastmath off one "
     "accumulator makes every add wait for the one before; the dot product sums blocks of 4096, then "
-    "the blocks' sums."
+    "the blocks' sums; column reductions give each thread a range of rows, reduced into a row of "
+    "partial results of its own, combined after."
 )
 
 
@@ -519,6 +522,9 @@ def main() -> None:
     )
     parser.add_argument("--backend", default=default_backend(), choices=sorted(config.BACKENDS))
     parser.add_argument("--repeats", type=int, help="timed runs per implementation")
+    parser.add_argument(
+        "--only", metavar="TEXT", help="only the workloads whose name contains TEXT; no files"
+    )
     args = parser.parse_args()
     scale = QUICK if args.quick else FULL
     repeats = args.repeats or scale.repeats
@@ -534,7 +540,11 @@ def main() -> None:
     rates = measure_bandwidth_limit(repeats)
     print("copy bandwidth: " + ", ".join(f"{name} {rate / 1e9:.1f} GB/s" for name, rate in rates.items()))
     rng = np.random.default_rng(0)
-    rows = [run_workload(workload, scale.elements, repeats, rng) for workload in WORKLOADS]
+    workloads = [workload for workload in WORKLOADS if args.only is None or args.only in workload.name]
+    rows = [run_workload(workload, scale.elements, repeats, rng) for workload in workloads]
+    if args.only is not None:
+        print("\n" + workload_table(rows, max(rates.values())))
+        return
     cold, warm = measure_compile(args.backend, scale.kernels)
     dispatch = measure_dispatch(repeats)
     run = Run(args.backend, args.quick, repeats, threads, load, rates, rows, cold, warm, dispatch)

@@ -20,6 +20,7 @@ INV_SQRT_2PI = np.float32(0.3989422804014327)
 EPSILON = np.float32(LAYERNORM_EPSILON)
 SUM_BLOCK = 4096
 LANES = 16
+ROW_RANGES = 64  # column reductions: ranges of rows reduced in parallel, each into partial results
 
 jit = numba.njit(parallel=True, fastmath=False, cache=True)
 
@@ -133,3 +134,65 @@ def layernorm(x):
         for j in range(x.shape[1]):
             out[row, j] = (x[row, j] - mean) / scale
     return out
+
+
+@numba.njit(fastmath=False, cache=True)
+def added_partials(partial):
+    """The rows of ``partial`` added, in order."""
+    out = partial[0].copy()
+    for part in range(1, partial.shape[0]):
+        for j in range(partial.shape[1]):
+            out[j] += partial[part, j]
+    return out
+
+
+@jit
+def column_sum(x):
+    """Each range of rows is added into its own row of partial sums, in order (as NumPy adds the
+    rows), and the partial sums after: every thread reads its rows of memory in order."""
+    rows, columns = x.shape
+    partial = np.zeros((ROW_RANGES, columns), np.float32)
+    for part in numba.prange(ROW_RANGES):
+        for i in range(part * rows // ROW_RANGES, (part + 1) * rows // ROW_RANGES):
+            for j in range(columns):
+                partial[part, j] += TWO * x[i, j]
+    return added_partials(partial)
+
+
+@jit
+def column_mean(x):
+    rows, columns = x.shape
+    partial = np.zeros((ROW_RANGES, columns), np.float32)
+    for part in numba.prange(ROW_RANGES):
+        for i in range(part * rows // ROW_RANGES, (part + 1) * rows // ROW_RANGES):
+            for j in range(columns):
+                partial[part, j] += x[i, j]
+    return added_partials(partial) / np.float32(rows)
+
+
+@jit
+def column_max(x):
+    rows, columns = x.shape
+    partial = np.full((ROW_RANGES, columns), -np.inf, np.float32)
+    for part in numba.prange(ROW_RANGES):
+        for i in range(part * rows // ROW_RANGES, (part + 1) * rows // ROW_RANGES):
+            for j in range(columns):
+                partial[part, j] = max(partial[part, j], x[i, j])
+    out = partial[0].copy()
+    for part in range(1, ROW_RANGES):
+        for j in range(columns):
+            out[j] = max(out[j], partial[part, j])
+    return out
+
+
+@jit
+def column_var(x):
+    """Two parallel passes: the means, then the squared deviations from them."""
+    rows, columns = x.shape
+    mean = column_mean(x)
+    partial = np.zeros((ROW_RANGES, columns), np.float32)
+    for part in numba.prange(ROW_RANGES):
+        for i in range(part * rows // ROW_RANGES, (part + 1) * rows // ROW_RANGES):
+            for j in range(columns):
+                partial[part, j] += (x[i, j] - mean[j]) * (x[i, j] - mean[j])
+    return added_partials(partial) / np.float32(rows)

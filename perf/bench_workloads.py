@@ -74,6 +74,24 @@ def layernorm(x):
     return (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + LAYERNORM_EPSILON)
 
 
+def column_sum(x):
+    """Reductions over axis 0 of a C-contiguous matrix: each result gathers a column, so memory
+    must be read row by row, a block of results kept at once."""
+    return (x * 2).sum(axis=0)
+
+
+def column_mean(x):
+    return x.mean(axis=0)
+
+
+def column_max(x):
+    return x.max(axis=0)
+
+
+def column_var(x):
+    return x.var(axis=0)
+
+
 def normal_vector(size, rng):
     return {"x": rng.standard_normal(size, dtype=np.float32)}
 
@@ -110,4 +128,9 @@ WORKLOADS = (
     Workload("(a*b).sum()", dot, positive_pair, 1e-4, 0, numba_target=0.8),
     Workload("softmax rows", softmax, normal_rows, 1e-4, 1e-8, numba_target=0.8),
     Workload("layernorm rows", layernorm, normal_rows, 1e-4, 1e-5, numba_target=0.8),
+    # Sums of 4096 terms of both signs may come close to zero: float32 rounding of the terms' scale.
+    Workload("(x*2).sum(axis=0)", column_sum, normal_rows, 1e-4, 1e-3, numba_target=0.8, numpy_target=3),
+    Workload("x.mean(axis=0)", column_mean, normal_rows, 1e-4, 1e-6, numba_target=0.8),
+    Workload("x.max(axis=0)", column_max, normal_rows, 0, 0, numba_target=0.8),
+    Workload("x.var(axis=0)", column_var, normal_rows, 1e-4, 1e-6, numba_target=0.8, numpy_target=2),
 )

@@ -346,8 +346,15 @@ def test_the_kernel_signature_is_structural():
     signatures = {times_two.signature, flipped.signature, broadcast.signature, float32.signature}
     assert len(signatures) == 4
     (load,) = times_two.inputs
-    assert dict(load.params) == {"slot": 0, "broadcast": (), "contiguous": True, "zero_dim": False}
+    assert dict(load.params) == {
+        "slot": 0,
+        "broadcast": (),
+        "contiguous": True,
+        "zero_dim": False,
+        "fastest": 1,
+    }
     assert dict(flipped.inputs[0].params)["contiguous"] is False
+    assert dict(kernels(x.T * 2)[0].kernel.inputs[0].params)["fastest"] == 0
     assert {dict(inst.params)["broadcast"] for inst in broadcast.inputs} == {(), (0,)}
 
 
@@ -363,6 +370,16 @@ def test_tiny_work_is_interpreted_without_a_plan(monkeypatch):
     assert (
         stats["interpreted_ops"] == 3 and stats["plan_cache_misses"] == 0 and stats["kernels_launched"] == 0
     )
+
+
+def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_elements=0))
+    x = dynfuse.asarray(np.arange(400.0).reshape(20, 20))
+    y = x.sum(axis=0)  # 20 results of 400 elements
+    dynfuse.evaluate(y)
+    assert dynfuse.stats()["kernels_launched"] == 1
+    close(y, np.arange(400.0).reshape(20, 20).sum(axis=0))
 
 
 def test_a_small_kernel_compiles_when_seen_again(monkeypatch):

@@ -63,11 +63,11 @@ def _data_address_reader() -> Any:
 
 _data_address = _data_address_reader()
 
-_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_PARTIAL = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
-)
-_FINISH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+_POINTER, _INDEX = ctypes.c_void_p, ctypes.c_int64
+# Each takes (cells, scratch, ...): see codegen.llvm
+_ENTRY = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX)
+_PARTIAL = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _INDEX, _INDEX, _POINTER)
+_FINISH = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _POINTER, _INDEX)
 
 
 class _Llvm:
@@ -241,26 +241,46 @@ class _Launcher:
         cells = self.cells(inputs, params, outputs)
         address = ctypes.addressof(cells)
         threads = config.threads
+        # Threads share rows when each gets enough (in column mode, whole cache lines of every row
+        # of memory it reads), and the reduced elements of every row when not, or when all rows fit
+        # one chunk of columns: then each thread reads whole rows of memory, in order.
+        rows_per_thread = _ALIGNMENT if layout.columns else 1
         if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
-            self.entry(address, 0, rows)
-        elif rows >= threads or not layout.splittable:
-            _run_in_threads(
-                [_bind(self.entry, address, start, stop) for start, stop in _ranges(rows, threads)]
-            )
+            (scratch,) = self.scratch(1)
+            self.entry(address, scratch, 0, rows)
+        elif layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
+            self.split_rows(address, rows, threads)
         else:
-            for row in range(rows):
-                self.split_row(address, row, threads)
+            ranges = _ranges(rows, threads)
+            calls = [
+                _bind(self.entry, address, scratch, start, stop)
+                for scratch, (start, stop) in zip(self.scratch(len(ranges)), ranges, strict=True)
+            ]
+            _run_in_threads(calls)
 
-    def split_row(self, address: int, row: int, threads: int) -> None:
-        """One long row on several threads: partial states over ranges, combined in order."""
+    def split_rows(self, address: int, rows: int, threads: int) -> None:
+        """Every row on several threads: partial states of each over ranges of its elements,
+        combined in order."""
         ranges = _ranges(self.layout.row_elements, threads)
-        states = np.zeros((len(ranges), max(self.layout.state_cells, 1)), np.int64)
+        states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
+        scratches = self.scratch(len(ranges))
         calls = [
-            _bind(self.partial, address, row, start, stop, states[part].ctypes.data)
-            for part, (start, stop) in enumerate(ranges)
+            _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
+            for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
         ]
         _run_in_threads(calls)
-        self.finish(address, row, states.ctypes.data, len(ranges))
+        self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
+
+    def scratch(self, calls: int) -> list:
+        """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
+        a chunk's lanes, since a thread's stack may be too small for them. Pointers that keep their
+        buffer alive; null, with nothing allocated, for a kernel that needs none."""
+        size = self.layout.scratch_bytes
+        if size == 0:
+            return [None] * calls
+        buffer = ctypes.c_char.from_buffer(np.empty(size * calls + codegen.SCRATCH_ALIGNMENT, np.uint8))
+        skip = -ctypes.addressof(buffer) % codegen.SCRATCH_ALIGNMENT
+        return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
 
 def _bind(function: Any, *arguments: Any) -> Any:
