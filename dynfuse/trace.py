@@ -33,7 +33,7 @@ class Node:
     - ``key``: its structure as a nested tuple of ops, params and leaf descriptions (dtype, shape and
       layout of buffers, type of scalars); None past ``REPLAY_KEY_LIMIT``;
     - ``leaves``: the leaf under each leaf position of ``key``, in order (a leaf read twice is there
-      twice: which positions hold the same leaf is part of the lookup);
+      twice: which positions hold the same leaf is part of the lookup); empty for a leaf itself;
     - ``ancestors``: the interior nodes under it. Once one of them is materialized, the structure no
       longer says what this node computes (the leaves it started from may since have changed).
     """
@@ -72,10 +72,12 @@ class Node:
             if node.depth >= depth:
                 depth = node.depth + 1
             key.append(node.key)
-            leaves += node.leaves
             if node.inputs:
+                leaves += node.leaves
                 ancestors += node.ancestors
                 ancestors += (node,)
+            else:  # a leaf does not list itself: that would be a cycle, kept alive until a GC pass
+                leaves += (node,)
         self.depth = depth
         if None in key or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
             self.key, self.leaves, self.ancestors = None, (), ()
@@ -91,7 +93,6 @@ class Node:
         node.buffer = array
         node.exposed = exposed
         node.key = buffer_key(array)
-        node.leaves = (node,)
         return node
 
     @classmethod
@@ -99,7 +100,7 @@ class Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.params, node.shape, node.dtype = ops.SCALAR, (), (), (), None
         node.buffer, node.exposed, node.depth = value, False, 0
-        node.key, node.leaves, node.ancestors = type(value), (node,), ()
+        node.key, node.leaves, node.ancestors = type(value), (), ()
         return node
 
     @property
@@ -114,7 +115,7 @@ class Node:
         self.buffer = array
         self.depth = 0
         self.key = buffer_key(array)
-        self.leaves = (self,)
+        self.leaves = ()
         self.ancestors = ()
 
     def __repr__(self) -> str:

@@ -248,3 +248,20 @@ def test_a_failing_replay_runs_the_planned_path(monkeypatch):
         assert not replayed(lambda x: x * 2 + 1, np.ones(4))
     assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
     assert dynfuse.stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_results_are_freed_when_dropped_without_waiting_for_the_garbage_collector(backend, monkeypatch):
+    """No node may sit in a reference cycle: a large result would then live until a GC pass."""
+    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    gc.disable()
+    try:
+        for _ in range(3):  # the second and third run replay the first's kernel
+            x = dynfuse.asarray(np.ones(1000))
+            y = np.maximum(x * 2, 0) + 1
+            dynfuse.evaluate(y)
+            buffer, leaf = weakref.ref(y._node), weakref.ref(x._node)
+            del x, y
+            assert buffer() is None and leaf() is None
+    finally:
+        gc.enable()
