@@ -289,8 +289,9 @@ def _bind(function: Any, *arguments: Any) -> Any:
 
 class CpuBackend:
     name = "cpu"
-    # Measured by perf/bench_tiers.py (see perf/RESULTS.md).
-    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22, tiny_repeats=256)
+    # Measured by perf/bench_tiers.py (see perf/RESULTS.md): tiny traces repay a compile after
+    # about a thousand runs.
+    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22, tiny_repeats=1024)
 
     def source(self, kernel: Kernel) -> str:
         module, _ = codegen.generate(kernel)
