@@ -139,12 +139,14 @@ class _PendingNodes:
 
     Recording adds one node per op, so adding must be cheap: a weak reference appended to a list of
     the recording thread's own, without a lock; a thread sweeps the dead out of its own list when it
-    has doubled. Others only read it, whole, which the GIL makes atomic.
+    has doubled. Others only read it, whole, which the GIL makes atomic. The lists of threads that
+    have ended are swept when a new thread starts recording, and dropped once empty, so short-lived
+    threads leave nothing behind.
     """
 
     def __init__(self) -> None:
         self._local = threading.local()
-        self._lists: list[list[weakref.ref]] = []  # one per thread that has recorded
+        self._lists: list[tuple[threading.Thread, list[weakref.ref]]] = []  # per thread that recorded
         self._lock = threading.Lock()
 
     def add(self, node: Node) -> None:
@@ -154,16 +156,29 @@ class _PendingNodes:
             refs = self._local.refs = []
             self._local.sweep_at = 1024
             with self._lock:
-                self._lists.append(refs)
+                self._lists = [entry for entry in self._lists if _still_needed(*entry)]
+                self._lists.append((threading.current_thread(), refs))
         refs.append(weakref.ref(node))
         if len(refs) >= self._local.sweep_at:
-            refs[:] = [ref for ref in refs if (alive := ref()) is not None and alive.inputs]
+            _sweep(refs)
             self._local.sweep_at = max(1024, 2 * len(refs))
 
     def alive(self) -> list[Node]:
         with self._lock:
-            lists = list(self._lists)
+            lists = [refs for _, refs in self._lists]
         return [node for refs in lists for ref in list(refs) if (node := ref()) is not None and node.inputs]
+
+
+def _sweep(refs: list[weakref.ref]) -> None:
+    """Keep the references to pending nodes; only the list's own thread (or none, once it ended)."""
+    refs[:] = [ref for ref in refs if (alive := ref()) is not None and alive.inputs]
+
+
+def _still_needed(thread: threading.Thread, refs: list[weakref.ref]) -> bool:
+    if thread.is_alive():
+        return True
+    _sweep(refs)
+    return bool(refs)
 
 
 _pending = _PendingNodes()
