@@ -62,7 +62,10 @@ def test_elementwise_ufuncs(name, data):
     if ufunc.nin == 2 and data.draw(st.booleans()):
         scalar = data.draw(st.one_of(st.booleans(), st.integers(-300, 300), st.floats()))
         values[data.draw(st.integers(0, 1))] = scalar
-    check(ufunc, *values)
+    # Of +0.0 and -0.0, NumPy's min and max return the first or the second by the loop it picks for
+    # the length (np.fmin(0.0, -0.0) is +0.0 for fewer than 4 elements, -0.0 from 4 on)
+    ties_of_zeros = name in ("maximum", "minimum", "fmax", "fmin")
+    check(ufunc, *values, zero_signs=not ties_of_zeros)
 
 
 @settings(max_examples=60)
