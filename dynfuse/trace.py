@@ -68,9 +68,12 @@ class Node:
         key: list[Any] = [op, params]
         leaves: tuple[Node, ...] = ()
         ancestors: tuple[Node, ...] = ()
+        keyed = True
         for node in inputs:
             if node.depth >= depth:
                 depth = node.depth + 1
+            if node.key is None:
+                keyed = False
             key.append(node.key)
             if node.inputs:
                 leaves += node.leaves
@@ -79,7 +82,7 @@ class Node:
             else:  # a leaf does not list itself: that would be a cycle, kept alive until a GC pass
                 leaves += (node,)
         self.depth = depth
-        if None in key or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
+        if not keyed or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
             self.key, self.leaves, self.ancestors = None, (), ()
         else:
             self.key, self.leaves, self.ancestors = tuple(key), leaves, ancestors
