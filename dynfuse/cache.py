@@ -63,8 +63,10 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
     return None if compiled is _DECLINED else compiled
 
 
-# Replays, most recently used last; read and written under ``execute.lock``. Not counted here: a
-# replay is counted when it runs, and a miss is the planned path's to count.
+# Replays, most recently used last; read and written under ``execute.lock``. An OrderedDict, not a
+# CountedCache: a replay lookup is on the dispatch path of every small trace, and cachetools' LRU
+# with its own lock costs microseconds there. Not counted here: a replay is counted when it runs,
+# and a miss is the planned path's to count.
 _replays: OrderedDict[Signature, Any] = OrderedDict()
 
 

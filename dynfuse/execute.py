@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import cachetools
 import numpy as np
@@ -95,6 +95,14 @@ def _replayed(key: Signature, node: Node) -> bool:
     return True
 
 
+def _sighted(key: Hashable) -> int:
+    """How often ``key`` (a trace's replay key, or a kernel's signature) has been seen, this time
+    included: what the tier policy decides by."""
+    seen = _sightings.get(key, 0) + 1
+    _sightings[key] = seen
+    return seen
+
+
 def _tiny(order: list[Node], backend: Backend) -> bool:
     """Work too small for any kernel to pay off on first sight: not even worth planning. A
     reduction's work is its input's size, however small its result (``x.sum(axis=0)``)."""
@@ -112,9 +120,7 @@ def _repeated_enough(key: Signature | None, backend: Backend) -> bool:
     repeats = backend.target.tiny_repeats
     if key is None or not repeats:
         return False
-    seen = _sightings.get(key, 0) + 1
-    _sightings[key] = seen
-    return seen >= repeats
+    return _sighted(key) >= repeats
 
 
 def run_planned(
@@ -203,7 +209,9 @@ class Replay:
         if self.direct:
             inputs = [leaves[position].buffer for position, _ in self.loads]
         else:
-            inputs = [read(leaves[position], source, kernel.shape) for position, source in self.loads]
+            inputs = [
+                read(leaf_value(leaves[position]), source, kernel.shape) for position, source in self.loads
+            ]
         params = [leaves[position].buffer for position in self.params]
         return launch(kernel, self.compiled, inputs, params, held=self.direct)[self.output].reshape(shape)
 
@@ -212,17 +220,16 @@ def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous:
     """Whether a kernel reads this leaf's buffer itself: no strided view, no contiguous copy."""
     if leaf.op.kind is not OpKind.BUFFER or (contiguous and not leaf.buffer.flags.c_contiguous):
         return False
-    return read(leaf, load, shape) is leaf.buffer
+    return read(leaf.buffer, load, shape) is leaf.buffer
 
 
-def read(
-    node: Node, source: Source, shape: tuple[int, ...] | None, value: np.ndarray | None = None
-) -> np.ndarray:
-    """A source as an array: ``value`` (the buffer of ``node`` by default) read through its index map."""
-    if value is None:
-        value = node.buffer
-    if node.op.kind is OpKind.SCALAR:
-        value = np.asarray(value)
+def leaf_value(node: Node) -> np.ndarray:
+    """A leaf's value as an array: its buffer, or its weak scalar as a 0-d array."""
+    return np.asarray(node.buffer) if node.op.kind is OpKind.SCALAR else node.buffer
+
+
+def read(value: np.ndarray, source: Source, shape: tuple[int, ...] | None) -> np.ndarray:
+    """``value`` as ``source`` reads it: through its index map, unless that reads it as it is."""
     if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
         value = views.strided_view(value, source.index_map, shape)
     return value
@@ -271,13 +278,11 @@ class _Run:
     def array(self, source: Source, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A source as an array: the buffer, through its views, then read through its index map."""
         base = self.nodes[source.node]
-        value = base.buffer if base.is_materialized else self.buffers[source.node]
-        if base.op.kind is OpKind.SCALAR:
-            value = np.asarray(value)
+        value = leaf_value(base) if base.is_materialized else self.buffers[source.node]
         for number in source.views:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
-        return read(base, source, shape, value)
+        return read(value, source, shape)
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
@@ -310,10 +315,7 @@ class _Run:
             return not self.compile_small
         if elements >= target.first_sight_elements:
             return False
-        key = (self.backend.name, step.kernel.signature)
-        seen = _sightings.get(key, 0)
-        _sightings[key] = seen + 1
-        return seen == 0
+        return _sighted((self.backend.name, step.kernel.signature)) == 1
 
     def interpret(self, step: KernelStep) -> None:
         known = {self.nodes[number]: value for number, value in self.buffers.items()}
