@@ -12,7 +12,7 @@ from typing import Any
 import cachetools
 
 from . import config, stats
-from .kernel import Backend, CompiledKernel, Kernel, Signature
+from .kernel import Backend, CompiledKernel, Kernel
 
 
 class CountedCache:
@@ -67,23 +67,23 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
 # CountedCache: a replay lookup is on the dispatch path of every small trace, and cachetools' LRU
 # with its own lock costs microseconds there. Not counted here: a replay is counted when it runs,
 # and a miss is the planned path's to count.
-_replays: OrderedDict[Signature, Any] = OrderedDict()
+_replays: OrderedDict[tuple, Any] = OrderedDict()
 
 
-def replay(key: Signature) -> Any:
+def replay(key: tuple) -> Any:
     found = _replays.get(key)
     if found is not None:
         _replays.move_to_end(key)
     return found
 
 
-def keep_replay(key: Signature, replay: Any) -> None:
+def keep_replay(key: tuple, replay: Any) -> None:
     _replays[key] = replay
     if len(_replays) > config.plan_cache_size:
         _replays.popitem(last=False)
 
 
-def forget_replay(key: Signature) -> None:
+def forget_replay(key: tuple) -> None:
     _replays.pop(key, None)
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import operator
 import threading
 import warnings
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Sequence
 
 import cachetools
 import numpy as np
 
 from . import cache, config, interpret, schedule, stats, views
-from .kernel import Backend, CompiledKernel, Kernel, Signature
+from .kernel import Backend, CompiledKernel, Kernel
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .trace import Node, topological_order
@@ -39,7 +39,7 @@ def _viewed(node: Node) -> Node:
     return node
 
 
-def materialize(nodes: Iterable[Node]) -> None:
+def materialize(nodes: Sequence[Node]) -> None:
     """Compute every unmaterialized node in ``nodes`` together, sharing common work.
 
     A view is materialized together with the node it views, so that its buffer is a view of a
@@ -61,37 +61,39 @@ def materialize(nodes: Iterable[Node]) -> None:
             results = run_planned(order, outputs, backend, key, compile_small=tiny)
         for node in outputs:
             node.become_leaf(results[node])
-        stats.count("materializations")
+        _counters()["materializations"] += 1
 
 
-def replay_key(outputs: list[Node], backend: Backend | None) -> Signature | None:
-    """What identifies a lone output's trace to the replay cache: the backend's target, the
-    structure recorded with the node, and which of its leaf positions hold the same leaf."""
+def replay_key(outputs: list[Node], backend: Backend | None) -> tuple | None:
+    """What identifies a lone output's trace to the replay cache: the backend, the structure
+    recorded with the node, and which of its leaf positions hold the same leaf."""
     if backend is None or len(outputs) != 1:
         return None
     node = outputs[0]
     if node.key is None or not all(map(_inputs, node.ancestors)):  # an ancestor was materialized
         return None
     ids = list(map(id, node.leaves))
-    return Signature((backend.target, node.key, tuple(map(ids.index, ids))))
+    return (backend.name, node.key, tuple(map(ids.index, ids)))
 
 
 _inputs = operator.attrgetter("inputs")
+_counters = stats.thread_counters
 
 
-def _replayed(key: Signature, node: Node) -> bool:
+def _replayed(key: tuple, node: Node) -> bool:
     replay = cache.replay(key)
     if replay is None:
         return False
     try:
-        node.become_leaf(replay.run(node.leaves, node.shape))
+        node.become_leaf(replay.run(node.leaves))
     except Exception:  # the planned path runs it again, and warns and falls back if it must
         cache.forget_replay(key)
         return False
-    stats.count("replays")
-    stats.count("kernels_launched")
-    stats.count("fused_ops", replay.fused_ops)
-    stats.count("materializations")
+    counters = _counters()
+    counters["replays"] += 1
+    counters["kernels_launched"] += 1
+    counters["fused_ops"] += replay.fused_ops
+    counters["materializations"] += 1
     return True
 
 
@@ -114,7 +116,7 @@ def _tiny(order: list[Node], backend: Backend) -> bool:
     )
 
 
-def _repeated_enough(key: Signature | None, backend: Backend) -> bool:
+def _repeated_enough(key: tuple | None, backend: Backend) -> bool:
     """A small trace seen ``Target.tiny_repeats`` times compiles: replayed, its launch costs less
     than interpreting it, and the compile is paid back over the repeats."""
     repeats = backend.target.tiny_repeats
@@ -127,7 +129,7 @@ def run_planned(
     order: list[Node],
     outputs: list[Node],
     backend: Backend,
-    key: Signature | None = None,
+    key: tuple | None = None,
     compile_small: bool = False,
 ) -> dict[Node, np.ndarray]:
     """Plan and run; with a replay ``key``, a plan of one compiled kernel is kept for replaying."""
@@ -158,7 +160,7 @@ class Replay:
     """A plan of one compiled kernel whose loads are leaves, run again from the leaves of another
     trace of the same structure: no walk, no numbering, no plan lookup."""
 
-    __slots__ = ("compiled", "direct", "fused_ops", "kernel", "loads", "output", "params")
+    __slots__ = ("compiled", "direct", "fused_ops", "kernel", "loads", "output", "params", "shape")
 
     def __init__(
         self,
@@ -167,6 +169,7 @@ class Replay:
         loads: tuple[tuple[int, Source], ...],
         params: tuple[int, ...],
         output: int,
+        shape: tuple[int, ...],
         fused_ops: int,
         direct: bool,
     ) -> None:
@@ -175,6 +178,8 @@ class Replay:
         self.loads = loads  # (leaf position, source) per load slot
         self.params = params  # leaf position per parameter slot
         self.output = output  # which output holds the node
+        # The node's shape, where the kernel's output has another (the replay key fixes it)
+        self.shape = None if kernel.output_layouts[output][0] == shape else shape
         self.fused_ops = fused_ops
         # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
         # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
@@ -202,9 +207,10 @@ class Replay:
             _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous)
             for load, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True)
         )
-        return cls(kernel, compiled, loads, params, step.stores.index(number), len(step.nodes), direct)
+        output = step.stores.index(number)
+        return cls(kernel, compiled, loads, params, output, node.shape, len(step.nodes), direct)
 
-    def run(self, leaves: tuple[Node, ...], shape: tuple[int, ...]) -> np.ndarray:
+    def run(self, leaves: tuple[Node, ...]) -> np.ndarray:
         kernel = self.kernel
         if self.direct:
             inputs = [leaves[position].buffer for position, _ in self.loads]
@@ -213,7 +219,8 @@ class Replay:
                 read(leaf_value(leaves[position]), source, kernel.shape) for position, source in self.loads
             ]
         params = [leaves[position].buffer for position in self.params]
-        return launch(kernel, self.compiled, inputs, params, held=self.direct)[self.output].reshape(shape)
+        result = launch(kernel, self.compiled, inputs, params, held=self.direct)[self.output]
+        return result if self.shape is None else result.reshape(self.shape)
 
 
 def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool) -> bool:
@@ -332,8 +339,10 @@ def explain_plan(outputs: list[Node], backend: Backend) -> tuple[list[Node], Pla
     return trace.nodes, schedule.plan_for(trace, backend.target)
 
 
-def wanted_nodes(nodes: Iterable[Node]) -> list[Node]:
+def wanted_nodes(nodes: Sequence[Node]) -> list[Node]:
     """The nodes a materialization of ``nodes`` computes: views together with what they view."""
+    if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, first
+        return [nodes[0]] if nodes[0].inputs else []
     wanted: dict[int, Node] = {}
     for node in nodes:
         if not node.is_materialized:

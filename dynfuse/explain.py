@@ -30,7 +30,7 @@ def _backend(name: str | None) -> Backend | None:
 
 
 def _outputs(arrays: tuple) -> list[Node]:
-    return execute.wanted_nodes(array._node for array in arrays if record.is_lazy(array))
+    return execute.wanted_nodes([array._node for array in arrays if record.is_lazy(array)])
 
 
 def kernel_sources(*arrays: Any, backend: str | None = None) -> list[str]:

@@ -53,7 +53,10 @@ def bound_depth(array: Any) -> Any:
 
 
 def new_array(node: Node) -> Any:
-    return bound_depth(array_module.LazyArray(node))
+    array = array_module.LazyArray(node)
+    if node.depth >= config.max_depth:
+        materialize_arrays([array])
+    return array
 
 
 def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:
@@ -110,7 +113,6 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
         dtype = _common_dtypes[key] = _common_result(op, inputs)
     if dtype is False:
         return None
-    stats.count("ops_recorded")
     return new_array(Node(op, inputs, (), array.shape, dtype))
 
 
@@ -147,7 +149,6 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     if op.value_check is not None:
         op.value_check(dtype, nodes, _value_of)
     node = Node(op, tuple(nodes), params, shape, dtype)
-    stats.count("ops_recorded")
     if out is None:
         return new_array(node)
     assign(out, node)
@@ -183,7 +184,6 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
         return value
     if _unsupported([node]) or not dtypes.is_supported(dtype):
         return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {})
-    stats.count("ops_recorded")
     return new_array(_cast_node(node, dtype))
 
 
@@ -253,7 +253,6 @@ def reduction(
 def _reduction_node(
     op: ops.Op, node: Node, params: tuple, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype
 ) -> Node:
-    stats.count("ops_recorded")
     return Node(op, (node,), params, views.reduced_shape(node.shape, axes, keepdims), dtype)
 
 
@@ -272,14 +271,12 @@ class Emitter:
         op = ops.ELEMENTWISE[name]
         nodes = [operand if isinstance(operand, Node) else as_node(operand) for operand in operands]
         shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
-        stats.count("ops_recorded")
         return Node(op, tuple(nodes), (), shape, dtypes.result_dtype(op, _describe(nodes), ()))
 
     @staticmethod
     def cast(node: Node, dtype: np.dtype) -> Node:
         if node.dtype == dtype:
             return node
-        stats.count("ops_recorded")
         return _cast_node(node, dtype)
 
     @staticmethod
@@ -298,7 +295,6 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
         dtypes.check_output_cast(op, described, (), out.dtype)
     dtype = dtypes.result_dtype(op, described, ())
     node = Node(op, tuple(nodes), (), shape, dtype)
-    stats.count("ops_recorded")
     if out is None:
         return new_array(node)
     if out.shape != shape:
@@ -313,7 +309,6 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
     """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics."""
     node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
-    stats.count("ops_recorded")
     if not is_view:
         return new_array(_cast_node(node, array.dtype))
     base = array._base if array._base is not None else array

@@ -35,7 +35,8 @@ _per_thread: list[dict[str, float]] = []
 _fallback_names: Counter[str] = Counter()
 
 
-def _counters() -> dict[str, float]:
+def thread_counters() -> dict[str, float]:
+    """This thread's counters, to add to without a lock (``count``, and recording directly)."""
     try:
         return _local.counters
     except AttributeError:
@@ -46,7 +47,10 @@ def _counters() -> dict[str, float]:
 
 
 def count(name: str, amount: float = 1) -> None:
-    _counters()[name] += amount
+    try:
+        _local.counters[name] += amount
+    except AttributeError:
+        thread_counters()[name] += amount
 
 
 def count_fallback(function_name: str) -> None:

@@ -10,19 +10,37 @@ it is released. Walks are iterative, so no trace depth can reach Python's recurs
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import numpy as np
 
-from . import ops
+from . import ops, stats
 from .ops import Op, OpKind
 
 # A structure larger than this (in leaf occurrences plus interior ancestors) gets no replay key:
-# keys of traces that share subexpressions grow with every path through them.
+# the leaves and ancestors of traces that share subexpressions grow with every path through them.
 REPLAY_KEY_LIMIT = 128
+
+# Structures interned as ints, so a node's structure is one small tuple of its op, params and its
+# inputs' ids, hashed and compared in constant time. Ids are never reused: when the table is full it
+# starts afresh, and a structure seen again then gets a new id (a replay miss, never a wrong match).
+STRUCTURE_TABLE_LIMIT = 1 << 16
+_structure_ids: dict[Hashable, int] = {}
+_new_structure_id = itertools.count(1).__next__
+
+
+def structure_id(description: Hashable) -> int:
+    """The id of a structure: equal ids, equal structures."""
+    found = _structure_ids.get(description)
+    if found is None:
+        if len(_structure_ids) >= STRUCTURE_TABLE_LIMIT:
+            _structure_ids.clear()
+        found = _structure_ids[description] = _new_structure_id()
+    return found
 
 
 class Node:
@@ -30,8 +48,8 @@ class Node:
 
     Besides the graph, a node carries what lets a repeated trace skip planning (see
     ``execute.materialize``), built as it is recorded, so nothing walks the trace again:
-    - ``key``: its structure as a nested tuple of ops, params and leaf descriptions (dtype, shape and
-      layout of buffers, type of scalars); None past ``REPLAY_KEY_LIMIT``;
+    - ``key``: the id (``structure_id``) of its structure: ops, params and leaf descriptions (dtype,
+      shape and layout of buffers, type of scalars); None past ``REPLAY_KEY_LIMIT``;
     - ``leaves``: the leaf under each leaf position of ``key``, in order (a leaf read twice is there
       twice: which positions hold the same leaf is part of the lookup); empty for a leaf itself;
     - ``ancestors``: the interior nodes under it. Once one of them is materialized, the structure no
@@ -63,18 +81,16 @@ class Node:
         self.dtype = dtype
         self.buffer: Any = None
         self.exposed = False
-        # This runs once per recorded op: loops without generators, tuples joined in C.
+        # This runs once per recorded op: loops without generators, tuples joined in C, no calls
+        # but the one that interns the structure.
         depth = 0
-        key: list[Any] = [op, params]
+        description: list[Any] = [op, params]
         leaves: tuple[Node, ...] = ()
         ancestors: tuple[Node, ...] = ()
-        keyed = True
         for node in inputs:
             if node.depth >= depth:
                 depth = node.depth + 1
-            if node.key is None:
-                keyed = False
-            key.append(node.key)
+            description.append(node.key)
             if node.inputs:
                 leaves += node.leaves
                 ancestors += node.ancestors
@@ -82,12 +98,19 @@ class Node:
             else:  # a leaf does not list itself: that would be a cycle, kept alive until a GC pass
                 leaves += (node,)
         self.depth = depth
-        if not keyed or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
+        if None in description or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
             self.key, self.leaves, self.ancestors = None, (), ()
         else:
-            self.key, self.leaves, self.ancestors = tuple(key), leaves, ancestors
+            self.key, self.leaves, self.ancestors = structure_id(tuple(description)), leaves, ancestors
         if inputs:
-            _pending.add(self)
+            try:
+                recording = _thread.recording
+            except AttributeError:
+                recording = _pending.start_thread()
+            recording.refs.append(weakref.ref(self))
+            recording.counters["ops_recorded"] += 1
+            if len(recording.refs) >= recording.sweep_at:
+                recording.sweep()
 
     @classmethod
     def leaf(cls, array: np.ndarray, exposed: bool) -> Node:
@@ -95,7 +118,7 @@ class Node:
         node = cls(ops.BUFFER, (), (), array.shape, array.dtype)
         node.buffer = array
         node.exposed = exposed
-        node.key = buffer_key(array)
+        node.key = structure_id(buffer_key(array))
         return node
 
     @classmethod
@@ -103,7 +126,7 @@ class Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.params, node.shape, node.dtype = ops.SCALAR, (), (), (), None
         node.buffer, node.exposed, node.depth = value, False, 0
-        node.key, node.leaves, node.ancestors = type(value), (), ()
+        node.key, node.leaves, node.ancestors = structure_id(type(value)), (), ()
         return node
 
     @property
@@ -117,7 +140,7 @@ class Node:
         self.params = ()
         self.buffer = array
         self.depth = 0
-        self.key = buffer_key(array)
+        self.key = structure_id(buffer_key(array))
         self.leaves = ()
         self.ancestors = ()
 
@@ -136,54 +159,59 @@ def buffer_key(array: np.ndarray) -> tuple:
     return (array.dtype, array.shape, buffer_layout(array))
 
 
+class _Recording:
+    """What one thread has recorded: weak references to its nodes (those pending among them are
+    what ``_PendingNodes`` finds), and its ``stats`` counters."""
+
+    __slots__ = ("counters", "refs", "sweep_at", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.current_thread()
+        self.refs: list[weakref.ref] = []
+        self.sweep_at = 1024
+        self.counters = stats.thread_counters()
+
+    def sweep(self) -> None:
+        """Keep the references to pending nodes: only from the list's own thread, or once it ended.
+        Next sweep when the list has doubled, so adding stays constant time."""
+        self.refs[:] = [ref for ref in self.refs if (alive := ref()) is not None and alive.inputs]
+        self.sweep_at = max(1024, 2 * len(self.refs))
+
+    def still_needed(self) -> bool:
+        if self.thread.is_alive():
+            return True
+        self.sweep()
+        return bool(self.refs)
+
+
 class _PendingNodes:
     """Every node not yet materialized that something still references. An eager write into a buffer
     first materializes those that read memory it overlaps, so they see the values from before.
 
-    Recording adds one node per op, so adding must be cheap: a weak reference appended to a list of
-    the recording thread's own, without a lock; a thread sweeps the dead out of its own list when it
-    has doubled. Others only read it, whole, which the GIL makes atomic. The lists of threads that
-    have ended are swept when a new thread starts recording, and dropped once empty, so short-lived
-    threads leave nothing behind.
+    Recording adds one node per op, so adding must be cheap: ``Node.__init__`` appends a weak
+    reference to its thread's own list, without a lock. Others only read it, whole, which the GIL
+    makes atomic. The lists of threads that have ended are swept when a new thread starts
+    recording, and dropped once empty, so short-lived threads leave nothing behind.
     """
 
     def __init__(self) -> None:
-        self._local = threading.local()
-        self._lists: list[tuple[threading.Thread, list[weakref.ref]]] = []  # per thread that recorded
+        self._recordings: list[_Recording] = []
         self._lock = threading.Lock()
 
-    def add(self, node: Node) -> None:
-        try:
-            refs = self._local.refs
-        except AttributeError:
-            refs = self._local.refs = []
-            self._local.sweep_at = 1024
-            with self._lock:
-                self._lists = [entry for entry in self._lists if _still_needed(*entry)]
-                self._lists.append((threading.current_thread(), refs))
-        refs.append(weakref.ref(node))
-        if len(refs) >= self._local.sweep_at:
-            _sweep(refs)
-            self._local.sweep_at = max(1024, 2 * len(refs))
+    def start_thread(self) -> _Recording:
+        recording = _thread.recording = _Recording()
+        with self._lock:
+            self._recordings = [entry for entry in self._recordings if entry.still_needed()]
+            self._recordings.append(recording)
+        return recording
 
     def alive(self) -> list[Node]:
         with self._lock:
-            lists = [refs for _, refs in self._lists]
+            lists = [recording.refs for recording in self._recordings]
         return [node for refs in lists for ref in list(refs) if (node := ref()) is not None and node.inputs]
 
 
-def _sweep(refs: list[weakref.ref]) -> None:
-    """Keep the references to pending nodes; only the list's own thread (or none, once it ended)."""
-    refs[:] = [ref for ref in refs if (alive := ref()) is not None and alive.inputs]
-
-
-def _still_needed(thread: threading.Thread, refs: list[weakref.ref]) -> bool:
-    if thread.is_alive():
-        return True
-    _sweep(refs)
-    return bool(refs)
-
-
+_thread = threading.local()  # .recording: this thread's _Recording
 _pending = _PendingNodes()
 
 

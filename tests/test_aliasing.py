@@ -213,4 +213,4 @@ def test_threads_that_ended_leave_no_pending_lists_behind():
     last = threading.Thread(target=lambda: x * 3)  # a new recording thread sweeps the ended ones
     last.start()
     last.join()
-    assert len(trace._pending._lists) <= 3  # this thread's, the last one's, and perhaps one other
+    assert len(trace._pending._recordings) <= 3  # this thread's, the last one's, and perhaps one other

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, execute
+from dynfuse import cache, execute, trace
 from dynfuse.trace import topological_order
 
 from .helpers import assert_same
@@ -204,6 +204,27 @@ def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
         replayed(lambda a: a * 2 + a, x)
         replayed(lambda a, b: a * 2 + b, x, y)
     assert dynfuse.stats()["replays"] == 2
+
+
+def test_structure_ids_are_never_reused(monkeypatch):
+    """When the table of structures starts afresh (it is full), a structure seen again gets a new
+    id, a replay miss; another structure interned in the same order must not get an old id."""
+    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    x = np.arange(6.0)
+    trace._structure_ids.clear()
+    replayed(lambda a: a * 2 + 1, x)
+    assert replayed(lambda a: a * 2 + 1, x)
+    trace._structure_ids.clear()
+    assert not replayed(lambda a: a * 2 - 1, x)
+    assert replayed(lambda a: a * 2 - 1, x)
+
+
+def test_the_table_of_structures_is_bounded(monkeypatch):
+    monkeypatch.setattr(trace, "STRUCTURE_TABLE_LIMIT", 8)
+    for size in range(1, 20):
+        values = np.arange(float(size))
+        assert_same(dynfuse.asarray(values) - 3, values - 3)
+        assert len(trace._structure_ids) <= 8
 
 
 def test_no_replay_once_an_intermediate_was_materialized(monkeypatch):

@@ -26,7 +26,7 @@ rng = np.random.default_rng(0)
 
 
 def plan_of(*arrays, target=None):
-    outputs = execute.wanted_nodes(array._node for array in arrays)
+    outputs = execute.wanted_nodes([array._node for array in arrays])
     trace = schedule.number_trace(topological_order(outputs), outputs)
     return trace.nodes, schedule.plan_for(trace, target or groups.BACKEND.target)
 

@@ -172,17 +172,19 @@ class _Launcher:
         self.cell_count = max(
             layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses), 1
         )
-        # Cells packed by struct: 8-byte pointers and strides, then each parameter in its loop
+        # Cells packed by one struct: 8-byte pointers and strides, then each parameter in its loop
         # dtype, padded to 8 bytes (and its range flag, for a compared int).
         pointers = layout.inputs + layout.outputs
-        self.addresses = struct.Struct("=" + "Q" * pointers + "q" * (len(layout.strided) * layout.ndim))
-        codes = [
+        address_codes = "Q" * pointers + "q" * (len(layout.strided) * layout.ndim)
+        param_codes = "".join(
             _STRUCT_CODES[use.dtype.kind, use.dtype.itemsize]
             + f"{8 - use.dtype.itemsize}x"
             + "q" * use.compared
             for use in layout.param_uses
-        ]
-        self.parameters = struct.Struct("=" + "".join(codes))
+        )
+        self.fields = struct.Struct("=" + address_codes + param_codes)
+        self.addresses = struct.Struct("=" + address_codes)  # alone: when ``convert_params`` must pack
+        self.cell_type = ctypes.c_int64 * self.cell_count
         # The common case: the fields are the parameters as they come, one per slot, in order; then
         # this is their count (else -1).
         uses = layout.param_uses
@@ -190,19 +192,18 @@ class _Launcher:
         self.fields_are_params = len(uses) if in_order else -1
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
-        addresses = list(map(_data_address, inputs))
-        addresses += map(_data_address, outputs)
+        addresses = [*map(_data_address, inputs), *map(_data_address, outputs)]
         for slot in self.layout.strided:
             array = inputs[slot]
             if any(stride % array.itemsize for stride in array.strides):
                 raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
             addresses += [stride // array.itemsize for stride in array.strides]
         values = params if len(params) == self.fields_are_params else self.param_fields(params)
-        cells = (ctypes.c_int64 * self.cell_count)()
-        self.addresses.pack_into(cells, 0, *addresses)
+        cells = self.cell_type()
         try:
-            self.parameters.pack_into(cells, 8 * self.layout.param_cell, *values)
+            self.fields.pack_into(cells, 0, *addresses, *values)
         except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
+            self.addresses.pack_into(cells, 0, *addresses)
             self.convert_params(cells, values)
         return cells
 
@@ -235,20 +236,20 @@ class _Launcher:
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
         layout = self.layout
-        rows, row_elements = layout.extent, max(layout.row_elements, 1)
+        rows = layout.extent
         if rows == 0:
             return
         cells = self.cells(inputs, params, outputs)
-        address = ctypes.addressof(cells)
         threads = config.threads
+        if threads == 1 or rows * max(layout.row_elements, 1) < PARALLEL_ELEMENTS:
+            self.entry(cells, self.scratch(1)[0] if layout.scratch_bytes else None, 0, rows)
+            return
         # Threads share rows when each gets enough (in column mode, whole cache lines of every row
         # of memory it reads), and the reduced elements of every row when not, or when all rows fit
         # one chunk of columns: then each thread reads whole rows of memory, in order.
         rows_per_thread = _ALIGNMENT if layout.columns else 1
-        if threads == 1 or rows * row_elements < PARALLEL_ELEMENTS:
-            (scratch,) = self.scratch(1)
-            self.entry(address, scratch, 0, rows)
-        elif layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
+        address = ctypes.addressof(cells)
+        if layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
             self.split_rows(address, rows, threads)
         else:
             ranges = _ranges(rows, threads)
