@@ -43,7 +43,6 @@ row or by column (NumPy itself adds an axis-0 sum's rows one after the other, le
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -54,6 +53,18 @@ from llvmlite import ir
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
 from . import llvm_math
+from .common import (
+    BOOL,
+    COMPARISONS,
+    FLOAT32,
+    FLOAT64,
+    INT64,
+    ParamUse,
+    accumulation,
+    c_strides,
+    loop_of,
+    param_uses,
+)
 
 ENTRY = "dynfuse_kernel"
 PARTIAL = "dynfuse_partial"
@@ -78,21 +89,6 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 CELLS = I64.as_pointer()
 SCRATCH = I8.as_pointer()
-BOOL = np.dtype(bool)
-FLOAT32 = np.dtype(np.float32)
-FLOAT64 = np.dtype(np.float64)
-INT64 = np.dtype(np.int64)
-
-
-@dataclass(frozen=True)
-class ParamUse:
-    """A Python scalar as one op's loop converts it: NumPy's own conversion, done at launch."""
-
-    slot: int
-    dtype: np.dtype
-    # An int compared exactly (NumPy 2 allows ints outside the dtype): a second cell holds -1 or 1
-    # when the value lies below or above the dtype's range, and the comparison is decided by that.
-    compared: bool
 
 
 @dataclass(frozen=True)
@@ -137,28 +133,6 @@ def storage_type(dtype: np.dtype) -> ir.Type:
 
 def register_type(dtype: np.dtype) -> ir.Type:
     return I1 if dtype.kind == "b" else storage_type(dtype)
-
-
-# -- NumPy's loop dtypes --------------------------------------------------------------------------
-
-_CLIP = np._core.umath.clip
-
-
-@functools.lru_cache(maxsize=4096)
-def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
-    """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
-    if name == "astype":
-        return (*operands, result)
-    if name == "where":
-        return (BOOL, result, result, result)
-    ufunc = _CLIP if name == "clip" else reference
-    described = tuple(BOOL if operand is bool else operand for operand in operands)
-    given = dict(params)
-    options = {"casting": given.get("casting", "same_kind")}
-    if "dtype" in given:
-        options["signature"] = (None,) * len(operands) + (given["dtype"],)
-    resolved = ufunc.resolve_dtypes((*described, None), **options)
-    return tuple(np.dtype(dtype) for dtype in resolved)
 
 
 # -- scalar semantics -----------------------------------------------------------------------------
@@ -279,7 +253,7 @@ class _Scalars:
             value = Value(self.b.select(args[0].ir, args[1].ir, args[2].ir), out)
         elif name == "astype":
             value = args[0]
-        elif name in _COMPARISONS:
+        elif name in COMPARISONS:
             value = Value(self.compare(name, args), BOOL)
         elif name in _LOGICAL:  # NumPy's logical loops test each operand against zero
             truths = [self.cast(arg, BOOL).ir for arg in args]
@@ -298,7 +272,7 @@ class _Scalars:
     def compare(self, name: str, args: list[Value]) -> ir.Value:
         b = self.b
         left, right = args
-        op = _COMPARISONS[name]
+        op = COMPARISONS[name]
         if left.dtype.kind == "f":
             lhs, rhs = self.widen(left.ir, left.dtype), self.widen(right.ir, right.dtype)
             return b.fcmp_unordered(op, lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
@@ -579,14 +553,6 @@ class _Scalars:
         return b.select(b.fcmp_ordered("==", x, y), same, result)
 
 
-_COMPARISONS = {
-    "equal": "==",
-    "not_equal": "!=",
-    "less": "<",
-    "less_equal": "<=",
-    "greater": ">",
-    "greater_equal": ">=",
-}
 _LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
 _PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
 _INTRINSICS = {
@@ -624,14 +590,6 @@ _LIBM = {
 # -- the kernel's loops ---------------------------------------------------------------------------
 
 Stride = int | ir.Value  # in elements: known when the module is built, or read at launch
-
-
-def c_strides(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step if extent > 1 else 0)
-        step *= extent
-    return strides[::-1]
 
 
 @dataclass
@@ -688,18 +646,6 @@ class _Unit:
     bases: list[ir.Value]  # each operand's offset there
     count: ir.Value | None = None  # columns: how many, at most ``lanes``; None for one row
     strides: tuple[Stride, ...] = ()  # columns: each operand's step from one column to the next
-
-
-def accumulation(inst: Instruction, operand: np.dtype) -> tuple[np.dtype, bool]:
-    """The dtype a reduction accumulates in, and whether it sums pairwise."""
-    name = inst.op.name
-    if name in ("sum", "prod"):
-        dtype = FLOAT32 if inst.dtype == np.float16 and name == "sum" else inst.dtype
-    elif name in ("any", "all"):
-        dtype = BOOL
-    else:
-        dtype = operand
-    return dtype, name == "sum" and dtype.kind == "f"
 
 
 class _Accumulator:
@@ -904,9 +850,6 @@ def counted_loop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, body: Callable
     b.position_at_end(after)
 
 
-_PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
-
-
 class _KernelModule:
     """Builds the module for one kernel: its entry, and for one-pass reductions PARTIAL and FINISH.
 
@@ -933,20 +876,11 @@ class _KernelModule:
             if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
         )
         self.loops = {
-            number: self.loop_of(inst)
+            number: loop_of(kernel.instructions, inst)
             for number, inst in enumerate(self.instructions)
             if inst.op.kind is OpKind.ELEMENTWISE
         }
-        self.param_uses: list[ParamUse] = []
-        self.use_of: dict[tuple[int, int], int] = {}
-        for number, inst in enumerate(self.instructions):
-            for position, arg in enumerate(inst.args):
-                if self.instructions[arg].op.kind is OpKind.SCALAR:
-                    dtype = self.loops[number][position]
-                    compared = inst.op.name in _COMPARISONS and dtype.kind in "iu"
-                    compared = compared and dict(self.instructions[arg].params)["type"] == "int"
-                    self.use_of[number, position] = len(self.param_uses)
-                    self.param_uses.append(ParamUse(self.instructions[arg].slot, dtype, compared))
+        self.param_uses, self.use_of = param_uses(kernel, self.loops)
         self.row_elements = int(np.prod([kernel.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
         self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
         self.splittable = bool(self.reduce_axes) and kernel.passes == 1
@@ -959,17 +893,6 @@ class _KernelModule:
             self.module.add_metadata([ir.MetaDataString(self.module, f"out{position}"), domain])
             for position in range(len(kernel.outputs))
         ]
-
-    def loop_of(self, inst: Instruction) -> tuple:
-        operands = []
-        for arg in inst.args:
-            operand = self.instructions[arg]
-            operands.append(
-                _PYTHON_TYPES[dict(operand.params)["type"]] if operand.dtype is None else operand.dtype
-            )
-        if inst.op.name == "astype":
-            operands = [inst.dtype if not isinstance(o, np.dtype) else o for o in operands]
-        return loop_dtypes(inst.op.name, inst.op.reference, tuple(operands), inst.params, inst.dtype)
 
     def layout(self) -> Layout:
         return Layout(
@@ -1219,7 +1142,7 @@ class _KernelModule:
             return result
         # an int outside the dtype's range: the comparison is decided by which side it lies on
         sides = [flag if position == param_position else ir.Constant(I64, 0) for position in range(2)]
-        decided = self.b.icmp_signed(_COMPARISONS[inst.op.name], *sides)
+        decided = self.b.icmp_signed(COMPARISONS[inst.op.name], *sides)
         outside = self.b.icmp_signed("!=", flag, ir.Constant(I64, 0))
         return Value(self.b.select(outside, decided, result.ir), result.dtype)
 

@@ -1,0 +1,109 @@
+"""What every code generator reads the same way from a kernel description: the dtypes NumPy's loop
+for each op computes in, how scalar parameters are converted, and what a reduction accumulates in.
+A backend's generator turns these into code; none of them decides them on its own."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernel import Instruction, Kernel
+from ..ops import OpKind
+
+BOOL = np.dtype(bool)
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+INT64 = np.dtype(np.int64)
+
+COMPARISONS = {
+    "equal": "==",
+    "not_equal": "!=",
+    "less": "<",
+    "less_equal": "<=",
+    "greater": ">",
+    "greater_equal": ">=",
+}
+PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
+
+_CLIP = np._core.umath.clip
+
+
+@functools.lru_cache(maxsize=4096)
+def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
+    """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
+    if name == "astype":
+        return (*operands, result)
+    if name == "where":
+        return (BOOL, result, result, result)
+    ufunc = _CLIP if name == "clip" else reference
+    described = tuple(BOOL if operand is bool else operand for operand in operands)
+    given = dict(params)
+    options = {"casting": given.get("casting", "same_kind")}
+    if "dtype" in given:
+        options["signature"] = (None,) * len(operands) + (given["dtype"],)
+    resolved = ufunc.resolve_dtypes((*described, None), **options)
+    return tuple(np.dtype(dtype) for dtype in resolved)
+
+
+def loop_of(instructions: tuple[Instruction, ...], inst: Instruction) -> tuple:
+    """``loop_dtypes`` of an elementwise instruction, its weak scalars described by Python type."""
+    operands = []
+    for arg in inst.args:
+        operand = instructions[arg]
+        operands.append(
+            PYTHON_TYPES[dict(operand.params)["type"]] if operand.dtype is None else operand.dtype
+        )
+    if inst.op.name == "astype":
+        operands = [inst.dtype if not isinstance(o, np.dtype) else o for o in operands]
+    return loop_dtypes(inst.op.name, inst.op.reference, tuple(operands), inst.params, inst.dtype)
+
+
+@dataclass(frozen=True)
+class ParamUse:
+    """A Python scalar as one op's loop converts it: NumPy's own conversion, done at launch."""
+
+    slot: int
+    dtype: np.dtype
+    # An int compared exactly (NumPy 2 allows ints outside the dtype): a second cell holds -1 or 1
+    # when the value lies below or above the dtype's range, and the comparison is decided by that.
+    compared: bool
+
+
+def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse], dict[tuple[int, int], int]]:
+    """Each use of a weak scalar by an op, in order, converted to that op's loop dtype; and which
+    use is (instruction, operand position)."""
+    instructions = kernel.instructions
+    uses: list[ParamUse] = []
+    use_of: dict[tuple[int, int], int] = {}
+    for number, inst in enumerate(instructions):
+        for position, arg in enumerate(inst.args):
+            if instructions[arg].op.kind is OpKind.SCALAR:
+                dtype = loops[number][position]
+                compared = inst.op.name in COMPARISONS and dtype.kind in "iu"
+                compared = compared and dict(instructions[arg].params)["type"] == "int"
+                use_of[number, position] = len(uses)
+                uses.append(ParamUse(instructions[arg].slot, dtype, compared))
+    return uses, use_of
+
+
+def accumulation(inst: Instruction, operand: np.dtype) -> tuple[np.dtype, bool]:
+    """The dtype a reduction accumulates in, and whether it sums pairwise."""
+    name = inst.op.name
+    if name in ("sum", "prod"):
+        dtype = FLOAT32 if inst.dtype == np.float16 and name == "sum" else inst.dtype
+    elif name in ("any", "all"):
+        dtype = BOOL
+    else:
+        dtype = operand
+    return dtype, name == "sum" and dtype.kind == "f"
+
+
+def c_strides(shape: tuple[int, ...]) -> list[int]:
+    """A C-contiguous array's strides in elements; 0 along axes of extent 1 (never stepped)."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step if extent > 1 else 0)
+        step *= extent
+    return strides[::-1]
