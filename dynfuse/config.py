@@ -2,7 +2,8 @@
 
 DYNFUSE_BACKEND      which executor materializes traces: ``cpu`` (default), the scheduler's plan, each
                      kernel compiled by LLVM; ``numpy``, the reference executor, op by op; ``groups``,
-                     the scheduler's plan, each kernel run as NumPy calls
+                     the scheduler's plan, each kernel run as NumPy calls (``cuda`` generates CUDA C,
+                     readable with ``kernel_sources``, and cannot run arrays yet)
 DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default ``~/.cache/dynfuse``)
 DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a
@@ -20,20 +21,39 @@ import os
 import warnings
 from pathlib import Path
 
-from .backends import cpu, groups
+from .backends import cpu, cuda, groups
 from .kernel import Backend
 
 # Name -> the backend that compiles planned kernels; None is the reference executor, which runs
 # the trace op by op with NumPy and plans nothing.
-BACKENDS: dict[str, Backend | None] = {"numpy": None, "groups": groups.BACKEND, "cpu": cpu.BACKEND}
+BACKENDS: dict[str, Backend | None] = {
+    "numpy": None,
+    "groups": groups.BACKEND,
+    "cpu": cpu.BACKEND,
+    "cuda": cuda.BACKEND,
+}
 DEFAULT_BACKEND = "cpu"
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why backend ``name`` cannot materialize arrays here, or None if it can."""
+    if name not in BACKENDS:
+        return f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}"
+    backend = BACKENDS[name]
+    if backend is not None and not getattr(backend, "available", lambda: True)():
+        return (
+            f"the {name!r} backend cannot run here yet (its kernels can be read with "
+            f"dynfuse.kernel_sources(..., backend={name!r}))"
+        )
+    return None
 
 
 def _backend_from_environment() -> str:
     name = os.environ.get("DYNFUSE_BACKEND", DEFAULT_BACKEND).strip().lower() or DEFAULT_BACKEND
-    if name not in BACKENDS:
+    reason = unavailable_reason(name)
+    if reason is not None:
         warnings.warn(
-            f"DYNFUSE_BACKEND={name!r} is not one of {sorted(BACKENDS)}; using {DEFAULT_BACKEND!r}",
+            f"DYNFUSE_BACKEND={name!r}: {reason}; using {DEFAULT_BACKEND!r}",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -68,6 +88,7 @@ threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() 
 def set_backend(name: str) -> None:
     """Choose the executor for later materializations: one of ``BACKENDS``."""
     global backend
-    if name not in BACKENDS:
-        raise ValueError(f"set_backend: unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}")
+    reason = unavailable_reason(name)
+    if reason is not None:
+        raise ValueError(f"set_backend: {reason}")
     backend = name

@@ -15,6 +15,8 @@ def test_set_backend_validates(monkeypatch):
     dynfuse.set_backend("numpy")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
         dynfuse.set_backend("nope")
+    with pytest.raises(ValueError, match="'cuda' backend cannot run here yet"):
+        dynfuse.set_backend("cuda")
     assert dynfuse.config.backend == "numpy"
 
 

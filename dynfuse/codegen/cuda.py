@@ -1,0 +1,824 @@
+"""CUDA C for a kernel description: one ``extern "C" __global__`` function per kernel.
+
+The same description the LLVM generator reads, and the same semantics: every value is computed in
+the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy's rules for the
+cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no fast math and no
+FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
+to float16 after every op, as NumPy's half loops do.
+
+The kernel's shape is compiled in; strides are compiled in where the description knows them
+(contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
+serves every stride of a layout. Arguments, in order (see ``Layout``): each input's pointer, each
+output's pointer, the strides (in elements, one per axis) of the strided inputs, then each use of a
+scalar parameter converted to its loop's dtype (and, for an int compared exactly, an ``int`` flag:
+-1 or 1 when it lies below or above the dtype's range).
+
+- An elementwise kernel is a grid-stride loop over the elements in C order, with 64-bit indices
+  only when the element count needs them; any grid size is correct.
+- A reducing kernel gives each row (one index of the kept axes) a group of ``threads_per_row``
+  threads (a warp, or a block of up to 1024: from the row length, at code generation), several rows
+  to a block when they are short. Each pass walks the row with the group's threads, accumulates in
+  registers, and combines the threads' states with warp shuffles (and shared memory across the
+  warps of a long row's block); per-row values are then known to every thread of the row, for the
+  next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..kernel import Instruction, Kernel, Output
+from ..ops import OpKind
+from .common import COMPARISONS, accumulation, c_strides, loop_of, param_uses
+
+ENTRY = "dynfuse_kernel"
+# NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
+COMPILE_OPTIONS = ("--std=c++17", "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false")
+BLOCK_THREADS = 256  # threads of an elementwise block, and of a block of short rows
+MAX_ROW_THREADS = 1024
+WARP = 32
+
+PRELUDE = (Path(__file__).with_name("cuda_prelude.cu")).read_text()
+
+_C_TYPES = {
+    ("b", 1): "bool",
+    ("i", 1): "df_i8",
+    ("u", 1): "df_u8",
+    ("i", 2): "df_i16",
+    ("u", 2): "df_u16",
+    ("i", 4): "df_i32",
+    ("u", 4): "df_u32",
+    ("i", 8): "df_i64",
+    ("u", 8): "df_u64",
+    ("f", 2): "float",  # a float16 value is held in a float, rounded to float16
+    ("f", 4): "float",
+    ("f", 8): "double",
+}
+
+
+def register_type(dtype: np.dtype) -> str:
+    return _C_TYPES[dtype.kind, dtype.itemsize]
+
+
+def storage_type(dtype: np.dtype) -> str:
+    """How an array of ``dtype`` is laid out in memory: bools as bytes, float16 as its bits."""
+    if dtype.kind == "b":
+        return "df_u8"
+    if dtype.kind == "f" and dtype.itemsize == 2:
+        return "df_u16"
+    return register_type(dtype)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the launcher passes, in order, and how it sizes the grid."""
+
+    arguments: tuple[tuple[str, np.dtype | None], ...]  # (name, dtype of a by-value argument; None: pointer)
+    elements: int  # elementwise: the element count; reducing: rows
+    row_elements: int  # 0 for an elementwise kernel
+    threads_per_row: int
+    block_threads: int
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.block_threads // self.threads_per_row if self.threads_per_row else 0
+
+    def grid(self, multiprocessors: int, blocks_per_multiprocessor: int = 8) -> int:
+        """Blocks for a launch: enough to cover the work, at most as many as the device runs at once
+        (the kernels loop over the rest)."""
+        per_block = self.rows_per_block if self.row_elements else self.block_threads
+        needed = max(-(-self.elements // max(per_block, 1)), 1)
+        return min(needed, multiprocessors * blocks_per_multiprocessor)
+
+
+def literal(dtype: np.dtype, value: float | int | bool) -> str:
+    """A C literal of ``dtype``'s register type."""
+    kind = dtype.kind
+    if kind == "b":
+        return "true" if value else "false"
+    if kind == "f":
+        value = float(dtype.type(value))
+        if np.isnan(value):
+            text = (
+                "__int_as_float(0x7fc00000)"
+                if dtype.itemsize < 8
+                else "__longlong_as_double(0x7ff8000000000000LL)"
+            )
+            return text
+        if np.isinf(value):
+            sign = "-" if value < 0 else ""
+            return (
+                f"({sign}__int_as_float(0x7f800000))"
+                if dtype.itemsize < 8
+                else f"({sign}__longlong_as_double(0x7ff0000000000000LL))"
+            )
+        text = repr(value)
+        return f"{text}f" if dtype.itemsize < 8 else text
+    value = int(value)
+    if dtype.itemsize == 8:
+        if kind == "u":
+            return f"{value}ULL"
+        return "(-9223372036854775807LL - 1)" if value == -(1 << 63) else f"{value}LL"
+    return f"(({register_type(dtype)}){value})" if value >= 0 else f"(({register_type(dtype)})({value}))"
+
+
+class _Scalars:
+    """NumPy's scalar semantics for each op, as C expressions over values in their loop dtypes."""
+
+    def cast(self, expression: str, source: np.dtype, to: np.dtype) -> str:
+        if source == to:
+            return expression
+        if to.kind == "b":
+            return f"({expression} != 0)"
+        target = register_type(to)
+        if source.kind in "biu":
+            if to.kind == "f" and to.itemsize == 2:
+                return f"df_round_half((float)({expression}))"  # exact below 2**24; inf above 65504
+            return f"(({target})({expression}))"
+        if to.kind == "f":  # from a float
+            if to.itemsize == 2:
+                return f"df_round_half({expression})"
+            return f"(({target})({expression}))"
+        # float -> int: x86's truncating conversions, as NumPy's loops on the CPU give
+        wide = f"(double)({expression})"
+        if to.itemsize == 8 and to.kind == "u":
+            return f"df_truncate_u64({wide})"
+        if to.itemsize == 8 or (to.kind == "u" and to.itemsize == 4):
+            return f"(({target})df_truncate64({wide}))"
+        return f"(({target})df_truncate32({wide}))"
+
+    def apply(
+        self,
+        name: str,
+        args: list[tuple[str, np.dtype]],
+        loop: tuple,
+        result: np.dtype,
+        scalar_bounds: bool = False,
+    ) -> tuple[str, np.dtype]:
+        """``name`` on ``args`` cast to the loop's input dtypes; the expression, of dtype ``result``."""
+        ins, out = loop[:-1], loop[-1]
+        a = [self.cast(expression, dtype, to) for (expression, dtype), to in zip(args, ins, strict=True)]
+        if name == "where":
+            value, dtype = f"({a[0]} ? {a[1]} : {a[2]})", out
+        elif name == "astype":
+            value, dtype = a[0], ins[0]
+        elif name in COMPARISONS:
+            value, dtype = self.compare(name, a, ins), np.dtype(bool)
+        elif name in _LOGICAL:  # NumPy's logical loops test each operand against zero
+            truths = [
+                self.cast(expression, dtype, np.dtype(bool)) for expression, dtype in zip(a, ins, strict=True)
+            ]
+            value, dtype = _LOGICAL[name].format(*truths), np.dtype(bool)
+        elif ins[0].kind == "f":
+            half = ins[0].itemsize == 2
+            compute = np.dtype(np.float32) if half else ins[0]
+            value, is_bool = self.float_op(name, a, compute, half, scalar_bounds)
+            if is_bool:
+                dtype = np.dtype(bool)
+            else:
+                value, dtype = (f"df_round_half({value})", out) if half else (value, compute)
+        elif name in _PREDICATES:
+            signed = ins[0].kind == "i"
+            value = (
+                f"({a[0]} < 0)"
+                if name == "signbit" and signed
+                else ("true" if name == "isfinite" else "false")
+            )
+            dtype = np.dtype(bool)
+        else:
+            value, dtype = self.int_op(name, a, ins[0]), out
+        return self.cast(value, dtype, result), result
+
+    @staticmethod
+    def compare(name: str, a: list[str], ins: tuple) -> str:
+        op = COMPARISONS[name]
+        left, right = ins
+        if left.kind != right.kind and {left.kind, right.kind} == {"i", "u"}:
+            # NumPy compares int64 with uint64 exactly: a negative int is below every unsigned one
+            signed = a[0] if left.kind == "i" else a[1]
+            below = op in ("<", "<=", "!=") if left.kind == "i" else op in (">", ">=", "!=")
+            exact = f"((df_u64){a[0]} {op} (df_u64){a[1]})"
+            return f"({signed} < 0 ? {'true' if below else 'false'} : {exact})"
+        return f"({a[0]} {op} {a[1]})"
+
+    @staticmethod
+    def int_op(name: str, a: list[str], dtype: np.dtype) -> str:
+        t = register_type(dtype)
+        signed = "true" if dtype.kind == "i" else "false"
+        if dtype.kind == "b":
+            name = {"add": "bitwise_or", "multiply": "bitwise_and", "square": "positive"}.get(name, name)
+            if name in ("maximum", "fmax"):
+                name = "bitwise_or"
+            elif name in ("minimum", "fmin"):
+                name = "bitwise_and"
+        wrapped = {"add": "df_wrap_add", "subtract": "df_wrap_sub", "multiply": "df_wrap_mul"}
+        if name in wrapped:
+            return f"{wrapped[name]}<{t}>({a[0]}, {a[1]})"
+        bitwise = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if name in bitwise:
+            return f"(({t})({a[0]} {bitwise[name]} {a[1]}))"
+        if name in ("logical_not", "invert"):
+            return f"(!{a[0]})" if dtype.kind == "b" else f"(({t})~{a[0]})"
+        if name == "negative":
+            return f"df_wrap_neg<{t}>({a[0]})"
+        if name in ("positive", "floor", "ceil", "trunc", "rint"):
+            return a[0]
+        if name == "absolute":
+            return f"({a[0]} < 0 ? df_wrap_neg<{t}>({a[0]}) : {a[0]})" if dtype.kind == "i" else a[0]
+        if name == "square":
+            return f"df_wrap_mul<{t}>({a[0]}, {a[0]})"
+        if name == "sign":
+            if dtype.kind == "u":
+                return f"(({t})({a[0]} > 0))"
+            return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
+        if name in ("maximum", "fmax"):
+            return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
+        if name in ("minimum", "fmin"):
+            return f"({a[0]} < {a[1]} ? {a[0]} : {a[1]})"
+        if name == "clip":
+            low = f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
+            return f"({low} < {a[2]} ? {low} : {a[2]})"
+        if name in ("floor_divide", "remainder", "fmod"):
+            function = {
+                "floor_divide": "df_int_floor_divide",
+                "remainder": "df_int_remainder",
+                "fmod": "df_int_fmod",
+            }
+            return f"{function[name]}<{t}>({a[0]}, {a[1]}, {signed})"
+        if name == "left_shift":
+            return f"df_left_shift<{t}>({a[0]}, {a[1]}, {8 * dtype.itemsize})"
+        if name == "right_shift":
+            return f"df_right_shift<{t}>({a[0]}, {a[1]}, {8 * dtype.itemsize}, {signed})"
+        if name == "power":
+            return f"df_int_power<{t}>({a[0]}, {a[1]})"
+        if name == "heaviside":
+            negative = f"{a[0]} < 0" if dtype.kind == "i" else "false"
+            return f"(({negative}) ? ({t})0 : ({a[0]} == 0 ? {a[1]} : ({t})1))"
+        if name == "reciprocal":  # 1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives
+            with np.errstate(all="ignore"):
+                by_zero = int(np.reciprocal(np.zeros(1, dtype))[0])
+            minus_one = f" : {a[0]} == ({t})-1 ? ({t})-1" if dtype.kind == "i" else ""
+            return f"({a[0]} == 0 ? {literal(dtype, by_zero)} : {a[0]} == 1 ? ({t})1{minus_one} : ({t})0)"
+        raise NotImplementedError(f"no integer code for {name!r} on {dtype}")
+
+    @staticmethod
+    def float_op(
+        name: str, a: list[str], dtype: np.dtype, half: bool, scalar_bounds: bool
+    ) -> tuple[str, bool]:
+        """The C expression, in ``dtype``'s register type (float for a float16 loop), and whether it
+        is a bool instead."""
+        t = register_type(dtype)
+        suffix = "f" if dtype.itemsize == 4 else ""
+        x = a[0]
+        simple = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+        if name in simple:
+            return f"({x} {simple[name]} {a[1]})", False
+        if name in _MATH:
+            return f"{_MATH[name]}{suffix}({', '.join(a)})", False
+        half_flag = "true" if half else "false"
+        if name in ("maximum", "minimum", "fmax", "fmin"):
+            return f"df_{name}<{t}>({x}, {a[1]}, {half_flag})", False
+        if name == "clip":
+            bounds = "true" if scalar_bounds else "false"
+            return f"df_clip<{t}>({x}, {a[1]}, {a[2]}, {half_flag}, {bounds})", False
+        if name == "negative":
+            return f"(-{x})", False
+        if name == "positive":
+            return x, False
+        if name == "square":
+            return f"({x} * {x})", False
+        if name == "reciprocal":
+            return f"(({t})1 / {x})", False
+        if name == "sign":
+            return f"df_sign<{t}>({x})", False
+        if name == "heaviside":
+            return f"df_heaviside<{t}>({x}, {a[1]})", False
+        if name == "floor_divide":
+            return f"df_float_floor_divide<{t}>({x}, {a[1]})", False
+        if name == "remainder":
+            return f"df_float_remainder<{t}>({x}, {a[1]})", False
+        if name in ("deg2rad", "rad2deg"):
+            factor = (np.pi / 180.0) if name == "deg2rad" else (180.0 / np.pi)
+            if dtype == np.float32:
+                pi = np.float32(np.pi)
+                factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
+            return f"({x} * {literal(dtype, factor)})", False
+        if name in ("logaddexp", "logaddexp2", "power_by_one_value"):
+            return f"df_{name}({x}, {a[1]})", False
+        if name == "isnan":
+            return f"df_isnan({x})", True
+        if name == "isinf":
+            return f"(fabs{suffix}({x}) == {literal(dtype, np.inf)})", True
+        if name == "isfinite":
+            return f"(fabs{suffix}({x}) != {literal(dtype, np.inf)})", True
+        if name == "signbit":
+            return f"df_signbit({x})", True
+        raise NotImplementedError(f"no float code for {name!r} on {dtype}")
+
+
+_LOGICAL = {
+    "logical_and": "({0} && {1})",
+    "logical_or": "({0} || {1})",
+    "logical_xor": "({0} != {1})",
+    "logical_not": "(!{0})",
+}
+_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
+# CUDA's math library, float32 with an ``f`` suffix; without fast math, within a few ulp
+_MATH = {
+    "sqrt": "sqrt",
+    "absolute": "fabs",
+    "fabs": "fabs",
+    "floor": "floor",
+    "ceil": "ceil",
+    "trunc": "trunc",
+    "rint": "rint",
+    "copysign": "copysign",
+    "fmod": "fmod",
+    "exp": "exp",
+    "exp2": "exp2",
+    "expm1": "expm1",
+    "log": "log",
+    "log2": "log2",
+    "log10": "log10",
+    "log1p": "log1p",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "arctan2": "atan2",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "tanh": "tanh",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "hypot": "hypot",
+    "cbrt": "cbrt",
+    "power": "pow",
+    "float_power": "pow",
+}
+
+
+class _Accumulator:
+    """A reduction's running state in registers: its value, and its index for argmax/argmin."""
+
+    def __init__(self, generator: _Generator, number: int) -> None:
+        inst = generator.instructions[number]
+        self.number = number
+        self.name = inst.op.name
+        self.result = inst.dtype
+        self.dtype, _ = accumulation(inst, generator.instructions[inst.args[0]].dtype)
+        self.type = register_type(self.dtype)
+        self.arg = self.name in ("argmax", "argmin")
+        self.value = f"acc{number}"
+        self.index = f"acc{number}_index"
+
+    def identity(self) -> str:
+        name, dtype = self.name, self.dtype
+        if name in ("sum", "any", "argmax", "argmin"):
+            return literal(dtype, 0)
+        if name in ("prod", "all"):
+            return literal(dtype, 1)
+        largest = name == "min"
+        if dtype.kind == "f":
+            return literal(dtype, np.inf if largest else -np.inf)
+        if dtype.kind == "b":
+            return literal(dtype, largest)
+        info = np.iinfo(dtype)
+        return literal(dtype, info.max if largest else info.min)
+
+    def declare(self) -> list[str]:
+        lines = [f"{self.type} {self.value} = {self.identity()};"]
+        if self.arg:
+            lines.append(f"df_i64 {self.index} = -1;")
+        return lines
+
+    def combined(self, acc: str, value: str) -> str:
+        """``acc`` combined with ``value`` (not for argmax/argmin)."""
+        name, dtype, t = self.name, self.dtype, self.type
+        if dtype.kind == "b":
+            return f"({acc} {'||' if name in ('sum', 'any', 'max') else '&&'} {value})"
+        if name in ("sum", "prod"):
+            if dtype.kind in "iu":
+                return f"df_wrap_{'add' if name == 'sum' else 'mul'}<{t}>({acc}, {value})"
+            product = f"({acc} {'+' if name == 'sum' else '*'} {value})"
+            return f"df_round_half({product})" if dtype.itemsize == 2 else product
+        if name in ("any", "all"):
+            return f"({acc} {'||' if name == 'any' else '&&'} {value})"
+        half = "true" if dtype.itemsize == 2 and dtype.kind == "f" else "false"
+        if dtype.kind == "f":
+            return f"df_{'maximum' if name == 'max' else 'minimum'}<{t}>({acc}, {value}, {half})"
+        return f"({value} {'>' if name == 'max' else '<'} {acc} ? {value} : {acc})"
+
+    def update(self, value: str, index: str) -> list[str]:
+        if self.arg:
+            is_max = "true" if self.name == "argmax" else "false"
+            return [
+                f"if (df_arg_takes<{self.type}>({self.value}, {self.index}, {value}, {index}, {is_max})) "
+                f"{{ {self.value} = {value}; {self.index} = {index}; }}"
+            ]
+        return [f"{self.value} = {self.combined(self.value, value)};"]
+
+
+class _Generator:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.instructions = kernel.instructions
+        self.shape = kernel.shape
+        self.ndim = len(kernel.shape)
+        self.reduce_axes = list(kernel.reduce_axes)
+        self.kept_axes = [axis for axis in range(self.ndim) if axis not in kernel.reduce_axes]
+        self.loads = kernel.inputs
+        self.strided = tuple(
+            inst.slot
+            for inst in self.loads
+            if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
+        )
+        self.loops = {
+            number: loop_of(kernel.instructions, inst)
+            for number, inst in enumerate(self.instructions)
+            if inst.op.kind is OpKind.ELEMENTWISE
+        }
+        self.param_uses, self.use_of = param_uses(kernel, self.loops)
+        self.row_elements = int(np.prod([self.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
+        self.rows = int(np.prod([self.shape[axis] for axis in self.kept_axes], dtype=np.int64))
+        self.elements = int(np.prod(self.shape, dtype=np.int64))
+        self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
+        self.scalars = _Scalars()
+        # 32-bit indices are faster; 64-bit ones once an index plus a grid's threads could pass 2**31
+        self.index_type = "df_i64" if self.elements >= 1 << 30 else "df_i32"
+        if self.reduce_axes:
+            wanted = 1 << max(self.row_elements - 1, 1).bit_length()
+            self.threads_per_row = min(MAX_ROW_THREADS, max(WARP, wanted))
+        else:
+            self.threads_per_row = 0
+        self.block_threads = max(BLOCK_THREADS, self.threads_per_row)
+
+    # -- arguments --
+
+    def arguments(self) -> list[tuple[str, str, np.dtype | None]]:
+        """(C declaration type, name, dtype of a by-value argument or None) in launch order."""
+        arguments: list[tuple[str, str, np.dtype | None]] = []
+        for inst in self.loads:
+            arguments.append((f"const {storage_type(inst.dtype)}* __restrict__", f"in{inst.slot}", None))
+        for position, output in enumerate(self.kernel.outputs):
+            arguments.append((f"{storage_type(output.dtype)}* __restrict__", f"out{position}", None))
+        for slot in self.strided:
+            for axis in range(self.ndim):
+                arguments.append(("df_i64", f"stride{slot}_{axis}", np.dtype(np.int64)))
+        for position, use in enumerate(self.param_uses):
+            arguments.append((register_type(use.dtype), f"p{position}", use.dtype))
+            if use.compared:
+                arguments.append(("df_i32", f"p{position}_side", np.dtype(np.int32)))
+        return arguments
+
+    def strides(self, inst: Instruction) -> list[str]:
+        """Each axis's stride of a load, in elements: a constant where the description knows it."""
+        params = dict(inst.params)
+        if params["zero_dim"]:
+            return ["0"] * self.ndim
+        if params["contiguous"]:
+            return [str(stride) for stride in c_strides(self.shape)]
+        return [
+            "0" if axis in params["broadcast"] or extent == 1 else f"stride{inst.slot}_{axis}"
+            for axis, extent in enumerate(self.shape)
+        ]
+
+    @staticmethod
+    def offset(coordinates: dict[int, str], strides: list[str]) -> str:
+        terms = [
+            f"{coordinates[axis]} * (df_i64){stride}"
+            for axis, stride in enumerate(strides)
+            if axis in coordinates and stride != "0"
+        ]
+        return " + ".join(terms) if terms else "0"
+
+    def coordinates(self, index: str, axes: list[int], prefix: str) -> tuple[list[str], dict[int, str]]:
+        """Statements that split ``index`` into coordinates along ``axes`` (C order), by constants."""
+        lines, names = [], {}
+        rest = index
+        for position in range(len(axes) - 1, -1, -1):
+            axis = axes[position]
+            extent = self.shape[axis]
+            name = f"{prefix}{axis}"
+            names[axis] = name
+            if extent == 1:
+                lines.append(f"const df_i64 {name} = 0;")
+                continue
+            if position == 0:
+                lines.append(f"const df_i64 {name} = {rest};")
+            else:
+                lines.append(f"const df_i64 {name} = {rest} % {extent};")
+                lines.append(f"const df_i64 {prefix}rest{axis} = {rest} / {extent};")
+                rest = f"{prefix}rest{axis}"
+        return lines, names
+
+    # -- values --
+
+    def compute(self, number: int, element: str | None, coordinates: dict[int, str]) -> list[str]:
+        """The statement defining ``v{number}``."""
+        inst = self.instructions[number]
+        kind = inst.op.kind
+        t = register_type(inst.dtype) if inst.dtype is not None else None
+        if kind is OpKind.BUFFER:
+            params = dict(inst.params)
+            if params["zero_dim"]:
+                address = "0"
+            elif params["contiguous"] and element is not None:
+                address = element
+            else:
+                address = self.offset(coordinates, self.strides(inst))
+            raw = f"in{inst.slot}[{address}]"
+            return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
+        if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
+            operand = inst.args[0]
+            source = self.instructions[operand].dtype
+            if inst.op.name in ("argmax", "argmin"):
+                return [f"const {t} v{number} = 0;"]
+            if inst.op.name in ("any", "all"):
+                value = self.scalars.cast(f"v{operand}", source, np.dtype(bool))
+                return [f"const {t} v{number} = {self.scalars.cast(value, np.dtype(bool), inst.dtype)};"]
+            value = self.scalars.cast(f"v{operand}", source, inst.dtype)
+            if inst.op.name == "sum" and inst.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+                value = f"({value} + {literal(inst.dtype, 0)})"
+                if inst.dtype.itemsize == 2:
+                    value = f"df_round_half({value})"
+            return [f"const {t} v{number} = {value};"]
+        assert kind is OpKind.ELEMENTWISE, inst
+        args: list[tuple[str, np.dtype]] = []
+        side = None
+        for position, arg in enumerate(inst.args):
+            if (number, position) in self.use_of:
+                use = self.use_of[number, position]
+                args.append((f"p{use}", self.param_uses[use].dtype))
+                if self.param_uses[use].compared:
+                    side = (position, f"p{use}_side")
+            else:
+                args.append((f"v{arg}", self.instructions[arg].dtype))
+        name = inst.op.name
+        scalar_bounds = name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])
+        loop = self.loops[number]
+        if name == "power" and self.is_one_value(inst.args[1]) and loop[0] in (np.float32, np.float64):
+            name = "power_by_one_value"
+        value, _ = self.scalars.apply(name, args, loop, inst.dtype, scalar_bounds)
+        if side is not None:
+            # an int outside the dtype's range: the comparison is decided by which side it lies on
+            position, flag = side
+            sides = [flag if index == position else "0" for index in range(2)]
+            decided = f"({sides[0]} {COMPARISONS[inst.op.name]} {sides[1]})"
+            value = f"({flag} != 0 ? {decided} : {value})"
+        return [f"const {t} v{number} = {value};"]
+
+    def is_one_value(self, number: int) -> bool:
+        inst = self.instructions[number]
+        return inst.op.kind is OpKind.SCALAR or (
+            inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
+        )
+
+    def store(self, position: int, output: Output, address: str) -> str:
+        value = self.scalars.cast(f"v{output.value}", self.instructions[output.value].dtype, output.dtype)
+        return f"out{position}[{address}] = {to_memory(value, output.dtype)};"
+
+    def needed(self, stage: int | None, roots: list[int]) -> list[int]:
+        """The per-element instructions that ``roots`` read, in order (per-row ones are known)."""
+        wanted: set[int] = set()
+        while roots:
+            number = roots.pop()
+            inst = self.instructions[number]
+            if number in wanted or inst.op.kind is OpKind.SCALAR or (inst.row and self.reduce_axes):
+                continue
+            wanted.add(number)
+            roots.extend(inst.args)
+        return sorted(wanted)
+
+    # -- kernels --
+
+    def source(self) -> str:
+        declarations = ",\n    ".join(f"{ctype} {name}" for ctype, name, _ in self.arguments())
+        body = self.reducing_body() if self.reduce_axes else self.elementwise_body()
+        launch_bounds = f"__launch_bounds__({self.block_threads})"
+        return "\n".join(
+            [
+                PRELUDE,
+                f"// {self.kernel.text().replace(chr(10), chr(10) + '// ')}",
+                f'extern "C" __global__ void {launch_bounds} {ENTRY}(\n    {declarations}) {{',
+                *("  " + line for line in body),
+                "}",
+                "",
+            ]
+        )
+
+    def elementwise_body(self) -> list[str]:
+        i = self.index_type
+        lines = [
+            f"const {i} count = {self.elements};",
+            f"const {i} step = ({i})gridDim.x * blockDim.x;",
+            f"for ({i} element = ({i})blockIdx.x * blockDim.x + threadIdx.x; element < count;",
+            "     element += step) {",
+        ]
+        body: list[str] = []
+        needs_coordinates = bool(self.strided)
+        coordinates: dict[int, str] = {}
+        if needs_coordinates:
+            split, coordinates = self.coordinates("element", list(range(self.ndim)), "c")
+            body += split
+        roots = [output.value for output in self.kernel.outputs]
+        for number in self.needed(None, roots):
+            body += self.compute(number, "element", coordinates)
+        for position, output in enumerate(self.kernel.outputs):
+            body.append(self.store(position, output, "element"))
+        return lines + ["  " + line for line in body] + ["}"]
+
+    def reducing_body(self) -> list[str]:
+        threads, rows_per_block = self.threads_per_row, self.block_threads // self.threads_per_row
+        groups = -(-self.rows // rows_per_block)
+        accumulators = {number: _Accumulator(self, number) for number in self.reductions}
+        warps_per_row = threads // WARP
+        lines = [
+            f"const int lane = threadIdx.x % {threads};  // this thread's place in its row's group",
+            f"const int row_in_block = threadIdx.x / {threads};",
+        ]
+        if warps_per_row > 1:
+            for accumulator in accumulators.values():
+                lines.append(
+                    f"__shared__ {accumulator.type} shared{accumulator.number}[{self.block_threads // WARP}];"
+                )
+                if accumulator.arg:
+                    lines.append(
+                        f"__shared__ df_i64 shared{accumulator.number}_index[{self.block_threads // WARP}];"
+                    )
+        lines.append(f"for (df_i64 group = blockIdx.x; group < {groups}; group += gridDim.x) {{")
+        body = [
+            f"const df_i64 row = group * {rows_per_block} + row_in_block;",
+            f"const bool valid = row < {self.rows};",
+        ]
+        body.append("const df_i64 row_index = valid ? row : 0;  // rows past the end read row 0")
+        split, row_coordinates = self.coordinates("row_index", self.kept_axes, "k")
+        body += split
+        element_outputs = [(p, o) for p, o in enumerate(self.kernel.outputs) if not o.row]
+        row_outputs = [(p, o) for p, o in enumerate(self.kernel.outputs) if o.row]
+        done: set[int] = set()
+        for stage in range(self.kernel.passes + 1):
+            # per-row values that exist before this pass (every thread of the row computes them)
+            for number, inst in enumerate(self.instructions):
+                if (
+                    inst.row
+                    and inst.stage == stage
+                    and number not in done
+                    and inst.op.kind is not OpKind.REDUCTION
+                ):
+                    if inst.op.kind is OpKind.SCALAR:
+                        continue
+                    body += self.compute(number, None, row_coordinates)
+                    done.add(number)
+            if stage == self.kernel.passes:
+                break
+            accumulating = [
+                n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage
+            ]
+            outputs = [(p, o) for p, o in element_outputs if self.instructions[o.value].stage == stage]
+            if not accumulating and not outputs:
+                continue
+            for number in accumulating:
+                body += accumulators[number].declare()
+            body.append(f"for (df_i64 e = lane; e < {self.row_elements}; e += {threads}) {{")
+            inner: list[str] = ["if (!valid) break;"]
+            split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")
+            inner += split
+            coordinates = {**row_coordinates, **element_coordinates}
+            roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
+            for number in self.needed(stage, roots):
+                inner += self.compute(number, None, coordinates)
+            for number in accumulating:
+                accumulator = accumulators[number]
+                operand = self.instructions[number].args[0]
+                value = self.scalars.cast(f"v{operand}", self.instructions[operand].dtype, accumulator.dtype)
+                inner += accumulator.update(value, "e")
+            if outputs:
+                address = self.offset(coordinates, [str(s) for s in c_strides(self.shape)])
+                for position, output in outputs:
+                    inner.append(self.store(position, output, address))
+            body += ["  " + line for line in inner] + ["}"]
+            for number in accumulating:
+                body += self.reduce_across_threads(accumulators[number], threads)
+                body += self.reduction_result(accumulators[number])
+                done.add(number)
+        if row_outputs:
+            row_shape = self.kernel.row_shape
+            address = self.offset(row_coordinates, [str(s) for s in c_strides(row_shape)])
+            body.append("if (valid && lane == 0) {")
+            body += ["  " + self.store(position, output, address) for position, output in row_outputs]
+            body.append("}")
+        if warps_per_row > 1:
+            body.append("__syncthreads();  // the shared states are free for the next group of rows")
+        return lines + ["  " + line for line in body] + ["}"]
+
+    def reduce_across_threads(self, accumulator: _Accumulator, threads: int) -> list[str]:
+        """Combine the states of the row's threads; every thread of the row ends with the result."""
+        value, index, t = accumulator.value, accumulator.index, accumulator.type
+        lines = [f"for (int offset = {WARP // 2}; offset > 0; offset /= 2) {{"]
+        lines += ["  " + line for line in self.combine_shuffled(accumulator, "offset")]
+        lines.append("}")
+        warps = threads // WARP
+        if warps > 1:
+            number = accumulator.number
+            first = f"row_in_block * {warps}"
+            lines += [
+                f"if (threadIdx.x % {WARP} == 0) {{",
+                f"  shared{number}[{first} + lane / {WARP}] = {value};",
+                *([f"  shared{number}_index[{first} + lane / {WARP}] = {index};"] if accumulator.arg else []),
+                "}",
+                "__syncthreads();",
+                f"{value} = lane < {warps} ? shared{number}[{first} + lane] : {accumulator.identity()};",
+                *(
+                    [f"{index} = lane < {warps} ? shared{number}_index[{first} + lane] : -1;"]
+                    if accumulator.arg
+                    else []
+                ),
+                f"for (int offset = {WARP // 2}; offset > 0; offset /= 2) {{",
+                *("  " + line for line in self.combine_shuffled(accumulator, "offset")),
+                "}",
+                "__syncthreads();",
+                f"if (lane == 0) shared{number}[{first}] = {value};",
+                *([f"if (lane == 0) shared{number}_index[{first}] = {index};"] if accumulator.arg else []),
+                "__syncthreads();",
+                f"{value} = shared{number}[{first}];",
+                *([f"{index} = shared{number}_index[{first}];"] if accumulator.arg else []),
+                "__syncthreads();",
+            ]
+        else:
+            lines.append(
+                f"{value} = __shfl_sync(0xffffffffu, {value}, 0, {WARP});"
+                if t not in _SMALL
+                else f"{value} = ({t})__shfl_sync(0xffffffffu, (int){value}, 0, {WARP});"
+            )
+            if accumulator.arg:
+                lines.append(f"{index} = __shfl_sync(0xffffffffu, {index}, 0, {WARP});")
+        return lines
+
+    @staticmethod
+    def combine_shuffled(accumulator: _Accumulator, offset: str) -> list[str]:
+        value, index, t = accumulator.value, accumulator.index, accumulator.type
+        other = f"df_shuffle_down<{t}>({value}, {offset})"
+        if accumulator.arg:
+            is_max = "true" if accumulator.name == "argmax" else "false"
+            return [
+                f"const {t} other = {other};",
+                f"const df_i64 other_index = __shfl_down_sync(0xffffffffu, {index}, {offset});",
+                f"if (df_arg_takes<{t}>({value}, {index}, other, other_index, {is_max})) "
+                f"{{ {value} = other; {index} = other_index; }}",
+            ]
+        return [f"{value} = {accumulator.combined(value, other)};"]
+
+    def reduction_result(self, accumulator: _Accumulator) -> list[str]:
+        inst = self.instructions[accumulator.number]
+        t = register_type(inst.dtype)
+        if accumulator.arg:
+            value = f"({t}){accumulator.index}"
+        elif inst.op.name == "sum" and self.row_elements == 0:
+            value = literal(inst.dtype, 0)
+        else:
+            value = self.scalars.cast(accumulator.value, accumulator.dtype, inst.dtype)
+        return [f"const {t} v{accumulator.number} = {value};"]
+
+    def layout(self) -> Layout:
+        arguments = tuple((name, dtype) for _, name, dtype in self.arguments())
+        if self.reduce_axes:
+            return Layout(arguments, self.rows, self.row_elements, self.threads_per_row, self.block_threads)
+        return Layout(arguments, self.elements, 0, 0, BLOCK_THREADS)
+
+
+_SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})
+
+
+def from_memory(raw: str, dtype: np.dtype) -> str:
+    if dtype.kind == "b":
+        return f"({raw} != 0)"
+    if dtype.kind == "f" and dtype.itemsize == 2:
+        return f"df_half_to_float({raw})"
+    return raw
+
+
+def to_memory(value: str, dtype: np.dtype) -> str:
+    if dtype.kind == "b":
+        return f"(df_u8)({value})"
+    if dtype.kind == "f" and dtype.itemsize == 2:
+        return f"df_float_to_half({value})"
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def _generated(kernel: Kernel) -> tuple[str, Layout]:
+    generator = _Generator(kernel)
+    return generator.source(), generator.layout()
+
+
+def generate(kernel: Kernel) -> tuple[str, Layout]:
+    """The CUDA C source of ``kernel`` and how to launch it."""
+    return _generated(kernel)

@@ -1,0 +1,266 @@
+// dynfuse: NumPy's scalar semantics as CUDA device functions, included in every generated kernel.
+// Compiled with NVRTC without headers (no <cuda_fp16.h>: float16 is converted by PTX's cvt) and
+// without fast math or FMA contraction, so each op rounds as NumPy's loop does.
+
+typedef signed char df_i8;
+typedef unsigned char df_u8;
+typedef short df_i16;
+typedef unsigned short df_u16;
+typedef int df_i32;
+typedef unsigned int df_u32;
+typedef long long df_i64;
+typedef unsigned long long df_u64;
+
+// ---- float16: stored as its bits, computed in float, rounded once per op as NumPy's half loops
+__device__ __forceinline__ float df_half_to_float(df_u16 bits) {
+  float value;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(bits));
+  return value;
+}
+__device__ __forceinline__ df_u16 df_float_to_half(float value) {
+  df_u16 bits;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return bits;
+}
+__device__ __forceinline__ df_u16 df_double_to_half(double value) {  // one rounding, as NumPy's
+  df_u16 bits;
+  asm("cvt.rn.f16.f64 %0, %1;" : "=h"(bits) : "d"(value));
+  return bits;
+}
+__device__ __forceinline__ float df_round_half(float value) { return df_half_to_float(df_float_to_half(value)); }
+__device__ __forceinline__ float df_round_half(double value) { return df_half_to_float(df_double_to_half(value)); }
+
+// ---- integers: wrapping arithmetic without C's undefined signed overflow
+template <typename T> struct df_unsigned_of { typedef T type; };
+template <> struct df_unsigned_of<df_i8> { typedef df_u32 type; };
+template <> struct df_unsigned_of<df_u8> { typedef df_u32 type; };
+template <> struct df_unsigned_of<df_i16> { typedef df_u32 type; };
+template <> struct df_unsigned_of<df_u16> { typedef df_u32 type; };
+template <> struct df_unsigned_of<df_i32> { typedef df_u32 type; };
+template <> struct df_unsigned_of<df_i64> { typedef df_u64 type; };
+
+template <typename T> __device__ __forceinline__ T df_wrap_add(T x, T y) {
+  typedef typename df_unsigned_of<T>::type U;
+  return (T)((U)x + (U)y);
+}
+template <typename T> __device__ __forceinline__ T df_wrap_sub(T x, T y) {
+  typedef typename df_unsigned_of<T>::type U;
+  return (T)((U)x - (U)y);
+}
+template <typename T> __device__ __forceinline__ T df_wrap_mul(T x, T y) {
+  typedef typename df_unsigned_of<T>::type U;
+  return (T)((U)x * (U)y);
+}
+template <typename T> __device__ __forceinline__ T df_wrap_neg(T x) {
+  typedef typename df_unsigned_of<T>::type U;
+  return (T)(-(U)x);
+}
+
+// NumPy 2: division by zero gives 0; MIN // -1 wraps; floor semantics for // and %
+template <typename T> __device__ __forceinline__ T df_int_floor_divide(T x, T y, bool is_signed) {
+  if (y == 0) return 0;
+  if (is_signed && y == (T)-1) return df_wrap_neg(x);
+  T quotient = x / y, rest = x % y;
+  if (is_signed && rest != 0 && ((rest < 0) != (y < 0))) quotient -= 1;
+  return quotient;
+}
+template <typename T> __device__ __forceinline__ T df_int_remainder(T x, T y, bool is_signed) {
+  if (y == 0) return 0;
+  if (is_signed && y == (T)-1) return 0;
+  T rest = x % y;
+  if (is_signed && rest != 0 && ((rest < 0) != (y < 0))) rest += y;
+  return rest;
+}
+template <typename T> __device__ __forceinline__ T df_int_fmod(T x, T y, bool is_signed) {
+  if (y == 0) return 0;
+  if (is_signed && y == (T)-1) return 0;
+  return x % y;
+}
+template <typename T> __device__ __forceinline__ T df_int_power(T base, T exponent) {
+  T result = 1;
+  typedef typename df_unsigned_of<T>::type U;
+  U remaining = (U)exponent;  // negative exponents were refused when the op was recorded
+  while (remaining != 0) {
+    if (remaining & 1) result = df_wrap_mul(result, base);
+    base = df_wrap_mul(base, base);
+    remaining >>= 1;
+  }
+  return result;
+}
+// shifts past the width (or by a negative count) give 0, or -1 for a negative signed right shift
+template <typename T> __device__ __forceinline__ T df_left_shift(T x, T y, int width) {
+  typedef typename df_unsigned_of<T>::type U;
+  return ((df_u64)(df_i64)y < (df_u64)width) ? (T)((U)x << y) : (T)0;
+}
+template <typename T> __device__ __forceinline__ T df_right_shift(T x, T y, int width, bool is_signed) {
+  if ((df_u64)(df_i64)y < (df_u64)width) return (T)(x >> y);
+  return (is_signed && x < 0) ? (T)-1 : (T)0;
+}
+
+// x86's truncating conversions, which NumPy's loops give: the lowest integer when out of range
+__device__ __forceinline__ df_i32 df_truncate32(double value) {
+  return (value >= -2147483648.0 && value < 2147483648.0) ? (df_i32)value : (df_i32)0x80000000;
+}
+__device__ __forceinline__ df_i64 df_truncate64(double value) {
+  return (value >= -9223372036854775808.0 && value < 9223372036854775808.0) ? (df_i64)value
+                                                                              : (df_i64)0x8000000000000000LL;
+}
+__device__ __forceinline__ df_u64 df_truncate_u64(double value) {
+  if (value >= 9223372036854775808.0)
+    return (df_u64)df_truncate64(value - 9223372036854775808.0) ^ 0x8000000000000000ULL;
+  return (df_u64)df_truncate64(value);
+}
+
+// ---- floats
+__device__ __forceinline__ bool df_isnan(float x) { return x != x; }
+__device__ __forceinline__ bool df_isnan(double x) { return x != x; }
+__device__ __forceinline__ bool df_signbit(float x) { return __float_as_int(x) < 0; }
+__device__ __forceinline__ bool df_signbit(double x) { return __double_as_longlong(x) < 0; }
+
+// maximum/minimum propagate NaN, fmax/fmin ignore it; on equal operands NumPy's float16 loops
+// give the first, its float32/64 loops the second
+template <typename T> __device__ __forceinline__ T df_maximum(T x, T y, bool half) {
+  return ((half ? x >= y : x > y) || df_isnan(x)) ? x : y;
+}
+template <typename T> __device__ __forceinline__ T df_minimum(T x, T y, bool half) {
+  return ((half ? x <= y : x < y) || df_isnan(x)) ? x : y;
+}
+template <typename T> __device__ __forceinline__ T df_fmax(T x, T y, bool half) {
+  return ((half ? x >= y : x > y) || df_isnan(y)) ? x : y;
+}
+template <typename T> __device__ __forceinline__ T df_fmin(T x, T y, bool half) {
+  return ((half ? x <= y : x < y) || df_isnan(y)) ? x : y;
+}
+template <typename T> __device__ __forceinline__ T df_clip(T x, T low, T high, bool half, bool scalar_bounds) {
+  // max(x, low) then min(., high), NaN-propagating, with NumPy's ties between signed zeros
+  bool above = (half || scalar_bounds) ? x >= low : x > low;
+  T value = (above || df_isnan(x)) ? x : low;
+  bool below = half ? value <= high : value < high;
+  if (scalar_bounds && !half) below = below || (value == high && df_signbit(value));
+  return (below || df_isnan(value)) ? value : high;
+}
+template <typename T> __device__ __forceinline__ T df_sign(T x) {
+  if (df_isnan(x)) return x;
+  return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (T)0);
+}
+template <typename T> __device__ __forceinline__ T df_heaviside(T x, T at_zero) {
+  if (df_isnan(x)) return x;
+  return x < (T)0 ? (T)0 : (x == (T)0 ? at_zero : (T)1);
+}
+
+// NumPy's npy_divmod: Python's floor semantics, with its own rules for zeros and NaN
+__device__ __forceinline__ float df_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ double df_fmod(double x, double y) { return fmod(x, y); }
+__device__ __forceinline__ float df_floor(float x) { return floorf(x); }
+__device__ __forceinline__ double df_floor(double x) { return floor(x); }
+__device__ __forceinline__ float df_copysign(float x, float y) { return copysignf(x, y); }
+__device__ __forceinline__ double df_copysign(double x, double y) { return copysign(x, y); }
+template <typename T> __device__ __forceinline__ T df_float_remainder(T x, T y) {
+  T mod = df_fmod(x, y);
+  if (y == (T)0) return mod;
+  if (mod != (T)0) return ((y < (T)0) != (mod < (T)0)) ? mod + y : mod;
+  return df_copysign((T)0, y);
+}
+template <typename T> __device__ __forceinline__ T df_float_floor_divide(T x, T y) {
+  if (y == (T)0) return x / y;
+  T mod = df_fmod(x, y);
+  T div = (x - mod) / y;
+  if (mod != (T)0 && ((y < (T)0) != (mod < (T)0))) div -= (T)1;
+  if (div != (T)0) {
+    T floor = df_floor(div);
+    return (div - floor > (T)0.5) ? floor + (T)1 : floor;
+  }
+  return df_copysign((T)0, x / y);
+}
+
+// NumPy's npy_logaddexp / npy_logaddexp2, branch for branch
+__device__ __forceinline__ float df_logaddexp(float x, float y) {
+  if (x == y) return x + 0.693147180559945309417f;
+  float difference = x - y;
+  if (difference > 0.0f) return x + log1pf(expf(-difference));
+  if (difference <= 0.0f) return y + log1pf(expf(difference));
+  return difference;
+}
+__device__ __forceinline__ double df_logaddexp(double x, double y) {
+  if (x == y) return x + 0.693147180559945309417;
+  double difference = x - y;
+  if (difference > 0.0) return x + log1p(exp(-difference));
+  if (difference <= 0.0) return y + log1p(exp(difference));
+  return difference;
+}
+__device__ __forceinline__ float df_logaddexp2(float x, float y) {
+  if (x == y) return x + 1.0f;
+  float difference = x - y;
+  if (difference > 0.0f) return x + log1pf(exp2f(-difference)) * 1.44269504088896340736f;
+  if (difference <= 0.0f) return y + log1pf(exp2f(difference)) * 1.44269504088896340736f;
+  return difference;
+}
+__device__ __forceinline__ double df_logaddexp2(double x, double y) {
+  if (x == y) return x + 1.0;
+  double difference = x - y;
+  if (difference > 0.0) return x + log1p(exp2(-difference)) * 1.44269504088896340736;
+  if (difference <= 0.0) return y + log1p(exp2(difference)) * 1.44269504088896340736;
+  return difference;
+}
+
+// NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal
+__device__ __forceinline__ float df_power_by_one_value(float x, float y) {
+  return y == 0.5f ? sqrtf(x) : (y == 2.0f ? x * x : (y == -1.0f ? 1.0f / x : powf(x, y)));
+}
+__device__ __forceinline__ double df_power_by_one_value(double x, double y) {
+  return y == 0.5 ? sqrt(x) : (y == 2.0 ? x * x : (y == -1.0 ? 1.0 / x : pow(x, y)));
+}
+
+// ---- argmax/argmin: the first extreme wins, and the first NaN wins and stays
+template <typename T> __device__ __forceinline__ bool df_arg_takes(T best, df_i64 best_index, T value, df_i64 index,
+                                                                   bool is_max) {
+  if (index < 0) return false;
+  if (best_index < 0) return true;
+  bool best_nan = df_isnan(best), value_nan = df_isnan(value);
+  if (best_nan || value_nan) return value_nan && (!best_nan || index < best_index);
+  if (is_max ? value > best : value < best) return true;
+  return value == best && index < best_index;
+}
+template <> __device__ __forceinline__ bool df_arg_takes<bool>(bool best, df_i64 best_index, bool value, df_i64 index,
+                                                               bool is_max) {
+  if (index < 0) return false;
+  if (best_index < 0) return true;
+  if (is_max ? (value && !best) : (!value && best)) return true;
+  return value == best && index < best_index;
+}
+#define DF_INTEGER_ARG_TAKES(T)                                                                       \
+  template <> __device__ __forceinline__ bool df_arg_takes<T>(T best, df_i64 best_index, T value,      \
+                                                              df_i64 index, bool is_max) {              \
+    if (index < 0) return false;                                                                      \
+    if (best_index < 0) return true;                                                                  \
+    if (is_max ? value > best : value < best) return true;                                            \
+    return value == best && index < best_index;                                                       \
+  }
+DF_INTEGER_ARG_TAKES(df_i8)
+DF_INTEGER_ARG_TAKES(df_u8)
+DF_INTEGER_ARG_TAKES(df_i16)
+DF_INTEGER_ARG_TAKES(df_u16)
+DF_INTEGER_ARG_TAKES(df_i32)
+DF_INTEGER_ARG_TAKES(df_u32)
+DF_INTEGER_ARG_TAKES(df_i64)
+DF_INTEGER_ARG_TAKES(df_u64)
+
+// ---- warp shuffles of any register type
+template <typename T> __device__ __forceinline__ T df_shuffle_down(T value, int offset) {
+  return __shfl_down_sync(0xffffffffu, value, offset);
+}
+template <> __device__ __forceinline__ bool df_shuffle_down<bool>(bool value, int offset) {
+  return __shfl_down_sync(0xffffffffu, (int)value, offset) != 0;
+}
+template <> __device__ __forceinline__ df_i8 df_shuffle_down<df_i8>(df_i8 value, int offset) {
+  return (df_i8)__shfl_down_sync(0xffffffffu, (int)value, offset);
+}
+template <> __device__ __forceinline__ df_u8 df_shuffle_down<df_u8>(df_u8 value, int offset) {
+  return (df_u8)__shfl_down_sync(0xffffffffu, (unsigned)value, offset);
+}
+template <> __device__ __forceinline__ df_i16 df_shuffle_down<df_i16>(df_i16 value, int offset) {
+  return (df_i16)__shfl_down_sync(0xffffffffu, (int)value, offset);
+}
+template <> __device__ __forceinline__ df_u16 df_shuffle_down<df_u16>(df_u16 value, int offset) {
+  return (df_u16)__shfl_down_sync(0xffffffffu, (unsigned)value, offset);
+}

@@ -1,0 +1,184 @@
+"""The CUDA generator checked without a GPU: every kernel it writes for a broad set of fusion groups
+(each op and dtype, strided, broadcast and flipped views, float16, reductions along each axis and
+their multi-pass and split forms, random DAGs) compiles with NVRTC to PTX for sm_90 and sm_80, so a
+code-generation error fails CI. Kernels are compiled in batches, one program each, renamed apart;
+a batch that fails is compiled kernel by kernel to name the culprit."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dynfuse
+from dynfuse import config, execute, ops
+from dynfuse.codegen import cuda
+from dynfuse.kernel import Kernel, Target
+
+from .test_plan_differential import STEP, apply_step, inputs
+
+nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="NVRTC (cupy-cuda13x) is not installed")
+
+ARCHITECTURES = ("compute_90", "compute_80")
+DTYPES = [np.dtype(name) for name in ("bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64")]
+DTYPES += [np.dtype(name) for name in ("float16", "float32", "float64")]
+BACKEND = config.BACKENDS["cuda"]
+
+
+def compile_to_ptx(source: str, architecture: str) -> str:
+    program = nvrtc.createProgram(source, "dynfuse.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, [f"--gpu-architecture={architecture}", *cuda.COMPILE_OPTIONS])
+    except nvrtc.NVRTCError as error:
+        raise AssertionError(f"NVRTC failed for {architecture}:\n{nvrtc.getProgramLog(program)}") from error
+    ptx = nvrtc.getPTX(program)
+    return ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+def check_compiles(kernels: list[Kernel]) -> None:
+    """Every kernel's CUDA C compiles for every architecture, and its PTX has its entry."""
+    bodies = []
+    for number, kernel in enumerate(dict.fromkeys(kernels)):
+        source = BACKEND.source(kernel)
+        assert source.startswith(cuda.PRELUDE)
+        bodies.append(source[len(cuda.PRELUDE) :].replace(cuda.ENTRY, f"{cuda.ENTRY}_{number}"))
+    batch = cuda.PRELUDE + "\n".join(bodies)
+    for architecture in ARCHITECTURES:
+        try:
+            ptx = compile_to_ptx(batch, architecture)
+        except AssertionError:
+            for body in bodies:  # name the kernel that fails
+                compile_to_ptx(cuda.PRELUDE + body, architecture)
+            raise
+        entries = set(re.findall(rf"\.entry ({cuda.ENTRY}_\d+)", ptx))
+        assert entries == {f"{cuda.ENTRY}_{number}" for number in range(len(bodies))}
+
+
+def kernels_of(*arrays, target: Target = BACKEND.target) -> list[Kernel]:
+    outputs = execute.wanted_nodes([array._node for array in arrays])
+    saved = BACKEND.target
+    BACKEND.target = target
+    try:
+        _, plan = execute.explain_plan(outputs, BACKEND)
+    finally:
+        BACKEND.target = saved
+    return [step.kernel for step in plan.kernels]
+
+
+def sample(dtype: np.dtype, shape=(6, 5)) -> np.ndarray:
+    values = np.arange(-12, 18, dtype=np.float64).reshape(6, 5)[: shape[0], : shape[1]]
+    with np.errstate(all="ignore"):
+        return values.astype(dtype)
+
+
+def recorded(function, *arguments):
+    """The kernels of ``function`` on lazy arguments; none where NumPy refuses the dtypes."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return kernels_of(function(*arguments))
+    except (TypeError, ValueError, OverflowError, np._core._exceptions._UFuncNoLoopError):
+        return []
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_elementwise_op_compiles(dtype):
+    x = dynfuse.asarray(sample(dtype))
+    y = dynfuse.asarray(sample(dtype)[::-1].T.copy().T)  # another layout: strided loads
+    kernels = []
+    for name, op in ops.ELEMENTWISE.items():
+        if name == "astype":
+            kernels += [k for to in DTYPES for k in recorded(lambda a, to=to: a.astype(to), x)]
+            continue
+        if not isinstance(op.reference, np.ufunc) and name not in ("where", "clip"):
+            continue
+        if name == "where":
+            kernels += recorded(lambda a, b: np.where(a > 1, a, b), x, y)
+        elif name == "clip":
+            kernels += recorded(lambda a, b: np.clip(a, b, 7), x, y)
+            kernels += recorded(lambda a: np.clip(a, -1, 3), x)  # one-value bounds
+        elif op.reference.nin == 1:
+            kernels += recorded(op.reference, x)
+            kernels += recorded(lambda a, f=op.reference: f(a[::-1, ::2]), x)
+        else:
+            kernels += recorded(op.reference, x, y)
+            kernels += recorded(op.reference, x, 3)  # a weak scalar parameter
+            kernels += recorded(op.reference, x, 2.5)
+            kernels += recorded(lambda a, f=op.reference: f(a, 300), x)  # an int compared beyond the dtype
+            kernels += recorded(lambda a, f=op.reference: f(a[:1], a[:, :1]), x)  # broadcast operands
+    assert kernels
+    check_compiles(kernels)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_reduction_along_each_axis_compiles(dtype):
+    x = dynfuse.asarray(sample(dtype))
+    kernels = []
+    for name in ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all", "mean", "var", "std"):
+        for axis in (None, 0, 1):
+            kernels += recorded(lambda a, name=name, axis=axis: getattr(a, name)(axis=axis), x)
+            kernels += recorded(lambda a, name=name, axis=axis: getattr(a.T[::-1], name)(axis=axis), x)
+    kernels += recorded(lambda a: (a * 2).sum(axis=1, keepdims=True) + a, x)
+    assert kernels
+    check_compiles(kernels)
+
+
+@pytest.mark.parametrize("row_limit", [1, 32768])
+def test_row_kernels_of_several_passes_and_their_split_forms_compile(row_limit):
+    target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
+    kernels = []
+    for shape in [(4, 3), (64, 2000), (3, 70000), (1, 1), (0, 5)]:
+        x = dynfuse.asarray(np.ones(shape, np.float32))
+        softmax = np.exp(x - x.max(axis=1, keepdims=True))
+        softmax = softmax / softmax.sum(axis=1, keepdims=True)
+        layernorm = (x - x.mean(axis=1, keepdims=True)) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
+        kernels += kernels_of(softmax, target=target) + kernels_of(layernorm, target=target)
+        kernels += kernels_of(x.astype(np.float16).sum(axis=0), target=target)
+    kernels += kernels_of(dynfuse.asarray(np.ones((5, 0))).sum(axis=1), target=target)  # empty rows
+    check_compiles(kernels)
+
+
+def test_large_arrays_use_64_bit_indices():
+    x = dynfuse.asarray(np.broadcast_to(np.float32(1), (1 << 15, 1 << 15)))
+    (kernel,) = kernels_of(x * 2 + 1)
+    source = BACKEND.source(kernel)
+    assert "df_i64 element" in source and "df_i32 element" not in source
+    (small,) = kernels_of(dynfuse.asarray(np.ones(1000, np.float32)) * 2)
+    assert "df_i32 element" in BACKEND.source(small)
+    check_compiles([kernel, small])
+
+
+def test_sources_and_explain_need_no_gpu():
+    x = dynfuse.asarray(np.ones((8, 300), np.float32))
+    y = np.exp(x - x.max(axis=1, keepdims=True))
+    (source,) = dynfuse.kernel_sources(y, backend="cuda")
+    assert 'extern "C" __global__' in source and "__shfl_down_sync" in source
+    text = dynfuse.explain(y, backend="cuda", source=True)
+    assert all(line.strip() in text for line in source[len(cuda.PRELUDE) :].splitlines())
+    assert dynfuse.stats()["materializations"] == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    arrays=inputs(),
+    program=st.lists(STEP, min_size=6, max_size=24),
+    outputs=st.lists(st.integers(0, 1000), max_size=3),
+    row_limit=st.sampled_from([1, 4, 32768]),
+)
+def test_kernels_of_random_dags_compile(arrays, program, outputs, row_limit):
+    """The plan-differential tests' random programs, recorded (nothing runs) and planned for cuda."""
+    values = [dynfuse.asarray(value) for value in arrays]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in program:
+            try:
+                values.append(apply_step(values, step))
+            except (ValueError, TypeError, IndexError, OverflowError):
+                continue
+    chosen = [values[index % len(values)] for index in outputs] + [values[-1]]
+    target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
+    kernels = kernels_of(*chosen, target=target)
+    if kernels:
+        check_compiles(kernels)
