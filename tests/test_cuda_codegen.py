@@ -17,7 +17,7 @@ from dynfuse import config, execute, ops
 from dynfuse.codegen import cuda
 from dynfuse.kernel import Kernel, Target
 
-from .test_plan_differential import STEP, apply_step, inputs
+from .test_plan_differential import STEP, inputs, record
 
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="NVRTC (cupy-cuda13x) is not installed")
 
@@ -169,15 +169,9 @@ def test_sources_and_explain_need_no_gpu():
 )
 def test_kernels_of_random_dags_compile(arrays, program, outputs, row_limit):
     """The plan-differential tests' random programs, recorded (nothing runs) and planned for cuda."""
-    values = [dynfuse.asarray(value) for value in arrays]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for step in program:
-            try:
-                values.append(apply_step(values, step))
-            except (ValueError, TypeError, IndexError, OverflowError):
-                continue
-    chosen = [values[index % len(values)] for index in outputs] + [values[-1]]
+        chosen = record(program, arrays, outputs)
     target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
     kernels = kernels_of(*chosen, target=target)
     if kernels:

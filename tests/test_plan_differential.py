@@ -70,15 +70,20 @@ def apply_step(values, step):
     return a.astype(DTYPES[choice % len(DTYPES)])
 
 
-def run(program, inputs, outputs):
-    """Record the program on lazy arrays; steps NumPy refuses are left out, as they would fail."""
+def record(program, inputs, outputs):
+    """Record the program on lazy arrays; steps NumPy refuses are left out, as they would fail.
+    The chosen outputs, and the last value."""
     values = [dynfuse.asarray(value) for value in inputs]
     for step in program:
         try:
             values.append(apply_step(values, step))
         except (ValueError, TypeError, IndexError, OverflowError):
             continue
-    chosen = [values[index % len(values)] for index in outputs] + [values[-1]]
+    return [values[index % len(values)] for index in outputs] + [values[-1]]
+
+
+def run(program, inputs, outputs):
+    chosen = record(program, inputs, outputs)
     dynfuse.evaluate(*chosen)
     return chosen
 

@@ -107,3 +107,36 @@ def c_strides(shape: tuple[int, ...]) -> list[int]:
         strides.append(step if extent > 1 else 0)
         step *= extent
     return strides[::-1]
+
+
+class KernelFacts:
+    """What every generator derives from a kernel before it writes code: its axes, its loads and
+    which of them need strides at launch, each op's loop dtypes and the scalar parameter uses."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.instructions = kernel.instructions
+        self.shape = kernel.shape
+        self.reduce_axes = list(kernel.reduce_axes)
+        self.kept_axes = [axis for axis in range(len(self.shape)) if axis not in kernel.reduce_axes]
+        self.loads = kernel.inputs
+        self.strided = tuple(
+            inst.slot
+            for inst in self.loads
+            if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
+        )
+        self.loops = {
+            number: loop_of(kernel.instructions, inst)
+            for number, inst in enumerate(self.instructions)
+            if inst.op.kind is OpKind.ELEMENTWISE
+        }
+        self.param_uses, self.use_of = param_uses(kernel, self.loops)
+        self.row_elements = int(np.prod([self.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
+        self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
+
+    def is_one_value(self, number: int) -> bool:
+        """A weak scalar or a 0-d load: one value for the whole kernel."""
+        inst = self.instructions[number]
+        return inst.op.kind is OpKind.SCALAR or (
+            inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
+        )

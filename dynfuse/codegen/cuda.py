@@ -33,7 +33,7 @@ import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
-from .common import COMPARISONS, accumulation, c_strides, loop_of, param_uses
+from .common import COMPARISONS, KernelFacts, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
 # NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
@@ -426,30 +426,12 @@ class _Accumulator:
         return [f"{self.value} = {self.combined(self.value, value)};"]
 
 
-class _Generator:
+class _Generator(KernelFacts):
     def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
-        self.instructions = kernel.instructions
-        self.shape = kernel.shape
+        KernelFacts.__init__(self, kernel)
         self.ndim = len(kernel.shape)
-        self.reduce_axes = list(kernel.reduce_axes)
-        self.kept_axes = [axis for axis in range(self.ndim) if axis not in kernel.reduce_axes]
-        self.loads = kernel.inputs
-        self.strided = tuple(
-            inst.slot
-            for inst in self.loads
-            if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
-        )
-        self.loops = {
-            number: loop_of(kernel.instructions, inst)
-            for number, inst in enumerate(self.instructions)
-            if inst.op.kind is OpKind.ELEMENTWISE
-        }
-        self.param_uses, self.use_of = param_uses(kernel, self.loops)
-        self.row_elements = int(np.prod([self.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
         self.rows = int(np.prod([self.shape[axis] for axis in self.kept_axes], dtype=np.int64))
         self.elements = int(np.prod(self.shape, dtype=np.int64))
-        self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
         self.scalars = _Scalars()
         # 32-bit indices are faster; 64-bit ones once an index plus a grid's threads could pass 2**31
         self.index_type = "df_i64" if self.elements >= 1 << 30 else "df_i32"
@@ -574,12 +556,6 @@ class _Generator:
             decided = f"({sides[0]} {COMPARISONS[inst.op.name]} {sides[1]})"
             value = f"({flag} != 0 ? {decided} : {value})"
         return [f"const {t} v{number} = {value};"]
-
-    def is_one_value(self, number: int) -> bool:
-        inst = self.instructions[number]
-        return inst.op.kind is OpKind.SCALAR or (
-            inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
-        )
 
     def store(self, position: int, output: Output, address: str) -> str:
         value = self.scalars.cast(f"v{output.value}", self.instructions[output.value].dtype, output.dtype)

@@ -53,18 +53,7 @@ from llvmlite import ir
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
 from . import llvm_math
-from .common import (
-    BOOL,
-    COMPARISONS,
-    FLOAT32,
-    FLOAT64,
-    INT64,
-    ParamUse,
-    accumulation,
-    c_strides,
-    loop_of,
-    param_uses,
-)
+from .common import BOOL, COMPARISONS, FLOAT32, FLOAT64, INT64, KernelFacts, ParamUse, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
 PARTIAL = "dynfuse_partial"
@@ -850,7 +839,7 @@ def counted_loop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, body: Callable
     b.position_at_end(after)
 
 
-class _KernelModule:
+class _KernelModule(KernelFacts):
     """Builds the module for one kernel: its entry, and for one-pass reductions PARTIAL and FINISH.
 
     A reducing kernel works on *units* of kept elements: one row at a time, or, in column mode
@@ -865,24 +854,7 @@ class _KernelModule:
         self.kernel = kernel
         self.module = ir.Module(name="dynfuse")
         self.instructions = kernel.instructions
-        self.shape = kernel.shape
-        ndim = len(kernel.shape)
-        self.reduce_axes = list(kernel.reduce_axes)
-        self.kept_axes = [axis for axis in range(ndim) if axis not in kernel.reduce_axes]
-        self.loads = kernel.inputs
-        self.strided = tuple(
-            inst.slot
-            for inst in self.loads
-            if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
-        )
-        self.loops = {
-            number: loop_of(kernel.instructions, inst)
-            for number, inst in enumerate(self.instructions)
-            if inst.op.kind is OpKind.ELEMENTWISE
-        }
-        self.param_uses, self.use_of = param_uses(kernel, self.loops)
-        self.row_elements = int(np.prod([kernel.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
-        self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
+        KernelFacts.__init__(self, kernel)
         self.splittable = bool(self.reduce_axes) and kernel.passes == 1
         self.columns = reads_columns(kernel)
         self.scratch_bytes = 0  # the most any function's lanes take (see ``lane_variable``)
@@ -1149,12 +1121,6 @@ class _KernelModule:
     def per_element(self, output: Output) -> bool:
         """Written in the element loop: a kernel that reduces over no axes has no rows."""
         return not output.row or not self.reduce_axes
-
-    def is_one_value(self, number: int) -> bool:
-        inst = self.instructions[number]
-        return inst.op.kind is OpKind.SCALAR or (
-            inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
-        )
 
     def needed(self, stage: int | None) -> list[int]:
         """Per-element instructions a pass computes: what its reductions and outputs read."""
