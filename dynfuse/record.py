@@ -53,10 +53,7 @@ def bound_depth(array: Any) -> Any:
 
 
 def new_array(node: Node) -> Any:
-    array = array_module.LazyArray(node)
-    if node.depth >= config.max_depth:
-        materialize_arrays([array])
-    return array
+    return bound_depth(array_module.LazyArray(node))
 
 
 def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:

@@ -26,6 +26,25 @@ COMPARISONS = {
     "greater_equal": ">=",
 }
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
+# The C math library function of each transcendental that generators call from the library (a
+# backend's generator may compute others itself, as LLVM's exp, log and tanh)
+C_MATH = {
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "arctan2": "atan2",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "hypot": "hypot",
+    "cbrt": "cbrt",
+    "power": "pow",
+}
 
 _CLIP = np._core.umath.clip
 

@@ -25,7 +25,6 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
-from .common import COMPARISONS, KernelFacts, accumulation, c_strides
+from .common import C_MATH, COMPARISONS, KernelFacts, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
 # NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
@@ -82,17 +81,6 @@ class Layout:
     row_elements: int  # 0 for an elementwise kernel
     threads_per_row: int
     block_threads: int
-
-    @property
-    def rows_per_block(self) -> int:
-        return self.block_threads // self.threads_per_row if self.threads_per_row else 0
-
-    def grid(self, multiprocessors: int, blocks_per_multiprocessor: int = 8) -> int:
-        """Blocks for a launch: enough to cover the work, at most as many as the device runs at once
-        (the kernels loop over the rest)."""
-        per_block = self.rows_per_block if self.row_elements else self.block_threads
-        needed = max(-(-self.elements // max(per_block, 1)), 1)
-        return min(needed, multiprocessors * blocks_per_multiprocessor)
 
 
 def literal(dtype: np.dtype, value: float | int | bool) -> str:
@@ -293,14 +281,8 @@ class _Scalars:
             return f"({x} * {x})", False
         if name == "reciprocal":
             return f"(({t})1 / {x})", False
-        if name == "sign":
-            return f"df_sign<{t}>({x})", False
-        if name == "heaviside":
-            return f"df_heaviside<{t}>({x}, {a[1]})", False
-        if name == "floor_divide":
-            return f"df_float_floor_divide<{t}>({x}, {a[1]})", False
-        if name == "remainder":
-            return f"df_float_remainder<{t}>({x}, {a[1]})", False
+        if name in _TEMPLATED:
+            return f"{_TEMPLATED[name]}<{t}>({', '.join(a)})", False
         if name in ("deg2rad", "rad2deg"):
             factor = (np.pi / 180.0) if name == "deg2rad" else (180.0 / np.pi)
             if dtype == np.float32:
@@ -327,8 +309,16 @@ _LOGICAL = {
     "logical_not": "(!{0})",
 }
 _PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
+# NumPy's rules for these float ops, as the prelude's templates
+_TEMPLATED = {
+    "sign": "df_sign",
+    "heaviside": "df_heaviside",
+    "floor_divide": "df_float_floor_divide",
+    "remainder": "df_float_remainder",
+}
 # CUDA's math library, float32 with an ``f`` suffix; without fast math, within a few ulp
 _MATH = {
+    **C_MATH,
     "sqrt": "sqrt",
     "absolute": "fabs",
     "fabs": "fabs",
@@ -345,22 +335,7 @@ _MATH = {
     "log2": "log2",
     "log10": "log10",
     "log1p": "log1p",
-    "sin": "sin",
-    "cos": "cos",
-    "tan": "tan",
-    "arcsin": "asin",
-    "arccos": "acos",
-    "arctan": "atan",
-    "arctan2": "atan2",
-    "sinh": "sinh",
-    "cosh": "cosh",
     "tanh": "tanh",
-    "arcsinh": "asinh",
-    "arccosh": "acosh",
-    "arctanh": "atanh",
-    "hypot": "hypot",
-    "cbrt": "cbrt",
-    "power": "pow",
     "float_power": "pow",
 }
 
@@ -789,12 +764,7 @@ def to_memory(value: str, dtype: np.dtype) -> str:
     return value
 
 
-@functools.lru_cache(maxsize=256)
-def _generated(kernel: Kernel) -> tuple[str, Layout]:
-    generator = _Generator(kernel)
-    return generator.source(), generator.layout()
-
-
 def generate(kernel: Kernel) -> tuple[str, Layout]:
     """The CUDA C source of ``kernel`` and how to launch it."""
-    return _generated(kernel)
+    generator = _Generator(kernel)
+    return generator.source(), generator.layout()

@@ -174,32 +174,24 @@ template <typename T> __device__ __forceinline__ T df_float_floor_divide(T x, T 
 }
 
 // NumPy's npy_logaddexp / npy_logaddexp2, branch for branch
-__device__ __forceinline__ float df_logaddexp(float x, float y) {
-  if (x == y) return x + 0.693147180559945309417f;
-  float difference = x - y;
-  if (difference > 0.0f) return x + log1pf(expf(-difference));
-  if (difference <= 0.0f) return y + log1pf(expf(difference));
+__device__ __forceinline__ float df_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double df_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float df_exp(float x) { return expf(x); }
+__device__ __forceinline__ double df_exp(double x) { return exp(x); }
+__device__ __forceinline__ float df_exp2(float x) { return exp2f(x); }
+__device__ __forceinline__ double df_exp2(double x) { return exp2(x); }
+template <typename T> __device__ __forceinline__ T df_logaddexp(T x, T y) {
+  if (x == y) return x + (T)0.693147180559945309417;
+  T difference = x - y;
+  if (difference > (T)0) return x + df_log1p(df_exp(-difference));
+  if (difference <= (T)0) return y + df_log1p(df_exp(difference));
   return difference;
 }
-__device__ __forceinline__ double df_logaddexp(double x, double y) {
-  if (x == y) return x + 0.693147180559945309417;
-  double difference = x - y;
-  if (difference > 0.0) return x + log1p(exp(-difference));
-  if (difference <= 0.0) return y + log1p(exp(difference));
-  return difference;
-}
-__device__ __forceinline__ float df_logaddexp2(float x, float y) {
-  if (x == y) return x + 1.0f;
-  float difference = x - y;
-  if (difference > 0.0f) return x + log1pf(exp2f(-difference)) * 1.44269504088896340736f;
-  if (difference <= 0.0f) return y + log1pf(exp2f(difference)) * 1.44269504088896340736f;
-  return difference;
-}
-__device__ __forceinline__ double df_logaddexp2(double x, double y) {
-  if (x == y) return x + 1.0;
-  double difference = x - y;
-  if (difference > 0.0) return x + log1p(exp2(-difference)) * 1.44269504088896340736;
-  if (difference <= 0.0) return y + log1p(exp2(difference)) * 1.44269504088896340736;
+template <typename T> __device__ __forceinline__ T df_logaddexp2(T x, T y) {
+  if (x == y) return x + (T)1;
+  T difference = x - y;
+  if (difference > (T)0) return x + df_log1p(df_exp2(-difference)) * (T)1.44269504088896340736;
+  if (difference <= (T)0) return y + df_log1p(df_exp2(difference)) * (T)1.44269504088896340736;
   return difference;
 }
 

@@ -53,7 +53,18 @@ from llvmlite import ir
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
 from . import llvm_math
-from .common import BOOL, COMPARISONS, FLOAT32, FLOAT64, INT64, KernelFacts, ParamUse, accumulation, c_strides
+from .common import (
+    BOOL,
+    C_MATH,
+    COMPARISONS,
+    FLOAT32,
+    FLOAT64,
+    INT64,
+    KernelFacts,
+    ParamUse,
+    accumulation,
+    c_strides,
+)
 
 ENTRY = "dynfuse_kernel"
 PARTIAL = "dynfuse_partial"
@@ -421,8 +432,8 @@ class _Scalars:
             return b.call(self.intrinsic(_INTRINSICS[name], t, _ARITY.get(name, 1)), a)
         if name in llvm_math.FUNCTIONS:
             return llvm_math.call(self.module, b, name, x, for_half=half)
-        if name in _LIBM:
-            return b.call(self.libm(_LIBM[name], t, len(a)), a)
+        if name in C_MATH:  # the C library, as NumPy's own scalar loops call it
+            return b.call(self.libm(C_MATH[name], t, len(a)), a)
         if name == "negative":
             return b.fneg(x)
         if name == "positive":
@@ -555,27 +566,6 @@ _INTRINSICS = {
     "copysign": "llvm.copysign",
 }
 _ARITY = {"copysign": 2}
-# The other transcendentals call the C library, as NumPy's own scalar loops do (``llvm_math`` has
-# vectorizable exp, log and tanh).
-_LIBM = {
-    "sin": "sin",
-    "cos": "cos",
-    "tan": "tan",
-    "arcsin": "asin",
-    "arccos": "acos",
-    "arctan": "atan",
-    "arctan2": "atan2",
-    "sinh": "sinh",
-    "cosh": "cosh",
-    "arcsinh": "asinh",
-    "arccosh": "acosh",
-    "arctanh": "atanh",
-    "hypot": "hypot",
-    "cbrt": "cbrt",
-    "power": "pow",
-}
-
-
 # -- the kernel's loops ---------------------------------------------------------------------------
 
 Stride = int | ir.Value  # in elements: known when the module is built, or read at launch
