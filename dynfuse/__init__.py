@@ -6,7 +6,7 @@ trace is planned and executed at once.
 
 from __future__ import annotations
 
-from . import config, dtypes, numpy
+from . import accelerate, config, dtypes, numpy
 from .array import LazyArray, array, asarray
 from .config import set_backend
 from .explain import explain, kernel_sources
@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LazyArray",
+    "accelerate",
     "array",
     "asarray",
     "config",

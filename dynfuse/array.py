@@ -65,6 +65,9 @@ def _binary(name: str, substitute: Any = None) -> tuple:
     def in_place(self: LazyArray, other: Any) -> LazyArray:
         return call(self, other, self)
 
+    if substitute is None:
+        forward.fast_path = (op, "forward")
+    reflected.fast_path = (op, "reflected")
     return forward, reflected, in_place
 
 
@@ -75,6 +78,7 @@ def _unary(name: str) -> Any:
         recorded = record.record_common(op, self)
         return recorded if recorded is not None else record.elementwise(op, (self,))
 
+    method.fast_path = (op, "unary")
     return method
 
 
@@ -154,7 +158,8 @@ class LazyArray:
     # ---- materialization -------------------------------------------------------------------------
 
     def _value(self) -> np.ndarray:
-        record.materialize_arrays([self])
+        if self._node.inputs:
+            record.materialize_arrays([self])
         return self._node.buffer
 
     def numpy(self) -> np.ndarray:
@@ -165,7 +170,7 @@ class LazyArray:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         buffer = self.numpy()
-        return np.asarray(buffer, dtype=dtype, copy=copy)
+        return buffer if dtype is None and copy is None else np.asarray(buffer, dtype=dtype, copy=copy)
 
     def item(self, *args: Any) -> Any:
         return self._value().item(*args)
@@ -237,6 +242,9 @@ class LazyArray:
             kwargs["out"] = out
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
         return record.fallback(name, getattr(ufunc, method), inputs, kwargs)
+
+    # What ``accelerate`` needs to record this method's common case in C (as for the operators)
+    __array_ufunc__.fast_path = (ops.UFUNC_OPS, "ufunc")
 
     def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):

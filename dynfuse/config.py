@@ -83,6 +83,8 @@ tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
 plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
 kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
 threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
+# Record in Python even where the C recorder is built (dynfuse.accelerate): to compare, or to debug.
+pure_python: bool = os.environ.get("DYNFUSE_PURE_PYTHON", "0").strip() not in ("", "0")
 
 
 def set_backend(name: str) -> None:

@@ -11,7 +11,6 @@ a warning: a fault in dynfuse never turns into a wrong answer.
 
 from __future__ import annotations
 
-import operator
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
@@ -19,7 +18,7 @@ from collections.abc import Hashable, Sequence
 import cachetools
 import numpy as np
 
-from . import cache, config, interpret, schedule, stats, views
+from . import cache, config, interpret, schedule, stats, trace, views
 from .kernel import Backend, CompiledKernel, Kernel
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
@@ -50,9 +49,11 @@ def materialize(nodes: Sequence[Node]) -> None:
         if not outputs:
             return
         backend = config.BACKENDS[config.backend]
-        key = replay_key(outputs, backend)
-        if key is not None and _replayed(key, outputs[0]):
-            return
+        key = None if backend is None or len(outputs) != 1 else trace.replay_key(backend.name, outputs[0])
+        if key is not None:
+            replay = cache.replay(key)
+            if replay is not None and replay.materialize(outputs[0], key):
+                return
         order = topological_order(outputs)
         tiny = backend is not None and _tiny(order, backend)
         if backend is None or (tiny and not _repeated_enough(key, backend)):
@@ -64,37 +65,7 @@ def materialize(nodes: Sequence[Node]) -> None:
         _counters()["materializations"] += 1
 
 
-def replay_key(outputs: list[Node], backend: Backend | None) -> tuple | None:
-    """What identifies a lone output's trace to the replay cache: the backend, the structure
-    recorded with the node, and which of its leaf positions hold the same leaf."""
-    if backend is None or len(outputs) != 1:
-        return None
-    node = outputs[0]
-    if node.key is None or not all(map(_inputs, node.ancestors)):  # an ancestor was materialized
-        return None
-    ids = list(map(id, node.leaves))
-    return (backend.name, node.key, tuple(map(ids.index, ids)))
-
-
-_inputs = operator.attrgetter("inputs")
 _counters = stats.thread_counters
-
-
-def _replayed(key: tuple, node: Node) -> bool:
-    replay = cache.replay(key)
-    if replay is None:
-        return False
-    try:
-        node.become_leaf(replay.run(node.leaves))
-    except Exception:  # the planned path runs it again, and warns and falls back if it must
-        cache.forget_replay(key)
-        return False
-    counters = _counters()
-    counters["replays"] += 1
-    counters["kernels_launched"] += 1
-    counters["fused_ops"] += replay.fused_ops
-    counters["materializations"] += 1
-    return True
 
 
 def _sighted(key: Hashable) -> int:
@@ -160,7 +131,17 @@ class Replay:
     """A plan of one compiled kernel whose loads are leaves, run again from the leaves of another
     trace of the same structure: no walk, no numbering, no plan lookup."""
 
-    __slots__ = ("compiled", "direct", "fused_ops", "kernel", "loads", "output", "params", "shape")
+    __slots__ = (
+        "compiled",
+        "direct",
+        "fused_ops",
+        "kernel",
+        "loads",
+        "output",
+        "params",
+        "result_key",
+        "shape",
+    )
 
     def __init__(
         self,
@@ -184,6 +165,9 @@ class Replay:
         # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
         # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
         self.direct = direct
+        # The result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
+        # kept past a reset of the table is at worst a replay miss for what reads the result.
+        self.result_key: int | None = None
 
     @classmethod
     def of(cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node) -> Replay | None:
@@ -209,6 +193,24 @@ class Replay:
         )
         output = step.stores.index(number)
         return cls(kernel, compiled, loads, params, output, node.shape, len(step.nodes), direct)
+
+    def materialize(self, node: Node, key: tuple) -> bool:
+        """Compute ``node`` by this replay; False if that failed (then it is forgotten, and the
+        planned path runs the trace again, warning and falling back if it must)."""
+        try:
+            result = self.run(node.leaves)
+            if self.result_key is None:  # the same every time: the kernel allocates it
+                self.result_key = trace.structure_id(trace.buffer_key(result))
+            node.become_leaf(result, self.result_key)
+        except Exception:
+            cache.forget_replay(key)
+            return False
+        counters = _counters()
+        counters["replays"] += 1
+        counters["kernels_launched"] += 1
+        counters["fused_ops"] += self.fused_ops
+        counters["materializations"] += 1
+        return True
 
     def run(self, leaves: tuple[Node, ...]) -> np.ndarray:
         kernel = self.kernel

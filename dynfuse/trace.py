@@ -11,6 +11,7 @@ it is released. Walks are iterative, so no trace depth can reach Python's recurs
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Hashable, Iterable
@@ -41,6 +42,19 @@ def structure_id(description: Hashable) -> int:
             _structure_ids.clear()
         found = _structure_ids[description] = _new_structure_id()
     return found
+
+
+def replay_key(backend_name: str, node: Node) -> tuple | None:
+    """What identifies a node's trace to the replay cache: the backend, the structure recorded with
+    the node, and which of its leaf positions hold the same leaf. None once an ancestor was
+    materialized: the structure no longer says what the node computes."""
+    if node.key is None or not all(map(_inputs, node.ancestors)):
+        return None
+    ids = list(map(id, node.leaves))
+    return (backend_name, node.key, tuple(map(ids.index, ids)))
+
+
+_inputs = operator.attrgetter("inputs")
 
 
 class Node:
@@ -115,32 +129,35 @@ class Node:
     @classmethod
     def leaf(cls, array: np.ndarray, exposed: bool) -> Node:
         """A materialized leaf; ``exposed`` when code outside dynfuse may hold this memory."""
-        node = cls(ops.BUFFER, (), (), array.shape, array.dtype)
-        node.buffer = array
-        node.exposed = exposed
-        node.key = structure_id(buffer_key(array))
-        return node
+        return cls._leaf(
+            ops.BUFFER, array, array.shape, array.dtype, exposed, structure_id(buffer_key(array))
+        )
 
     @classmethod
     def scalar(cls, value: bool | int | float | complex) -> Node:
+        return cls._leaf(ops.SCALAR, value, (), None, False, structure_id(type(value)))
+
+    @classmethod
+    def _leaf(cls, op: Op, value: Any, shape: tuple, dtype: np.dtype | None, exposed: bool, key: int) -> Node:
         node = cls.__new__(cls)
-        node.op, node.inputs, node.params, node.shape, node.dtype = ops.SCALAR, (), (), (), None
-        node.buffer, node.exposed, node.depth = value, False, 0
-        node.key, node.leaves, node.ancestors = structure_id(type(value)), (), ()
+        node.op, node.inputs, node.params, node.shape, node.dtype = op, (), (), shape, dtype
+        node.buffer, node.exposed, node.depth = value, exposed, 0
+        node.key, node.leaves, node.ancestors = key, (), ()
         return node
 
     @property
     def is_materialized(self) -> bool:
         return not self.inputs
 
-    def become_leaf(self, array: np.ndarray) -> None:
-        """Hold the computed value and let go of the graph above it."""
+    def become_leaf(self, array: np.ndarray, key: int | None = None) -> None:
+        """Hold the computed value and let go of the graph above it. ``key``: the array's
+        ``structure_id(buffer_key(array))``, where the caller knows it already."""
         self.op = ops.BUFFER
         self.inputs = ()
         self.params = ()
         self.buffer = array
         self.depth = 0
-        self.key = structure_id(buffer_key(array))
+        self.key = structure_id(buffer_key(array)) if key is None else key
         self.leaves = ()
         self.ancestors = ()
 

@@ -18,6 +18,7 @@ nothing.
 
 import argparse
 import datetime
+import functools
 import importlib
 import json
 import os
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from bench_workloads import WORKLOADS, Workload
 from compile_probe import ELEMENTS as COMPILE_PROBE_ELEMENTS
-from timing import Timing, measure
+from timing import Timing, measure, measure_interleaved
 
 import dynfuse
 from dynfuse import config
@@ -261,33 +262,36 @@ def ten_op_chain(x):
 
 
 def measure_dispatch(repeats):
-    """Microseconds per trace, recorded and materialized, after everything is cached."""
+    """Microseconds per trace, recorded and materialized, after everything is cached; NumPy and
+    each tier setting timed in turn (``measure_interleaved``)."""
     values = np.random.default_rng(2).standard_normal(DISPATCH_ELEMENTS, dtype=np.float32)
     expected = ten_op_chain(values)
+
+    def lazy_chain():
+        return np.asarray(ten_op_chain(dynfuse.asarray(values)))
 
     def traces(run):
         def sample():
             for _ in range(TRACES_PER_SAMPLE):
                 run()
 
-        # Cached as the target means it: past the repeats after which the tier policy compiles it.
-        for _ in range(config.BACKENDS["cpu"].target.tiny_repeats + 1):
-            run()
-        return measure(sample, repeats).scaled(1e6 / TRACES_PER_SAMPLE)
+        return sample
 
-    def lazy_chain():
-        return np.asarray(ten_op_chain(dynfuse.asarray(values)))
-
-    times = {"NumPy": traces(lambda: ten_op_chain(values))}
     configured = config.tiers
+    contenders = {"NumPy": (traces(lambda: ten_op_chain(values)), None)}
     try:
         for tiers, name in ((True, "dynfuse, default tiers"), (False, "dynfuse, DYNFUSE_TIERS=0")):
-            config.tiers = tiers
+            setting = functools.partial(setattr, config, "tiers", tiers)
+            setting()
             np.testing.assert_allclose(lazy_chain(), expected, rtol=1e-6)
-            times[name] = traces(lazy_chain)
+            # Cached as the target means it: past the repeats after which the tier policy compiles it.
+            for _ in range(config.BACKENDS["cpu"].target.tiny_repeats + 1):
+                lazy_chain()
+            contenders[name] = (traces(lazy_chain), setting)
+        times = measure_interleaved(contenders, repeats)
     finally:
         config.tiers = configured
-    return times
+    return {name: timing.scaled(1e6 / TRACES_PER_SAMPLE) for name, timing in times.items()}
 
 
 def cpu_model():

@@ -28,13 +28,25 @@ class Timing:
 
 def measure(function, repeats, before=None) -> Timing:
     """Time ``function()`` over ``repeats`` runs; ``before()`` runs untimed before each."""
-    samples = []
+    return measure_interleaved({None: (function, before)}, repeats)[None]
+
+
+def measure_interleaved(contenders: dict, repeats: int) -> dict:
+    """Time each contender, ``name: (function, before)``, over ``repeats`` rounds of one run of each
+    in turn: a slow spell of a shared machine then falls on all of them alike, so their ratios
+    hold even where the times themselves drift. ``before()`` (or None) runs untimed before each."""
+    samples: dict = {name: [] for name in contenders}
     for _ in range(repeats):
-        if before is not None:
-            before()
-        start = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - start)
+        for name, (function, before) in contenders.items():
+            if before is not None:
+                before()
+            start = time.perf_counter()
+            function()
+            samples[name].append(time.perf_counter() - start)
+    return {name: _summary(times) for name, times in samples.items()}
+
+
+def _summary(samples: list[float]) -> Timing:
     if len(samples) == 1:
         return Timing(samples[0], samples[0], samples[0])
     low, _, high = statistics.quantiles(samples, n=4, method="inclusive")

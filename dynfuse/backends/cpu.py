@@ -190,6 +190,8 @@ class _Launcher:
         uses = layout.param_uses
         in_order = all(use.slot == slot and not use.compared for slot, use in enumerate(uses))
         self.fields_are_params = len(uses) if in_order else -1
+        self.rows = layout.extent
+        self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
         addresses = [*map(_data_address, inputs), *map(_data_address, outputs)]
@@ -235,15 +237,15 @@ class _Launcher:
             cell += 2 if use.compared else 1
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
-        layout = self.layout
-        rows = layout.extent
+        rows = self.rows
         if rows == 0:
             return
         cells = self.cells(inputs, params, outputs)
         threads = config.threads
-        if threads == 1 or rows * max(layout.row_elements, 1) < PARALLEL_ELEMENTS:
-            self.entry(cells, self.scratch(1)[0] if layout.scratch_bytes else None, 0, rows)
+        if threads == 1 or self.work < PARALLEL_ELEMENTS:
+            self.entry(cells, self.scratch(1)[0] if self.layout.scratch_bytes else None, 0, rows)
             return
+        layout = self.layout
         # Threads share rows when each gets enough (in column mode, whole cache lines of every row
         # of memory it reads), and the reduced elements of every row when not, or when all rows fit
         # one chunk of columns: then each thread reads whole rows of memory, in order.

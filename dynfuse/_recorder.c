@@ -1,0 +1,645 @@
+/* The recorder's hot path in C: what runs once per recorded array operation.
+
+   Recording is the dispatch cost of every lazy op, and in Python it is bytecode: about 3 us an op,
+   where NumPy's own dispatch is about 1 us. This module does what ``trace.Node.__init__``,
+   ``trace.structure_id``, ``trace.replay_key`` and ``record.record_common`` do, on the same objects: nodes and lazy
+   arrays are instances of the Python classes, allocated here with their ``__slots__`` written at
+   the offsets Python gave them, so each class keeps one definition, in Python. Those Python
+   functions stay the reference, used where this extension was not built or is switched off
+   (``DYNFUSE_PURE_PYTHON=1``); tests hold the two to the same results (tests/test_recorder.py).
+
+   ``dynfuse.accelerate`` binds the module to the Python objects it works on (``bind``) and
+   installs its functions in their place. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+/* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
+#define INTERFACE_VERSION 1
+
+enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
+static const char *const node_slot_names[NODE_SLOTS] = {
+    "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "depth", "key", "leaves", "ancestors",
+};
+enum { ARRAY_NODE, ARRAY_BASE, ARRAY_VIEWS, ARRAY_SLOTS };
+static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_views"};
+
+/* Everything ``bind`` hands over; strong references, held for the life of the process. */
+static struct {
+    PyTypeObject *node_type, *array_type;
+    Py_ssize_t node_offsets[NODE_SLOTS], array_offsets[ARRAY_SLOTS];
+    PyObject *trace_module;    /* for STRUCTURE_TABLE_LIMIT and REPLAY_KEY_LIMIT, read when used */
+    PyObject *config_module;   /* for max_depth, read when used */
+    PyObject *structure_ids;   /* trace._structure_ids */
+    PyObject *new_structure_id;
+    PyObject *thread_state;    /* trace._thread: .recording */
+    PyObject *start_thread;    /* trace._pending.start_thread */
+    PyObject *scalar_op;       /* ops.SCALAR */
+    PyObject *unary;           /* record._UNARY */
+    PyObject *common_dtypes;   /* record._common_dtypes */
+    PyObject *common_result;   /* record._common_result */
+    PyObject *bound_depth;     /* record.bound_depth */
+    PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth;
+    PyObject *zero;
+    int bound;
+} S;
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+#define NODE_SLOT(node, slot) SLOT(node, S.node_offsets[slot])
+#define ARRAY_SLOT(array, slot) SLOT(array, S.array_offsets[slot])
+
+/* Write a slot: steals ``value``, and releases what the slot held (NULL in a fresh object). */
+static inline void set_slot(PyObject *object, Py_ssize_t offset, PyObject *value)
+{
+    PyObject *old = SLOT(object, offset);
+    SLOT(object, offset) = value;
+    Py_XDECREF(old);
+}
+
+static int slot_offsets(PyTypeObject *type, const char *const *names, Py_ssize_t *offsets, int count)
+{
+    for (int i = 0; i < count; i++) {
+        PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (descriptor == NULL)
+            return -1;
+        int ok = Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)descriptor)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            offsets[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        Py_DECREF(descriptor);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", type->tp_name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static Py_ssize_t module_int(PyObject *module, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(module, name);
+    if (value == NULL)
+        return -1;
+    Py_ssize_t result = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return result;
+}
+
+/* trace.structure_id: a new reference to the id of ``description``. */
+static PyObject *intern_structure(PyObject *description)
+{
+    PyObject *found = PyDict_GetItemWithError(S.structure_ids, description);
+    if (found != NULL)
+        return Py_NewRef(found);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t limit = module_int(S.trace_module, S.str_table_limit);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyDict_GET_SIZE(S.structure_ids) >= limit)
+        PyDict_Clear(S.structure_ids);
+    found = PyObject_CallNoArgs(S.new_structure_id);
+    if (found == NULL)
+        return NULL;
+    if (PyDict_SetItem(S.structure_ids, description, found) < 0) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
+}
+
+/* What trace._Recording keeps for every node with inputs: a weak reference, and the count. */
+static int register_pending(PyObject *node)
+{
+    PyObject *recording = PyObject_GetAttr(S.thread_state, S.str_recording);
+    if (recording == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        recording = PyObject_CallNoArgs(S.start_thread);
+        if (recording == NULL)
+            return -1;
+    }
+    int status = -1;
+    PyObject *refs = NULL, *ref = NULL, *counters = NULL, *sweep_at = NULL;
+    if ((refs = PyObject_GetAttr(recording, S.str_refs)) == NULL || !PyList_Check(refs))
+        goto done;
+    if ((ref = PyWeakref_NewRef(node, NULL)) == NULL || PyList_Append(refs, ref) < 0)
+        goto done;
+    if ((counters = PyObject_GetAttr(recording, S.str_counters)) == NULL)
+        goto done;
+    PyObject *count = PyDict_GetItemWithError(counters, S.str_ops_recorded);
+    if (count == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_KeyError, "ops_recorded");
+        goto done;
+    }
+    PyObject *one = PyLong_FromLong(1), *sum = PyNumber_Add(count, one);
+    Py_DECREF(one);
+    if (sum == NULL)
+        goto done;
+    int stored = PyDict_SetItem(counters, S.str_ops_recorded, sum);
+    Py_DECREF(sum);
+    if (stored < 0 || (sweep_at = PyObject_GetAttr(recording, S.str_sweep_at)) == NULL)
+        goto done;
+    Py_ssize_t threshold = PyLong_AsSsize_t(sweep_at);
+    if (threshold == -1 && PyErr_Occurred())
+        goto done;
+    if (PyList_GET_SIZE(refs) >= threshold) {
+        PyObject *swept = PyObject_CallMethodNoArgs(recording, S.str_sweep);
+        if (swept == NULL)
+            goto done;
+        Py_DECREF(swept);
+    }
+    status = 0;
+done:
+    Py_XDECREF(sweep_at);
+    Py_XDECREF(counters);
+    Py_XDECREF(ref);
+    Py_XDECREF(refs);
+    Py_DECREF(recording);
+    return status;
+}
+
+/* Write every slot of a node not exposed to NumPy: the first six values borrowed, the last four
+   stolen. */
+static void set_node_slots(PyObject *node, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
+                           PyObject *dtype, PyObject *buffer, PyObject *depth, PyObject *key, PyObject *leaves,
+                           PyObject *ancestors)
+{
+    PyObject *values[NODE_SLOTS] = {
+        Py_NewRef(op), Py_NewRef(inputs), Py_NewRef(params), Py_NewRef(shape), Py_NewRef(dtype), Py_NewRef(buffer),
+        Py_NewRef(Py_False), depth, key, leaves, ancestors,
+    };
+    for (int slot = 0; slot < NODE_SLOTS; slot++)
+        set_slot(node, S.node_offsets[slot], values[slot]);
+}
+
+/* Whether a node's slots are what init_node reads them as (a node made by __new__ may not be). */
+static int complete_node(PyObject *node)
+{
+    PyObject *depth = NODE_SLOT(node, DEPTH), *key = NODE_SLOT(node, KEY), *inputs = NODE_SLOT(node, INPUTS);
+    PyObject *leaves = NODE_SLOT(node, LEAVES), *ancestors = NODE_SLOT(node, ANCESTORS);
+    if (depth && key && inputs && leaves && ancestors && PyLong_CheckExact(depth) && PyTuple_CheckExact(inputs)
+        && PyTuple_CheckExact(leaves) && PyTuple_CheckExact(ancestors))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "an input node is not fully initialized");
+    return 0;
+}
+
+/* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
+static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
+                     PyObject *dtype)
+{
+    if (!PyTuple_CheckExact(inputs)) {
+        PyErr_Format(PyExc_TypeError, "Node inputs must be a tuple, not %.100s", Py_TYPE(inputs)->tp_name);
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(inputs), leaf_count = 0, ancestor_count = 0;
+    long depth = 0;
+    int keyless = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *child = PyTuple_GET_ITEM(inputs, i);
+        if (!PyObject_TypeCheck(child, S.node_type)) {
+            PyErr_Format(PyExc_TypeError, "Node inputs must be nodes, not %.100s", Py_TYPE(child)->tp_name);
+            return -1;
+        }
+        if (!complete_node(child))
+            return -1;
+        long child_depth = PyLong_AsLong(NODE_SLOT(child, DEPTH));
+        if (child_depth == -1 && PyErr_Occurred())
+            return -1;
+        if (child_depth >= depth)
+            depth = child_depth + 1;
+        keyless |= NODE_SLOT(child, KEY) == Py_None;
+        if (PyTuple_GET_SIZE(NODE_SLOT(child, INPUTS)) > 0) {
+            leaf_count += PyTuple_GET_SIZE(NODE_SLOT(child, LEAVES));
+            ancestor_count += PyTuple_GET_SIZE(NODE_SLOT(child, ANCESTORS)) + 1;
+        } else {
+            leaf_count += 1;
+        }
+    }
+    Py_ssize_t key_limit = module_int(S.trace_module, S.str_key_limit);
+    if (key_limit == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *key, *leaves, *ancestors;
+    if (keyless || leaf_count + ancestor_count > key_limit) {
+        key = Py_NewRef(Py_None);
+        leaves = PyTuple_New(0);
+        ancestors = PyTuple_New(0);
+    } else {
+        PyObject *description = PyTuple_New(2 + count);
+        leaves = PyTuple_New(leaf_count);
+        ancestors = PyTuple_New(ancestor_count);
+        if (description == NULL || leaves == NULL || ancestors == NULL) {
+            Py_XDECREF(description);
+            Py_XDECREF(leaves);
+            Py_XDECREF(ancestors);
+            return -1;
+        }
+        PyTuple_SET_ITEM(description, 0, Py_NewRef(op));
+        PyTuple_SET_ITEM(description, 1, Py_NewRef(params));
+        Py_ssize_t leaf = 0, ancestor = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *child = PyTuple_GET_ITEM(inputs, i);
+            PyTuple_SET_ITEM(description, 2 + i, Py_NewRef(NODE_SLOT(child, KEY)));
+            if (PyTuple_GET_SIZE(NODE_SLOT(child, INPUTS)) > 0) {
+                PyObject *child_leaves = NODE_SLOT(child, LEAVES), *child_ancestors = NODE_SLOT(child, ANCESTORS);
+                for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(child_leaves); j++)
+                    PyTuple_SET_ITEM(leaves, leaf++, Py_NewRef(PyTuple_GET_ITEM(child_leaves, j)));
+                for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(child_ancestors); j++)
+                    PyTuple_SET_ITEM(ancestors, ancestor++, Py_NewRef(PyTuple_GET_ITEM(child_ancestors, j)));
+                PyTuple_SET_ITEM(ancestors, ancestor++, Py_NewRef(child));
+            } else {  /* a leaf does not list itself: that would be a cycle */
+                PyTuple_SET_ITEM(leaves, leaf++, Py_NewRef(child));
+            }
+        }
+        key = intern_structure(description);
+        Py_DECREF(description);
+        if (key == NULL) {
+            Py_DECREF(leaves);
+            Py_DECREF(ancestors);
+            return -1;
+        }
+    }
+    PyObject *depth_object = PyLong_FromLong(depth);
+    if (leaves == NULL || ancestors == NULL || depth_object == NULL) {
+        Py_DECREF(key);
+        Py_XDECREF(leaves);
+        Py_XDECREF(ancestors);
+        Py_XDECREF(depth_object);
+        return -1;
+    }
+    set_node_slots(self, op, inputs, params, shape, dtype, Py_None, depth_object, key, leaves, ancestors);
+    return count > 0 ? register_pending(self) : 0;
+}
+
+static PyObject *new_node(PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape, PyObject *dtype)
+{
+    PyObject *node = S.node_type->tp_alloc(S.node_type, 0);
+    if (node != NULL && init_node(node, op, inputs, params, shape, dtype) < 0)
+        Py_CLEAR(node);
+    return node;
+}
+
+/* trace.Node.scalar */
+static PyObject *new_scalar(PyObject *value)
+{
+    PyObject *key = intern_structure((PyObject *)Py_TYPE(value));
+    if (key == NULL)
+        return NULL;
+    PyObject *node = S.node_type->tp_alloc(S.node_type, 0);
+    if (node == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *empty = PyTuple_New(0);  /* the empty tuple is a singleton: this cannot fail */
+    set_node_slots(node, S.scalar_op, empty, empty, empty, Py_None, value, Py_NewRef(S.zero), key,
+                   Py_NewRef(empty), Py_NewRef(empty));
+    Py_DECREF(empty);
+    return node;
+}
+
+static int is_weak_scalar(PyObject *value)
+{
+    if (PyFloat_CheckExact(value) || PyBool_Check(value))
+        return 1;
+    if (!PyLong_CheckExact(value))
+        return 0;
+    int overflow;
+    long small = PyLong_AsLongAndOverflow(value, &overflow);
+    return !overflow && 0 <= small && small <= 127;
+}
+
+#define BIND_CHECK()                                                                           \
+    do {                                                                                       \
+        if (!S.bound) {                                                                        \
+            PyErr_SetString(PyExc_RuntimeError, "dynfuse._recorder is not bound to dynfuse"); \
+            return NULL;                                                                       \
+        }                                                                                      \
+    } while (0)
+
+/* record.record_common(op, first[, second]) */
+static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs < 2 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "record_common takes 2 or 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *op = args[0], *operands[2] = {args[1], nargs == 3 ? args[2] : S.unary};
+    if (operands[1] == S.unary)
+        nargs = 2;
+    PyObject *nodes[2] = {NULL, NULL}, *kinds[2] = {NULL, NULL}, *result = NULL;
+    PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
+    Py_ssize_t count = nargs - 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *operand = operands[i];
+        if (Py_IS_TYPE(operand, S.array_type)) {
+            PyObject *node = ARRAY_SLOT(operand, ARRAY_NODE);
+            if (node == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "LazyArray has no node");
+                goto done;
+            }
+            if (array != NULL) {
+                int same = PyObject_RichCompareBool(NODE_SLOT(node, SHAPE), NODE_SLOT(array, SHAPE), Py_EQ);
+                if (same <= 0) {
+                    if (same == 0)
+                        result = Py_NewRef(Py_None);
+                    goto done;
+                }
+            }
+            nodes[i] = Py_NewRef(node);
+            kinds[i] = NODE_SLOT(node, DTYPE);
+            array = node;
+        } else if (is_weak_scalar(operand) && (i == 0 || array != NULL)) {
+            if ((nodes[i] = new_scalar(operand)) == NULL)
+                goto done;
+            kinds[i] = (PyObject *)Py_TYPE(operand);
+        } else {
+            if (PyErr_Occurred())
+                goto done;
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (array == NULL) { /* a lone scalar */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *inputs = count == 1 ? PyTuple_Pack(1, nodes[0]) : PyTuple_Pack(2, nodes[0], nodes[1]);
+    PyObject *key = count == 1 ? PyTuple_Pack(2, op, kinds[0]) : PyTuple_Pack(3, op, kinds[0], kinds[1]);
+    PyObject *dtype = NULL;
+    if (inputs == NULL || key == NULL)
+        goto release;
+    dtype = PyDict_GetItemWithError(S.common_dtypes, key);
+    if (dtype != NULL) {
+        Py_INCREF(dtype);
+    } else {
+        if (PyErr_Occurred())
+            goto release;
+        dtype = PyObject_CallFunctionObjArgs(S.common_result, op, inputs, NULL);
+        if (dtype == NULL || PyDict_SetItem(S.common_dtypes, key, dtype) < 0)
+            goto release;
+    }
+    if (dtype == Py_False) {
+        result = Py_NewRef(Py_None);
+        goto release;
+    }
+    PyObject *empty = PyTuple_New(0);
+    PyObject *node = new_node(op, inputs, empty, NODE_SLOT(array, SHAPE), dtype);
+    Py_DECREF(empty);
+    if (node == NULL)
+        goto release;
+    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
+    if (lazy == NULL) {
+        Py_DECREF(node);
+        goto release;
+    }
+    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
+    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(Py_None));
+    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    /* record.bound_depth, called only when it has something to do */
+    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
+    long depth = PyLong_AsLong(NODE_SLOT(node, DEPTH));
+    if ((max_depth == -1 || depth == -1) && PyErr_Occurred()) {
+        Py_DECREF(lazy);
+        goto release;
+    }
+    if (depth >= max_depth) {
+        result = PyObject_CallOneArg(S.bound_depth, lazy);
+        Py_DECREF(lazy);
+    } else {
+        result = lazy;
+    }
+release:
+    Py_XDECREF(dtype);
+    Py_XDECREF(key);
+    Py_XDECREF(inputs);
+done:
+    Py_XDECREF(nodes[0]);
+    Py_XDECREF(nodes[1]);
+    return result;
+}
+
+/* LazyArray methods whose common case record_common records: an operator (its operand order:
+   one operand, forward or reflected) or __array_ufunc__ (the op looked up by ufunc). When
+   record_common declines, the Python method runs: it is the general path. */
+enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC };
+static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", NULL};
+
+static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    /* data: (op, or the ufunc -> op table; order; the Python method) */
+    PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
+    long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
+    PyObject *operands[3] = {op, NULL, NULL};
+    Py_ssize_t count = 0;
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        if (order == ORDER_UNARY && nargs == 1) {
+            operands[1] = args[0];
+            count = 2;
+        } else if (order == ORDER_FORWARD && nargs == 2) {
+            operands[1] = args[0];
+            operands[2] = args[1];
+            count = 3;
+        } else if (order == ORDER_REFLECTED && nargs == 2) {
+            operands[1] = args[1];
+            operands[2] = args[0];
+            count = 3;
+        } else if (order == ORDER_UFUNC && (nargs == 4 || nargs == 5) && PyUnicode_Check(args[2])
+                   && PyUnicode_CompareWithASCIIString(args[2], "__call__") == 0) {
+            operands[0] = PyDict_GetItemWithError(op, args[1]);
+            if (operands[0] == NULL && PyErr_Occurred())
+                return NULL;
+            operands[1] = args[3];
+            operands[2] = nargs == 5 ? args[4] : NULL;
+            count = operands[0] == NULL ? 0 : nargs - 2;
+        }
+    }
+    if (count > 0) {
+        PyObject *recorded = record_common(NULL, operands, count);
+        if (recorded != Py_None)
+            return recorded;  /* the new array, or NULL with the error set */
+        Py_DECREF(recorded);
+    }
+    return PyObject_Vectorcall(general, args, nargs, kwnames);
+}
+
+static PyMethodDef fast_method_definition = {
+    "fast_method", (PyCFunction)(void (*)(void))fast_method_call, METH_FASTCALL | METH_KEYWORDS,
+    "A LazyArray method: record_common first, the Python method when it declines.",
+};
+
+static PyObject *fast_method(PyObject *module, PyObject *args)
+{
+    PyObject *op, *general;
+    const char *order_name;
+    if (!PyArg_ParseTuple(args, "OsO:fast_method", &op, &order_name, &general))
+        return NULL;
+    long order = 0;
+    while (order_names[order] != NULL && strcmp(order_names[order], order_name) != 0)
+        order++;
+    if (order_names[order] == NULL || (order == ORDER_UFUNC && !PyDict_Check(op)) || !PyCallable_Check(general)) {
+        PyErr_Format(PyExc_ValueError, "fast_method: bad order %s, table or method", order_name);
+        return NULL;
+    }
+    PyObject *data = Py_BuildValue("(OlO)", op, order, general);
+    if (data == NULL)
+        return NULL;
+    PyObject *function = PyCFunction_New(&fast_method_definition, data);
+    Py_DECREF(data);
+    if (function == NULL)
+        return NULL;
+    PyObject *method = PyInstanceMethod_New(function);  /* binds like a Python function */
+    Py_DECREF(function);
+    return method;
+}
+
+/* trace.Node.__init__(self, op, inputs, params, shape, dtype) */
+static PyObject *node_init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "Node() takes 5 arguments (%zd given)", nargs - 1);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], S.node_type)) {
+        PyErr_SetString(PyExc_TypeError, "Node.__init__ needs a Node");
+        return NULL;
+    }
+    if (init_node(args[0], args[1], args[2], args[3], args[4], args[5]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* trace.replay_key(backend_name, node) */
+static PyObject *replay_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 2 || !PyObject_TypeCheck(args[1], S.node_type)) {
+        PyErr_SetString(PyExc_TypeError, "replay_key takes a backend name and a node");
+        return NULL;
+    }
+    PyObject *node = args[1], *key = NODE_SLOT(node, KEY), *leaves = NODE_SLOT(node, LEAVES);
+    PyObject *ancestors = NODE_SLOT(node, ANCESTORS);
+    if (!complete_node(node))
+        return NULL;
+    if (key == Py_None)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ancestors); i++) {
+        PyObject *ancestor = PyTuple_GET_ITEM(ancestors, i);
+        if (!complete_node(ancestor))
+            return NULL;
+        if (PyTuple_GET_SIZE(NODE_SLOT(ancestor, INPUTS)) == 0) /* materialized since */
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(leaves);
+    PyObject *pattern = PyTuple_New(count);
+    if (pattern == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t first = 0;
+        while (PyTuple_GET_ITEM(leaves, first) != PyTuple_GET_ITEM(leaves, i))
+            first++;
+        PyObject *position = PyLong_FromSsize_t(first);
+        if (position == NULL) {
+            Py_DECREF(pattern);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pattern, i, position);
+    }
+    PyObject *result = PyTuple_Pack(3, args[0], key, pattern);
+    Py_DECREF(pattern);
+    return result;
+}
+
+static PyObject *structure_id(PyObject *module, PyObject *description)
+{
+    BIND_CHECK();
+    return intern_structure(description);
+}
+
+static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {
+        "Node", "LazyArray", "trace_module", "config_module", "structure_ids", "new_structure_id",
+        "thread_state", "start_thread", "scalar_op", "unary", "common_dtypes", "common_result",
+        "bound_depth", NULL,
+    };
+    PyObject *node_type, *array_type, *objects[11];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OO:bind", names, &PyType_Type, &node_type,
+                                     &PyType_Type, &array_type, &objects[0], &objects[1], &PyDict_Type,
+                                     &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
+                                     &objects[7], &PyDict_Type, &objects[8], &objects[9], &objects[10]))
+        return NULL;
+    if (S.bound) {
+        PyErr_SetString(PyExc_RuntimeError, "dynfuse._recorder is bound once");
+        return NULL;
+    }
+    if (slot_offsets((PyTypeObject *)node_type, node_slot_names, S.node_offsets, NODE_SLOTS) < 0
+        || slot_offsets((PyTypeObject *)array_type, array_slot_names, S.array_offsets, ARRAY_SLOTS) < 0)
+        return NULL;
+    S.node_type = (PyTypeObject *)Py_NewRef(node_type);
+    S.array_type = (PyTypeObject *)Py_NewRef(array_type);
+    PyObject **targets[11] = {
+        &S.trace_module, &S.config_module, &S.structure_ids, &S.new_structure_id, &S.thread_state,
+        &S.start_thread, &S.scalar_op, &S.unary, &S.common_dtypes, &S.common_result, &S.bound_depth,
+    };
+    for (int i = 0; i < 11; i++)
+        *targets[i] = Py_NewRef(objects[i]);
+    S.bound = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,
+     "Hand over the Python objects the recorder works on; once per process."},
+    {"record_common", (PyCFunction)(void (*)(void))record_common, METH_FASTCALL,
+     "record.record_common in C."},
+    {"structure_id", structure_id, METH_O, "trace.structure_id in C."},
+    {"fast_method", fast_method, METH_VARARGS,
+     "fast_method(op or ufunc table, order, python_method): the method that records the common case in C."},
+    {"replay_key", (PyCFunction)(void (*)(void))replay_key, METH_FASTCALL, "trace.replay_key in C."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_definition = {
+    PyModuleDef_HEAD_INIT, "dynfuse._recorder", "The recorder's hot path in C.", -1, methods,
+};
+
+static PyMethodDef node_init_definition = {
+    "__init__", (PyCFunction)(void (*)(void))node_init, METH_FASTCALL, "trace.Node.__init__ in C.",
+};
+
+PyMODINIT_FUNC PyInit__recorder(void)
+{
+    PyObject *module = PyModule_Create(&module_definition);
+    if (module == NULL)
+        return NULL;
+    /* An instancemethod binds like a Python function: usable as Node.__init__. */
+    PyObject *function = PyCFunction_New(&node_init_definition, NULL);
+    PyObject *method = function ? PyInstanceMethod_New(function) : NULL;
+    Py_XDECREF(function);
+    S.zero = PyLong_FromLong(0);
+    S.str_recording = PyUnicode_InternFromString("recording");
+    S.str_refs = PyUnicode_InternFromString("refs");
+    S.str_counters = PyUnicode_InternFromString("counters");
+    S.str_sweep_at = PyUnicode_InternFromString("sweep_at");
+    S.str_sweep = PyUnicode_InternFromString("sweep");
+    S.str_ops_recorded = PyUnicode_InternFromString("ops_recorded");
+    S.str_table_limit = PyUnicode_InternFromString("STRUCTURE_TABLE_LIMIT");
+    S.str_key_limit = PyUnicode_InternFromString("REPLAY_KEY_LIMIT");
+    S.str_max_depth = PyUnicode_InternFromString("max_depth");
+    if (method == NULL || S.zero == NULL || S.str_max_depth == NULL
+        || PyModule_AddObject(module, "node_init", method) < 0
+        || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
+        Py_XDECREF(method);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

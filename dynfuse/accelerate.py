@@ -1,0 +1,97 @@
+"""The C recorder (``dynfuse._recorder``), put in place of the Python functions it speeds up.
+
+Recording runs once per array operation, so its cost is every lazy op's dispatch overhead. The
+extension does what ``trace.Node.__init__``, ``trace.structure_id``, ``trace.replay_key`` and
+``record.record_common`` do, on the same objects. The Python functions stay the reference: they
+run where the extension was not built (no C compiler), where it is stale, or when
+``DYNFUSE_PURE_PYTHON=1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from . import array, config, ops, record, trace
+
+# What this Python code expects of the extension: a build from another version is not used.
+INTERFACE_VERSION = 1
+
+# (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
+_REFERENCE: dict[tuple[Any, str], Any] = {
+    (trace.Node, "__init__"): trace.Node.__init__,
+    (trace, "structure_id"): trace.structure_id,
+    (trace, "replay_key"): trace.replay_key,
+    (record, "record_common"): record.record_common,
+}
+_accelerated: dict[tuple[Any, str], Any] = {}
+
+
+def _load() -> ModuleType | None:
+    try:
+        from . import _recorder
+    except ImportError:
+        return None
+    if getattr(_recorder, "INTERFACE_VERSION", None) != INTERFACE_VERSION:
+        warnings.warn(
+            "dynfuse: the C recorder was built from another version of dynfuse; recording in Python "
+            "(reinstall dynfuse to rebuild it)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    _recorder.bind(
+        Node=trace.Node,
+        LazyArray=array.LazyArray,
+        trace_module=trace,
+        config_module=config,
+        structure_ids=trace._structure_ids,
+        new_structure_id=trace._new_structure_id,
+        thread_state=trace._thread,
+        start_thread=trace._pending.start_thread,
+        scalar_op=ops.SCALAR,
+        unary=record._UNARY,
+        common_dtypes=record._common_dtypes,
+        common_result=record._common_result,
+        bound_depth=record.bound_depth,
+    )
+    return _recorder
+
+
+def _install(functions: dict[tuple[Any, str], Any]) -> None:
+    for (owner, name), function in functions.items():
+        setattr(owner, name, function)
+
+
+def in_use() -> bool:
+    """Whether recording runs in C now."""
+    return bool(_accelerated) and trace.structure_id is _accelerated[trace, "structure_id"]
+
+
+@contextlib.contextmanager
+def pure_python() -> Iterator[None]:
+    """Record in Python inside the block (tests compare the two)."""
+    was_in_use = in_use()
+    _install(_REFERENCE)
+    try:
+        yield
+    finally:
+        if was_in_use:
+            _install(_accelerated)
+
+
+_extension = _load()
+if _extension is not None:
+    for owner, name in _REFERENCE:
+        _accelerated[owner, name] = getattr(_extension, "node_init" if name == "__init__" else name)
+    # LazyArray's operators and __array_ufunc__ mark their common case with ``fast_path``: in C it
+    # skips their Python frame, and the Python method is what runs when record_common declines.
+    for name, method in vars(array.LazyArray).items():
+        if hasattr(method, "fast_path"):
+            _REFERENCE[array.LazyArray, name] = method
+            _accelerated[array.LazyArray, name] = _extension.fast_method(*method.fast_path, method)
+    if not config.pure_python:
+        _install(_accelerated)

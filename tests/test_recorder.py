@@ -1,0 +1,177 @@
+"""The C recorder (dynfuse/_recorder.c) against its Python reference: the same traces, node for node.
+
+Every other test records through whichever is in use (C where it is built); these record each
+program both ways and compare what was built, and check what only the C side can get wrong
+(reference counts, malformed calls).
+"""
+
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dynfuse
+from dynfuse import accelerate, config, ops, record, trace
+from dynfuse.trace import Node
+
+from .test_plan_differential import STEP, inputs
+from .test_plan_differential import record as record_program
+
+pytestmark = pytest.mark.skipif(
+    config.pure_python, reason="DYNFUSE_PURE_PYTHON=1 switches the C recorder off"
+)
+
+
+def test_the_c_recorder_is_built_and_in_use():
+    """``make test`` builds it (a C compiler is part of the set-up): recording in Python there
+    would mean the build broke without a word."""
+    assert accelerate.in_use()
+
+
+def describe(roots):
+    """Every node under ``roots`` as plain data, nodes named by order of first sight, so two traces
+    compare equal exactly when they have the same shape of graph and the same contents."""
+    names: dict[int, int] = {}
+    rows = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        if id(node) in names:
+            continue
+        names[id(node)] = len(names)
+        rows.append(node)
+        stack.extend(reversed(node.inputs))
+        stack.extend(reversed(node.leaves + node.ancestors))
+
+    def name(node):
+        return names[id(node)]
+
+    return [
+        (
+            node.op.name,
+            node.params,
+            node.shape,
+            node.dtype,
+            node.depth,
+            node.key,
+            node.buffer if node.op is ops.SCALAR else None,
+            node.exposed,
+            [name(child) for child in node.inputs],
+            [name(leaf) for leaf in node.leaves],
+            [name(ancestor) for ancestor in node.ancestors],
+        )
+        for node in rows
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    arrays=inputs(), program=st.lists(STEP, min_size=1, max_size=24), outputs=st.lists(st.integers(0, 1000))
+)
+def test_random_traces_are_recorded_the_same_in_c_and_python(arrays, program, outputs):
+    with np.errstate(all="ignore"):
+        in_c = record_program(program, arrays, outputs)
+        with accelerate.pure_python():
+            in_python = record_program(program, arrays, outputs)
+    assert describe([a._node for a in in_c]) == describe([a._node for a in in_python])
+
+
+OPERANDS = [
+    np.arange(6.0),
+    np.arange(6, dtype=np.int32).reshape(2, 3),
+    np.ones(3, np.float16),
+    np.array([True, False]),
+    np.arange(4, dtype=np.complex64),  # unsupported: the general path records a fallback
+]
+SCALARS = [2, 0, 127, 128, -1, 2.5, True, 1j, 2**70, "x", None]
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "less", "right_shift", "divide", "negative", "sqrt"])
+def test_the_common_case_gives_what_the_reference_gives(name):
+    """Each operand combination record_common takes or declines: same result either way."""
+    op = ops.elementwise_op(name)
+    arrays = [dynfuse.asarray(value) for value in OPERANDS]
+    candidates = arrays + SCALARS
+    if getattr(np, name).nin == 1:
+        operand_lists = [(a,) for a in candidates]
+    else:
+        operand_lists = [(a, b) for a in candidates for b in candidates]
+    for operands in operand_lists:
+        got = outcome(op, operands)
+        with accelerate.pure_python():
+            expected = outcome(op, operands)
+        if isinstance(got, dynfuse.LazyArray) and isinstance(expected, dynfuse.LazyArray):
+            assert describe([got._node]) == describe([expected._node]), operands
+            assert got._base is None and got._views is None
+        else:
+            assert got == expected, operands
+
+
+def outcome(op, operands):
+    """What record_common made of the operands: a lazy array, None (declined), or the error type."""
+    try:
+        return record.record_common(op, *operands)
+    except Exception as error:
+        return type(error)
+
+
+def test_the_depth_bound_holds(monkeypatch):
+    monkeypatch.setattr(config, "max_depth", 5)
+    x = dynfuse.asarray(np.arange(4.0))
+    for _ in range(12):
+        x = x * 1.5 + 1
+        assert x._node.depth <= 5
+    np.testing.assert_allclose(np.asarray(x), _expected_chain(np.arange(4.0), 12))
+
+
+def _expected_chain(values, steps):
+    for _ in range(steps):
+        values = values * 1.5 + 1
+    return values
+
+
+def test_references_are_released():
+    """Nothing recorded outlives its last user, and what every op touches (the op, the shape, the
+    dtype, the operands) keeps its reference count: a leak in C shows up here."""
+    x = dynfuse.asarray(np.arange(8.0))
+    scale = float("2.5")  # an object of this test's own, unlike the small constants
+    watched = [ops.elementwise_op("multiply"), x._node.shape, x._node.dtype, x._node, scale]
+    (x * scale + 1 > x) & True  # interns the structures and fills the dtype table
+    gc.collect()
+    before = [sys.getrefcount(item) for item in watched]
+    for _ in range(1000):
+        y = (x * scale + 1 > x) & True
+        alive = weakref.ref(y._node.inputs[0])
+        del y
+        assert alive() is None
+    trace._thread.recording.sweep()  # the weak references to the dead nodes go
+    gc.collect()
+    assert [sys.getrefcount(item) for item in watched] == before
+
+
+def test_pending_nodes_are_registered():
+    """An eager write must find the nodes that read the buffer: the C recorder registers them."""
+    base = np.arange(4.0)
+    x = dynfuse.asarray(base)
+    y = x * 2
+    before = np.asarray(y).copy()
+    z = x + 1
+    x[0] = 100.0  # z reads the old value of x[0], as NumPy's z would
+    np.testing.assert_array_equal(np.asarray(z), [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(before, [0.0, 2.0, 4.0, 6.0])
+
+
+def test_malformed_nodes_raise_instead_of_crashing():
+    scalar = Node.scalar(1.0)
+    with pytest.raises(TypeError, match="tuple"):
+        Node(ops.elementwise_op("negative"), [scalar], (), (), None)
+    with pytest.raises(TypeError, match="nodes"):
+        Node(ops.elementwise_op("negative"), ("not a node",), (), (), None)
+    with pytest.raises(TypeError, match="initialized"):
+        Node(ops.elementwise_op("negative"), (Node.__new__(Node),), (), (), None)
+    with pytest.raises(TypeError):
+        record.record_common(ops.elementwise_op("negative"))
