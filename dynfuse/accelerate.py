@@ -36,29 +36,35 @@ def _load() -> ModuleType | None:
     except ImportError:
         return None
     if getattr(_recorder, "INTERFACE_VERSION", None) != INTERFACE_VERSION:
-        warnings.warn(
-            "dynfuse: the C recorder was built from another version of dynfuse; recording in Python "
-            "(reinstall dynfuse to rebuild it)",
-            RuntimeWarning,
-            stacklevel=3,
+        return _refused("it was built from another version of dynfuse")
+    try:
+        _recorder.bind(
+            Node=trace.Node,
+            LazyArray=array.LazyArray,
+            trace_module=trace,
+            config_module=config,
+            structure_ids=trace._structure_ids,
+            new_structure_id=trace._new_structure_id,
+            thread_state=trace._thread,
+            start_thread=trace._pending.start_thread,
+            scalar_op=ops.SCALAR,
+            unary=record._UNARY,
+            common_dtypes=record._common_dtypes,
+            common_result=record._common_result,
+            bound_depth=record.bound_depth,
         )
-        return None
-    _recorder.bind(
-        Node=trace.Node,
-        LazyArray=array.LazyArray,
-        trace_module=trace,
-        config_module=config,
-        structure_ids=trace._structure_ids,
-        new_structure_id=trace._new_structure_id,
-        thread_state=trace._thread,
-        start_thread=trace._pending.start_thread,
-        scalar_op=ops.SCALAR,
-        unary=record._UNARY,
-        common_dtypes=record._common_dtypes,
-        common_result=record._common_result,
-        bound_depth=record.bound_depth,
-    )
+    except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
+        return _refused(str(error))
     return _recorder
+
+
+def _refused(reason: str) -> None:
+    warnings.warn(
+        f"dynfuse: the C recorder is not used ({reason}); recording in Python (reinstall dynfuse to "
+        "rebuild it)",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 def _install(functions: dict[tuple[Any, str], Any]) -> None:

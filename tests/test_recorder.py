@@ -6,6 +6,7 @@ program both ways and compare what was built, and check what only the C side can
 """
 
 import gc
+import subprocess
 import sys
 import weakref
 
@@ -175,3 +176,27 @@ def test_malformed_nodes_raise_instead_of_crashing():
         Node(ops.elementwise_op("negative"), (Node.__new__(Node),), (), (), None)
     with pytest.raises(TypeError):
         record.record_common(ops.elementwise_op("negative"))
+
+
+@pytest.mark.parametrize(
+    "extension",
+    [
+        "types.SimpleNamespace(INTERFACE_VERSION=0)",  # built from another version
+        "types.SimpleNamespace(INTERFACE_VERSION=1, bind=mismatched)",  # classes it does not fit
+    ],
+)
+def test_a_recorder_that_does_not_fit_is_refused_with_a_warning(extension):
+    code = f"""
+import sys, types, warnings
+def mismatched(**objects):
+    raise TypeError("dynfuse.trace.Node.op is not a __slots__ member")
+sys.modules["dynfuse._recorder"] = {extension}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import dynfuse, numpy as np
+print(dynfuse.accelerate.in_use(), [str(warning.message) for warning in caught])
+print(np.asarray(dynfuse.asarray(np.arange(3.0)) * 2 + 1).tolist())
+"""
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.startswith("False") and "the C recorder is not used" in printed
+    assert printed.endswith("[1.0, 3.0, 5.0]\n")
