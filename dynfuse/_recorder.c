@@ -43,7 +43,7 @@ static struct {
     PyObject *bound_depth;     /* record.bound_depth */
     PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
     PyObject *str_table_limit, *str_key_limit, *str_max_depth;
-    PyObject *zero;
+    PyObject *zero, *empty;    /* 0 and () */
     int bound;
 } S;
 
@@ -228,8 +228,8 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
     PyObject *key, *leaves, *ancestors;
     if (keyless || leaf_count + ancestor_count > key_limit) {
         key = Py_NewRef(Py_None);
-        leaves = PyTuple_New(0);
-        ancestors = PyTuple_New(0);
+        leaves = Py_NewRef(S.empty);
+        ancestors = Py_NewRef(S.empty);
     } else {
         PyObject *description = PyTuple_New(2 + count);
         leaves = PyTuple_New(leaf_count);
@@ -296,10 +296,8 @@ static PyObject *new_scalar(PyObject *value)
         Py_DECREF(key);
         return NULL;
     }
-    PyObject *empty = PyTuple_New(0);  /* the empty tuple is a singleton: this cannot fail */
-    set_node_slots(node, S.scalar_op, empty, empty, empty, Py_None, value, Py_NewRef(S.zero), key,
-                   Py_NewRef(empty), Py_NewRef(empty));
-    Py_DECREF(empty);
+    set_node_slots(node, S.scalar_op, S.empty, S.empty, S.empty, Py_None, value, Py_NewRef(S.zero), key,
+                   Py_NewRef(S.empty), Py_NewRef(S.empty));
     return node;
 }
 
@@ -389,9 +387,7 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         result = Py_NewRef(Py_None);
         goto release;
     }
-    PyObject *empty = PyTuple_New(0);
-    PyObject *node = new_node(op, inputs, empty, NODE_SLOT(array, SHAPE), dtype);
-    Py_DECREF(empty);
+    PyObject *node = new_node(op, inputs, S.empty, NODE_SLOT(array, SHAPE), dtype);
     if (node == NULL)
         goto release;
     PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
@@ -625,6 +621,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     PyObject *method = function ? PyInstanceMethod_New(function) : NULL;
     Py_XDECREF(function);
     S.zero = PyLong_FromLong(0);
+    S.empty = PyTuple_New(0);
     S.str_recording = PyUnicode_InternFromString("recording");
     S.str_refs = PyUnicode_InternFromString("refs");
     S.str_counters = PyUnicode_InternFromString("counters");
@@ -634,7 +631,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_table_limit = PyUnicode_InternFromString("STRUCTURE_TABLE_LIMIT");
     S.str_key_limit = PyUnicode_InternFromString("REPLAY_KEY_LIMIT");
     S.str_max_depth = PyUnicode_InternFromString("max_depth");
-    if (method == NULL || S.zero == NULL || S.str_max_depth == NULL
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

@@ -26,6 +26,8 @@ COMPARISONS = {
     "greater_equal": ">=",
 }
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
+# Float tests whose result is a bool, whatever the operand dtype
+PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
 # The C math library function of each transcendental that generators call from the library (a
 # backend's generator may compute others itself, as LLVM's exp, log and tanh)
 C_MATH = {

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
-from .common import C_MATH, COMPARISONS, KernelFacts, accumulation, c_strides
+from .common import C_MATH, COMPARISONS, PREDICATES, KernelFacts, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
 # NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
@@ -169,7 +169,7 @@ class _Scalars:
                 dtype = np.dtype(bool)
             else:
                 value, dtype = (f"df_round_half({value})", out) if half else (value, compute)
-        elif name in _PREDICATES:
+        elif name in PREDICATES:
             signed = ins[0].kind == "i"
             value = (
                 f"({a[0]} < 0)"
@@ -308,7 +308,6 @@ _LOGICAL = {
     "logical_xor": "({0} != {1})",
     "logical_not": "(!{0})",
 }
-_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
 # NumPy's rules for these float ops, as the prelude's templates
 _TEMPLATED = {
     "sign": "df_sign",

@@ -60,6 +60,7 @@ from .common import (
     FLOAT32,
     FLOAT64,
     INT64,
+    PREDICATES,
     KernelFacts,
     ParamUse,
     accumulation,
@@ -263,7 +264,7 @@ class _Scalars:
             wide = [self.widen(arg.ir, arg.dtype) for arg in args]
             raw = self.float_op(name, wide, compute, ins[0].itemsize == 2, scalar_bounds)
             value = Value(raw, BOOL if raw.type == I1 else compute)
-        elif name in _PREDICATES:
+        elif name in PREDICATES:
             value = Value(self.predicate(name, args), BOOL)
         else:
             value = Value(self.int_op(name, [arg.ir for arg in args], ins[0]), out)
@@ -554,7 +555,6 @@ class _Scalars:
 
 
 _LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
-_PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
 _INTRINSICS = {
     "sqrt": "llvm.sqrt",
     "absolute": "llvm.fabs",
