@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint bench clean
 
-$(INSTALLED): setup.cfg setup.py pyproject.toml dynfuse/_recorder.c
+$(INSTALLED): setup.cfg setup.py pyproject.toml dynfuse/_recorder.c dynfuse/_launch.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -1,10 +1,13 @@
-"""The C recorder (``dynfuse._recorder``), put in place of the Python functions it speeds up.
+"""The C extensions, put in place of the Python code they speed up.
 
-Recording runs once per array operation, so its cost is every lazy op's dispatch overhead. The
-extension does what ``trace.Node.__init__``, ``trace.structure_id``, ``trace.replay_key`` and
-``record.record_common`` do, on the same objects. The Python functions stay the reference: they
-run where the extension was not built (no C compiler), where it is stale, or when
-``DYNFUSE_PURE_PYTHON=1``.
+- ``dynfuse._recorder``: recording runs once per array operation, so its cost is every lazy op's
+  dispatch overhead. It does what ``trace.Node.__init__``, ``trace.structure_id``,
+  ``trace.replay_key`` and ``record.record_common`` do, on the same objects.
+- ``dynfuse._launch``: ``KernelCall`` packs a compiled CPU kernel's cells and calls it, where
+  ``backends.cpu`` would pack them with ``struct`` and call through ctypes.
+
+The Python code stays the reference: it runs where an extension was not built (no C compiler),
+where it is stale, or when ``DYNFUSE_PURE_PYTHON=1``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from types import ModuleType
 from typing import Any
 
 from . import array, config, ops, record, trace
+from .backends import cpu
 
-# What this Python code expects of the extension: a build from another version is not used.
+# What this Python code expects of each extension: a build from another version is not used.
 INTERFACE_VERSION = 1
+LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
 _REFERENCE: dict[tuple[Any, str], Any] = {
@@ -36,7 +41,7 @@ def _load() -> ModuleType | None:
     except ImportError:
         return None
     if getattr(_recorder, "INTERFACE_VERSION", None) != INTERFACE_VERSION:
-        return _refused("it was built from another version of dynfuse")
+        return _refused("the C recorder", "it was built from another version of dynfuse")
     try:
         _recorder.bind(
             Node=trace.Node,
@@ -54,14 +59,24 @@ def _load() -> ModuleType | None:
             bound_depth=record.bound_depth,
         )
     except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
-        return _refused(str(error))
+        return _refused("the C recorder", str(error))
     return _recorder
 
 
-def _refused(reason: str) -> None:
+def _load_launch() -> type | None:
+    try:
+        from . import _launch
+    except ImportError:
+        return None
+    if getattr(_launch, "INTERFACE_VERSION", None) != LAUNCH_INTERFACE_VERSION:
+        return _refused("the C kernel launcher", "it was built from another version of dynfuse")
+    return _launch.KernelCall
+
+
+def _refused(extension: str, reason: str) -> None:
     warnings.warn(
-        f"dynfuse: the C recorder is not used ({reason}); recording in Python (reinstall dynfuse to "
-        "rebuild it)",
+        f"dynfuse: {extension} is not used ({reason}); running that part in Python (reinstall "
+        "dynfuse to rebuild it)",
         RuntimeWarning,
         stacklevel=4,
     )
@@ -101,3 +116,5 @@ if _extension is not None:
             _accelerated[array.LazyArray, name] = _extension.fast_method(*method.fast_path, method)
     if not config.pure_python:
         _install(_accelerated)
+if not config.pure_python:
+    cpu.KernelCall = _load_launch()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops, record, views
+from . import execute, ops, record, views
 from .trace import Node
 
 _E = ops.elementwise_op
@@ -158,18 +158,18 @@ class LazyArray:
     # ---- materialization -------------------------------------------------------------------------
 
     def _value(self) -> np.ndarray:
-        if self._node.inputs:
-            record.materialize_arrays([self])
-        return self._node.buffer
+        node = self._node
+        if node.inputs:
+            execute.materialize((node,))
+        return node.buffer
 
     def numpy(self) -> np.ndarray:
         """The values as an ndarray sharing this array's memory (as ``numpy.asarray`` gives)."""
-        buffer = self._value()
-        self._node.exposed = True
-        return buffer
+        return self.__array__()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        buffer = self.numpy()
+        buffer = self._value()
+        self._node.exposed = True
         return buffer if dtype is None and copy is None else np.asarray(buffer, dtype=dtype, copy=copy)
 
     def item(self, *args: Any) -> Any:

@@ -13,6 +13,7 @@ DYNFUSE_TIERS        1 (default): tiny work is interpreted and small kernels com
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
 DYNFUSE_THREADS      threads a large kernel is split across (default: every core)
 DYNFUSE_KERNEL_CACHE compiled kernels kept in memory, one per kernel signature (default 1024)
+DYNFUSE_PURE_PYTHON  1: record and launch kernels in Python even where the C extensions are built
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
 plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
 kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
 threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
-# Record in Python even where the C recorder is built (dynfuse.accelerate): to compare, or to debug.
+# Record and launch in Python even where the C extensions are built (dynfuse.accelerate): to compare,
+# or to debug.
 pure_python: bool = os.environ.get("DYNFUSE_PURE_PYTHON", "0").strip() not in ("", "0")
 
 

@@ -45,7 +45,10 @@ def materialize(nodes: Sequence[Node]) -> None:
     buffer that node keeps: a later write through either is then seen by both, as in NumPy.
     """
     with lock:
-        outputs = wanted_nodes(nodes)
+        if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, in line
+            outputs = [nodes[0]] if nodes[0].inputs else ()
+        else:
+            outputs = wanted_nodes(nodes)
         if not outputs:
             return
         backend = config.BACKENDS[config.backend]
@@ -139,6 +142,7 @@ class Replay:
         "loads",
         "output",
         "params",
+        "positions",
         "result_key",
         "shape",
     )
@@ -165,6 +169,8 @@ class Replay:
         # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
         # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
         self.direct = direct
+        # The leaf positions of the loads, then of the parameters: what a direct launch reads
+        self.positions = tuple(position for position, _ in loads) + params
         # The result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
         # kept past a reset of the table is at worst a replay miss for what reads the result.
         self.result_key: int | None = None
@@ -198,7 +204,17 @@ class Replay:
         """Compute ``node`` by this replay; False if that failed (then it is forgotten, and the
         planned path runs the trace again, warning and falling back if it must)."""
         try:
-            result = self.run(node.leaves)
+            if self.direct:  # the common case, in line: this is every cached small trace's launch
+                leaves = node.leaves
+                values = [leaves[position].buffer for position in self.positions]
+                loads = len(self.loads)
+                outputs = [np.empty(shape, dtype) for shape, dtype in self.kernel.output_layouts]
+                self.compiled(values[:loads], values[loads:], outputs)
+                result = outputs[self.output]
+                if self.shape is not None:
+                    result = result.reshape(self.shape)
+            else:
+                result = self.run(node.leaves)
             if self.result_key is None:  # the same every time: the kernel allocates it
                 self.result_key = trace.structure_id(trace.buffer_key(result))
             node.become_leaf(result, self.result_key)
@@ -213,15 +229,11 @@ class Replay:
         return True
 
     def run(self, leaves: tuple[Node, ...]) -> np.ndarray:
+        """The result computed from ``leaves`` read through the kernel's sources."""
         kernel = self.kernel
-        if self.direct:
-            inputs = [leaves[position].buffer for position, _ in self.loads]
-        else:
-            inputs = [
-                read(leaf_value(leaves[position]), source, kernel.shape) for position, source in self.loads
-            ]
+        inputs = [read(leaf_value(leaves[position]), source, kernel.shape) for position, source in self.loads]
         params = [leaves[position].buffer for position in self.params]
-        result = launch(kernel, self.compiled, inputs, params, held=self.direct)[self.output]
+        result = launch(kernel, self.compiled, inputs, params)[self.output]
         return result if self.shape is None else result.reshape(self.shape)
 
 
@@ -245,15 +257,14 @@ def read(value: np.ndarray, source: Source, shape: tuple[int, ...] | None) -> np
 
 
 def launch(
-    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list, held: bool = False
+    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list
 ) -> list[np.ndarray]:
-    """Run a compiled kernel on its inputs, first copied into the layout it was built for unless
-    they are ``held`` in it already; its fresh outputs."""
-    if not held:
-        inputs = [
-            np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
-            for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
-        ]
+    """Run a compiled kernel on its inputs, first copied into the layout it was built for where
+    they are not in it; its fresh outputs."""
+    inputs = [
+        np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+        for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+    ]
     outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
     compiled(inputs, params, outputs)
     return outputs
@@ -343,8 +354,6 @@ def explain_plan(outputs: list[Node], backend: Backend) -> tuple[list[Node], Pla
 
 def wanted_nodes(nodes: Sequence[Node]) -> list[Node]:
     """The nodes a materialization of ``nodes`` computes: views together with what they view."""
-    if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, first
-        return [nodes[0]] if nodes[0].inputs else []
     wanted: dict[int, Node] = {}
     for node in nodes:
         if not node.is_materialized:

@@ -101,3 +101,126 @@ def test_data_addresses_are_read_as_numpy_reports_them():
     base = np.arange(24.0).reshape(4, 6)
     for array in (base, base[1:, ::-2], base.T, np.broadcast_to(base[0], (3, 6)), np.empty(0), base[2:3]):
         assert cpu._data_address(array) == array.__array_interface__["data"][0]
+
+
+# The C kernel call (dynfuse/_launch.c) against the Python packing it stands in for.
+
+needs_kernel_call = pytest.mark.skipif(
+    cpu.KernelCall is None, reason="dynfuse._launch is not built or is off"
+)
+
+
+def launch_both_ways(array):
+    """The kernel of ``array``'s trace launched by the C call and by the Python packing, on the
+    same inputs: the outputs of each, and the launcher."""
+    nodes, plan = execute.explain_plan([array._node], cpu.BACKEND)
+    (step,) = plan.kernels
+    kernel = step.kernel
+    inputs = [execute.read(execute.leaf_value(nodes[load.node]), load, kernel.shape) for load in step.loads]
+    params = [nodes[number].buffer for number in step.params]
+    launcher = cpu.BACKEND.compile(kernel)
+    assert launcher.native is not None
+    native = execute.launch(kernel, launcher, inputs, params)
+    launcher.native = None
+    python = execute.launch(kernel, launcher, inputs, params)
+    return native, python
+
+
+@pytest.mark.skipif(config.pure_python, reason="DYNFUSE_PURE_PYTHON=1 switches the C extensions off")
+def test_the_c_kernel_call_is_built_and_in_use():
+    """``make test`` builds dynfuse._launch: if it stops doing so, this fails rather than skips."""
+    assert cpu.KernelCall is not None
+    x = dynfuse.asarray(np.ones(4096, np.float32))
+    assert cpu.BACKEND.compile(kernel_of(x * 2 + 1)).native is not None
+
+
+def parameter_programs():
+    """A program per parameter dtype the C call packs, over contiguous and strided inputs."""
+    rng = np.random.default_rng(5)
+    for dtype in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        values = rng.integers(0, 100, (6, 10)).astype(dtype)
+        yield dtype, values, lambda x: (x * 3 + 7) // 2 - 1
+    for dtype in ("float32", "float64"):
+        values = rng.standard_normal((6, 10)).astype(dtype)
+        values[0, :3] = (np.nan, -0.0, np.inf)
+        yield dtype, values, lambda x: np.maximum(x * 1.5 - 0.1, -0.25) / 3.0
+    yield "bool", rng.integers(0, 2, (6, 10)).astype(bool), lambda x: (x & True) | (x ^ False)
+
+
+@needs_kernel_call
+@pytest.mark.parametrize("name, values, program", list(parameter_programs()))
+@pytest.mark.parametrize("view", ["contiguous", "strided"])
+def test_the_c_kernel_call_packs_as_the_python_packing_does(name, values, program, view, monkeypatch):
+    monkeypatch.setattr(config, "tiers", False)
+    operand = values if view == "contiguous" else values.T[::-2]
+    native, python = launch_both_ways(program(dynfuse.asarray(operand)))
+    expected = program(operand)
+    for ours, theirs in zip(native, python, strict=True):
+        assert ours.dtype == theirs.dtype == expected.dtype
+        assert ours.tobytes() == theirs.tobytes()
+    np.testing.assert_array_equal(native[0], expected)
+
+
+@needs_kernel_call
+def test_the_c_kernel_call_declines_what_it_would_pack_otherwise(monkeypatch):
+    """A parameter struct cannot pack (a float beyond float32's range), or an input that is not an
+    array: nothing runs, False comes back, and the Python packing then gives NumPy's answer."""
+    monkeypatch.setattr(config, "tiers", False)
+    values = np.array([1.0, -2.0, 0.0], np.float32)
+    x = dynfuse.asarray(values)
+    launcher = cpu.BACKEND.compile(kernel_of(x * 2.5))
+    output = np.full(3, 7.0, np.float32)
+    assert launcher.native.run([values], [1e300], [output]) is False
+    assert launcher.native.run([list(values)], [2.5], [output]) is False
+    np.testing.assert_array_equal(output, 7.0)
+    assert launcher.native.run([values], [2.5], [output]) is True
+    np.testing.assert_array_equal(output, values * 2.5)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(np.asarray(x * 1e300), values * 1e300)
+
+
+@needs_kernel_call
+def test_a_malformed_kernel_call_raises_rather_than_crashes():
+    x = dynfuse.asarray(np.ones(5, np.float32))
+    launcher = cpu.BACKEND.compile(kernel_of(x * 2 + 1))
+    with pytest.raises(TypeError, match="inputs"):
+        launcher.native.run([], [2.0, 1.0], [np.empty(5, np.float32)])
+    with pytest.raises(TypeError, match="list or tuple"):
+        launcher.native.run(np.ones(5), [2.0, 1.0], [np.empty(5, np.float32)])
+    with pytest.raises(TypeError):
+        launcher.native.run([np.ones(5, np.float32)])
+    layout = dict(entry=0, inputs=1, outputs=1, strided=(), ndim=1, param_cell=2, cell_count=3, rows=5)
+    with pytest.raises(ValueError, match="parameter code"):
+        cpu.KernelCall(**layout, param_codes="z")
+    with pytest.raises(ValueError, match="does not add up"):
+        cpu.KernelCall(**{**layout, "param_cell": 3}, param_codes="f")
+    with pytest.raises(ValueError, match="not an input"):
+        cpu.KernelCall(**{**layout, "strided": (1,), "param_cell": 3, "cell_count": 4}, param_codes="f")
+
+
+@pytest.mark.parametrize(
+    "setting, warned",
+    [
+        ("sys.modules['dynfuse._launch'] = types.SimpleNamespace(INTERFACE_VERSION=0)", True),
+        ("os.environ['DYNFUSE_PURE_PYTHON'] = '1'", False),
+    ],
+    ids=["stale build", "switched off"],
+)
+def test_without_the_c_kernel_call_kernels_launch_through_ctypes(setting, warned):
+    code = f"""
+import os, sys, types, warnings
+{setting}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import dynfuse, numpy as np
+from dynfuse.backends import cpu
+dynfuse.config.tiers = False
+print(cpu.KernelCall, [str(warning.message) for warning in caught])
+print(np.asarray(dynfuse.asarray(np.arange(3.0)) * 2 + 1).tolist(), dynfuse.stats()["kernels_launched"])
+"""
+    environment = {key: value for key, value in os.environ.items() if key != "DYNFUSE_PURE_PYTHON"}
+    printed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment
+    ).stdout
+    assert printed.startswith("None") and ("the C kernel launcher is not used" in printed) == warned
+    assert printed.endswith("[1.0, 3.0, 5.0] 1\n")

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, execute, trace
+from dynfuse import cache, trace
+from dynfuse.backends import cpu
 from dynfuse.trace import topological_order
 
 from .helpers import assert_same
@@ -261,11 +262,14 @@ def test_a_failing_replay_runs_the_planned_path(monkeypatch):
     monkeypatch.setattr(dynfuse.config, "backend", "cpu")
     replayed(lambda x: x * 2 + 1, np.ones(4))
     with monkeypatch.context() as patch:
+        launch, failures = cpu._Launcher.__call__, [RuntimeError("injected replay failure")]
 
-        def broken(*args):
-            raise RuntimeError("injected replay failure")
+        def failing_once(*args):
+            if failures:
+                raise failures.pop()
+            return launch(*args)
 
-        patch.setattr(execute.Replay, "run", broken)
+        patch.setattr(cpu._Launcher, "__call__", failing_once)
         assert not replayed(lambda x: x * 2 + 1, np.ones(4))
     assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
     assert dynfuse.stats()["fallbacks"] == 0

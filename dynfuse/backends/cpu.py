@@ -63,6 +63,9 @@ def _data_address_reader() -> Any:
 
 _data_address = _data_address_reader()
 
+# ``dynfuse._launch.KernelCall`` where it was built and is used: put in place by dynfuse.accelerate
+KernelCall: Any = None
+
 _POINTER, _INDEX = ctypes.c_void_p, ctypes.c_int64
 # Each takes (cells, scratch, ...): see codegen.llvm
 _ENTRY = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX)
@@ -176,13 +179,12 @@ class _Launcher:
         # dtype, padded to 8 bytes (and its range flag, for a compared int).
         pointers = layout.inputs + layout.outputs
         address_codes = "Q" * pointers + "q" * (len(layout.strided) * layout.ndim)
-        param_codes = "".join(
-            _STRUCT_CODES[use.dtype.kind, use.dtype.itemsize]
-            + f"{8 - use.dtype.itemsize}x"
-            + "q" * use.compared
-            for use in layout.param_uses
+        param_codes = "".join(_STRUCT_CODES[use.dtype.kind, use.dtype.itemsize] for use in layout.param_uses)
+        param_fields = "".join(
+            f"{code}{8 - use.dtype.itemsize}x" + "q" * use.compared
+            for code, use in zip(param_codes, layout.param_uses, strict=True)
         )
-        self.fields = struct.Struct("=" + address_codes + param_codes)
+        self.fields = struct.Struct("=" + address_codes + param_fields)
         self.addresses = struct.Struct("=" + address_codes)  # alone: when ``convert_params`` must pack
         self.cell_type = ctypes.c_int64 * self.cell_count
         # The common case: the fields are the parameters as they come, one per slot, in order; then
@@ -192,6 +194,30 @@ class _Launcher:
         self.fields_are_params = len(uses) if in_order else -1
         self.rows = layout.extent
         self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
+        self.native = self.kernel_call(param_codes)
+
+    def kernel_call(self, param_codes: str) -> Any:
+        """The call on one thread done in C (``KernelCall``), where it was built and the cells are
+        the plain case it packs: parameters as they come, no range flags, no half floats, no scratch."""
+        if (
+            KernelCall is None
+            or self.fields_are_params < 0
+            or self.layout.scratch_bytes
+            or "e" in param_codes
+        ):
+            return None
+        layout = self.layout
+        return KernelCall(
+            entry=ctypes.cast(self.entry, ctypes.c_void_p).value,
+            inputs=layout.inputs,
+            outputs=layout.outputs,
+            strided=tuple(layout.strided),
+            ndim=layout.ndim,
+            param_codes=param_codes,
+            param_cell=layout.param_cell,
+            cell_count=self.cell_count,
+            rows=layout.extent,
+        )
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
         addresses = [*map(_data_address, inputs), *map(_data_address, outputs)]
@@ -240,11 +266,13 @@ class _Launcher:
         rows = self.rows
         if rows == 0:
             return
-        cells = self.cells(inputs, params, outputs)
         threads = config.threads
         if threads == 1 or self.work < PARALLEL_ELEMENTS:
-            self.entry(cells, self.scratch(1)[0] if self.layout.scratch_bytes else None, 0, rows)
+            if self.native is None or not self.native.run(inputs, params, outputs):
+                cells = self.cells(inputs, params, outputs)
+                self.entry(cells, self.scratch(1)[0] if self.layout.scratch_bytes else None, 0, rows)
             return
+        cells = self.cells(inputs, params, outputs)
         layout = self.layout
         # Threads share rows when each gets enough (in column mode, whole cache lines of every row
         # of memory it reads), and the reduced elements of every row when not, or when all rows fit
