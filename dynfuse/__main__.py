@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import config, disk_cache
+from . import config, disk_cache, runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +18,32 @@ def main(argv: list[str] | None = None) -> int:
     cache_actions.add_parser("info", help="where the cache is, whether it can be written, and its size")
     cache_actions.add_parser("clear", help="remove the cached kernels (and nothing else)")
     cache.set_defaults(run=_cache)
+
+    run = commands.add_parser(
+        "run",
+        usage="%(prog)s [options] SCRIPT [ARGS ...]",
+        help="run an unmodified NumPy script on dynfuse and report what it did",
+        description="Run SCRIPT as `python SCRIPT ARGS` would, with the script's own `import numpy` "
+        "resolved to dynfuse.numpy (libraries keep real NumPy); print a report to stderr at exit.",
+    )
+    run.add_argument(
+        "--backend",
+        type=_available_backend,
+        metavar="{" + ",".join(config.BACKENDS) + "}",
+        help=f"the backend that runs the arrays (default: DYNFUSE_BACKEND, else {config.DEFAULT_BACKEND})",
+    )
+    run.add_argument(
+        "--report", choices=runner.REPORT_FORMATS, default="text", help="the report printed to stderr at exit"
+    )
+    run.add_argument("--report-file", metavar="PATH", help="also write the report to PATH, as JSON")
+    # One REMAINDER, not a SCRIPT positional before it: argparse would drop a `--` meant for the script.
+    run.add_argument(
+        "command_line",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS ...]",
+        help="the script and its arguments (its sys.argv)",
+    )
+    run.set_defaults(run=_run, usage_error=run.error)
 
     arguments = parser.parse_args(argv)
     return arguments.run(arguments)
@@ -36,6 +62,24 @@ def _cache(arguments: argparse.Namespace) -> int:
     for namespace, totals in info["namespaces"].items():
         print(f"  {namespace}: {_entries(totals['entries'])} ({_human_size(totals['bytes'])})")
     return 0
+
+
+def _available_backend(name: str) -> str:
+    reason = config.unavailable_reason(name)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(reason)
+    return name
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    command_line = arguments.command_line
+    if command_line[:1] == ["--"]:  # the end of the runner's options (argparse versions differ)
+        command_line = command_line[1:]
+    if not command_line:
+        arguments.usage_error("the following arguments are required: SCRIPT")
+    if arguments.backend is not None:
+        config.set_backend(arguments.backend)
+    return runner.run(command_line[0], command_line[1:], arguments.report, arguments.report_file)
 
 
 def _entries(count: int) -> str:

@@ -1,0 +1,260 @@
+"""``dynfuse run SCRIPT [ARGS...]``: an unmodified NumPy script, run as ``python SCRIPT ARGS`` runs it,
+with its own ``import numpy`` resolved to ``dynfuse.numpy``; then a report of what dynfuse did.
+
+Which imports are redirected. ``builtins.__import__`` is wrapped for the run. An absolute import of
+``numpy`` or ``numpy.X`` is redirected when the importing code is the script's own: its globals name a
+file under the script's directory (the script itself, helper modules beside it, functions of theirs
+called back by libraries), outside any ``site-packages``/``dist-packages`` there, and outside the
+``numpy`` and ``dynfuse`` packages. ``numpy`` becomes ``dynfuse.numpy``; ``numpy.X`` becomes
+``dynfuse.numpy.X`` where that module exists and stays the real ``numpy.X`` otherwise, but the top
+level an ``import numpy.X`` binds is ``dynfuse.numpy`` either way. Every other importer (matplotlib,
+pandas, scipy, NumPy itself, dynfuse) keeps getting real NumPy, and ``sys.modules['numpy']`` stays
+real NumPy; the lazy arrays handed to them are materialized by the array protocols.
+``importlib.import_module("numpy")`` does not pass through ``__import__`` and is not redirected.
+
+The run. ``sys.argv`` is ``[SCRIPT, *ARGS]`` (``sys.argv[0]`` and ``__file__`` the absolute path, so
+tracebacks read as under ``python``), ``sys.path[0]`` the script's real directory, ``__name__`` is
+``'__main__'``. An uncaught exception is printed by ``sys.excepthook`` without the runner's frames
+and the status is 1; ``sys.exit(code)`` gives ``code`` as Python would; an interrupt is reported, then
+goes on to Python, which exits by SIGINT.
+
+The report, printed to stderr at exit (``--report text``, the default; ``json``; ``none``), and
+written as JSON to ``--report-file PATH`` if asked. Its keys:
+
+    script                      the script's path, as given
+    backend                     the backend that materialized arrays (``dynfuse.config.backend``)
+    exit_status                 the status the run exits with
+    wall_seconds                wall-clock time from the script's first line to its end
+    kernels_compiled            kernels compiled by the backend in this run (not found on disk)
+    kernels_reused_from_disk    kernels whose compiled code was loaded from the disk cache
+    kernels_reused_from_memory  launches of a kernel compiled earlier in the run (kernel cache hits
+                                and replays)
+    compile_seconds             time spent compiling kernels and loading them from disk
+    ops_recorded                operations recorded lazily
+    ops_fused                   operations computed inside compiled kernels
+    ops_interpreted             operations run one by one with NumPy (tiny work, the ``numpy``
+                                backend, a kernel that fell back)
+    materializations            times lazy values were computed
+    fallbacks                   {function name: calls} that ran through NumPy, unrecorded
+    stats                       every counter of ``dynfuse.stats()`` at exit
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import config
+from .stats import reset_stats, stats
+
+REPORT_FORMATS = ("text", "json", "none")
+_INTERRUPTED = 128 + signal.SIGINT  # how a shell reports a process that SIGINT ended
+
+# Never redirected, wherever they live: the real NumPy and the engine that stands in for it.
+_REAL_NUMPY_PACKAGES = frozenset(("numpy", "dynfuse"))
+_INSTALLED_PACKAGE_DIRECTORIES = frozenset(("site-packages", "dist-packages"))
+# Frames a traceback shows under ``python SCRIPT`` but not ours: how the script was started.
+_STARTER_MODULES = frozenset(("runpy", __name__))
+
+
+def run(
+    script: str, arguments: Sequence[str] = (), report: str = "text", report_file: str | None = None
+) -> int:
+    """Run ``script`` as ``python script *arguments`` would, report, and return the exit status."""
+    if report not in REPORT_FORMATS:
+        raise ValueError(f"run: report must be one of {', '.join(REPORT_FORMATS)}, not {report!r}")
+    path = os.path.abspath(script)
+    with contextlib.ExitStack() as cleanup:
+        try:
+            with open(path, "rb"):  # as python does: a script it cannot read is status 2, not run
+                pass
+            destination = (
+                cleanup.enter_context(open(report_file, "w", encoding="utf-8")) if report_file else None
+            )
+        except OSError as error:
+            print(f"dynfuse run: can't open file {error.filename!r}: {error.strerror}", file=sys.stderr)
+            return 2
+        report_stream = sys.stderr  # as it is now: the script may replace or close its own
+        sys.argv = [path, *arguments]
+        sys.path[:1] = [os.path.dirname(os.path.realpath(path))]
+        reset_stats()
+        started = time.perf_counter()
+        status = _INTERRUPTED  # unless the script ends otherwise
+        try:
+            with numpy_imports_redirected(sys.path[0]):
+                status = _run_as_main(path)
+        finally:  # an interrupt goes on, reported: Python then exits by SIGINT, as for ``python SCRIPT``
+            summary = make_report(script, status, time.perf_counter() - started)
+            _write_report(summary, report, report_stream, destination)
+    return status
+
+
+def _write_report(summary: dict[str, Any], report: str, stream: TextIO, destination: TextIO | None) -> None:
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # the script may have closed stdout
+        sys.stdout.flush()  # the script's output first
+    if report == "text":
+        print(format_report(summary), file=stream)
+    elif report == "json":
+        print(json.dumps(summary, indent=2), file=stream)
+    if destination is not None:
+        json.dump(summary, destination, indent=2)
+        destination.write("\n")
+
+
+def _run_as_main(path: str) -> int:
+    """The exit status of running ``path`` as ``__main__``, with Python's own handling of its end."""
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exit_request:
+        return _exit_status(exit_request.code)
+    except KeyboardInterrupt:
+        raise  # to Python's own exit by SIGINT
+    except BaseException as error:
+        error.__traceback__ = _without_starter_frames(error.__traceback__)
+        sys.excepthook(type(error), error, error.__traceback__)
+        return 1
+    return 0
+
+
+def _exit_status(code: Any) -> int:
+    """What the interpreter exits with for ``sys.exit(code)``: a message is printed, status 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _without_starter_frames(traceback: types.TracebackType | None) -> types.TracebackType | None:
+    kept = []
+    while traceback is not None:
+        if traceback.tb_frame.f_globals.get("__name__") not in _STARTER_MODULES:
+            kept.append(traceback)
+        traceback = traceback.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
+
+
+@contextlib.contextmanager
+def numpy_imports_redirected(script_directory: str) -> Iterator[None]:
+    """Within the block, code under ``script_directory`` that imports NumPy gets ``dynfuse.numpy``."""
+    redirect = _NumpyRedirect(script_directory, builtins.__import__)
+    builtins.__import__ = redirect
+    try:
+        yield
+    finally:
+        if builtins.__import__ is redirect:  # else someone wrapped it in turn: theirs stays
+            builtins.__import__ = redirect.original
+
+
+class _NumpyRedirect:
+    """``builtins.__import__`` as the script's own code should see it (see the module docstring)."""
+
+    def __init__(self, script_directory: str, original: Any) -> None:
+        self.script_directory = os.path.realpath(script_directory)
+        self.original = original
+        self.namespace = importlib.import_module("dynfuse.numpy")
+        self._script_files: dict[str, bool] = {}  # an importer's __file__ -> whether it is the script's
+        self._targets: dict[str, str] = {}  # numpy.X -> the module imported in its place
+
+    def __call__(
+        self,
+        name: str,
+        globals: Mapping[str, Any] | None = None,
+        locals: Mapping[str, Any] | None = None,
+        fromlist: Sequence[str] | None = (),
+        level: int = 0,
+    ) -> types.ModuleType:
+        if level or not (name == "numpy" or name.startswith("numpy.")) or not self._from_script(globals):
+            return self.original(name, globals, locals, fromlist, level)
+        module = self.original(self._target(name), globals, locals, fromlist, 0)
+        # ``import numpy.X`` binds the top level; ``from numpy.X import y`` reads the module itself.
+        return module if fromlist else self.namespace
+
+    def _from_script(self, importer: Mapping[str, Any] | None) -> bool:
+        if not importer:
+            return False
+        name, file = importer.get("__name__"), importer.get("__file__")
+        if not isinstance(name, str) or not isinstance(file, str):
+            return False
+        if name.partition(".")[0] in _REAL_NUMPY_PACKAGES:
+            return False
+        inside = self._script_files.get(file)
+        if inside is None:
+            inside = self._script_files[file] = self._under_script_directory(file)
+        return inside
+
+    def _under_script_directory(self, file: str) -> bool:
+        relative = Path(os.path.relpath(os.path.realpath(file), self.script_directory))
+        outside = relative.parts[:1] == (os.pardir,)
+        return not outside and not _INSTALLED_PACKAGE_DIRECTORIES.intersection(relative.parts)
+
+    def _target(self, name: str) -> str:
+        """``dynfuse.numpy.X`` for ``numpy.X`` if dynfuse has that module, else ``numpy.X`` itself."""
+        target = self._targets.get(name)
+        if target is None:
+            candidate = f"dynfuse.{name}"
+            try:
+                found = importlib.util.find_spec(candidate) is not None
+            except ModuleNotFoundError as error:  # a parent is missing, or is a module, not a package
+                if not (error.name and (candidate + ".").startswith(error.name + ".")):
+                    raise
+                found = False
+            target = self._targets[name] = candidate if found else name
+        return target
+
+
+def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str, Any]:
+    """The report's dictionary (keys in the module docstring), from ``dynfuse.stats()`` now."""
+    counters = stats()
+    return {
+        "script": script,
+        "backend": config.backend,
+        "exit_status": exit_status,
+        "wall_seconds": wall_seconds,
+        # stats() counts a kernel loaded from disk among the compiled ones: only its compile is saved
+        "kernels_compiled": counters["kernels_compiled"] - counters["disk_cache_hits"],
+        "kernels_reused_from_disk": counters["disk_cache_hits"],
+        "kernels_reused_from_memory": counters["cache_hits"] + counters["replays"],
+        "compile_seconds": counters["compile_seconds"],
+        "ops_recorded": counters["ops_recorded"],
+        "ops_fused": counters["fused_ops"],
+        "ops_interpreted": counters["interpreted_ops"],
+        "materializations": counters["materializations"],
+        "fallbacks": dict(sorted(counters["fallback_names"].items(), key=lambda item: (-item[1], item[0]))),
+        "stats": counters,
+    }
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The report as a few lines for a person, read from ``make_report``'s dictionary."""
+    fallbacks = report["fallbacks"]
+    listed = ", ".join(f"{name} ({calls})" for name, calls in fallbacks.items())
+    return "\n".join(
+        (
+            f"dynfuse run: {report['script']} exited with status {report['exit_status']} "
+            f"after {report['wall_seconds']:.3f} s (backend {report['backend']})",
+            f"  kernels    {report['kernels_compiled']:,} compiled and "
+            f"{report['kernels_reused_from_disk']:,} loaded from the disk cache "
+            f"in {report['compile_seconds']:.3f} s; "
+            f"{report['kernels_reused_from_memory']:,} launches reused one from memory",
+            f"  ops        {report['ops_recorded']:,} recorded, {report['ops_fused']:,} fused into kernels, "
+            f"{report['ops_interpreted']:,} interpreted; {report['materializations']:,} materializations",
+            f"  fallbacks  {f'{sum(fallbacks.values()):,}: {listed}' if fallbacks else 'none'}",
+        )
+    )
