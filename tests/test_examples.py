@@ -5,13 +5,16 @@ a comparison of two runs) can read any run of an example, however it was launche
 """
 
 import functools
+import importlib.util
 import itertools
 import math
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -69,13 +72,24 @@ def never_increases(sequence: list[float], relative_tolerance: float) -> bool:
     return all(later <= earlier * (1 + relative_tolerance) for earlier, later in itertools.pairwise(sequence))
 
 
+def load_example(name: str) -> types.ModuleType:
+    """The example as a module (its main() does not run), to check its functions one by one."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exact_normal_cdf(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
 def black_scholes_call(spot: float, strike: float, years: float, rate: float, volatility: float) -> float:
     """The closed form with the exact normal CDF (math.erf), independent of the examples' code."""
     volatility_sqrt_t = volatility * math.sqrt(years)
     d1 = (math.log(spot / strike) + (rate + volatility**2 / 2) * years) / volatility_sqrt_t
     d2 = d1 - volatility_sqrt_t
-    cdf = [0.5 * (1 + math.erf(d / math.sqrt(2))) for d in (d1, d2)]
-    return spot * cdf[0] - strike * math.exp(-rate * years) * cdf[1]
+    return spot * exact_normal_cdf(d1) - strike * math.exp(-rate * years) * exact_normal_cdf(d2)
 
 
 def test_every_example_program_is_tested():
@@ -112,6 +126,15 @@ def test_black_scholes_prices_obey_put_call_parity_and_the_closed_form():
     # A&S 7.1.26 is within 1.5e-7 of erf; the output has six significant digits
     assert value(results, f"textbook call {textbook}") == pytest.approx(exact_call, abs=1e-4)
     assert value(results, f"textbook put {textbook}") == pytest.approx(exact_put, abs=1e-4)
+
+
+def test_black_scholes_normal_cdf_is_within_the_approximation_error():
+    normal_cdf = load_example("black_scholes").normal_cdf
+    x = np.linspace(-8.0, 8.0, 2001)
+    exact = np.array([exact_normal_cdf(point) for point in x])
+    # A&S 7.1.26 is within 1.5e-7 of erf, so within 7.5e-8 of the CDF
+    assert np.abs(normal_cdf(x) - exact).max() < 1e-7
+    assert normal_cdf(x.astype(np.float32)).dtype == np.float32
 
 
 def test_heat_diffusion_cools_the_plate_through_its_edges():
@@ -164,6 +187,29 @@ def test_transformer_mlp_keeps_float32_and_finite_activations():
     assert abs(value(results, "output mean")) < largest
     first_features = results["first token, first features"]
     assert len(first_features) == 4 and all(abs(feature) <= largest for feature in first_features)
+
+
+def test_transformer_layernorm_gelu_and_residual():
+    example = load_example("transformer_mlp")
+    rng = np.random.default_rng(1)
+    x = 1.0 + 3.0 * rng.standard_normal((3, 5, 64), dtype=np.float32)
+    normalized = example.layernorm(x, np.ones(64, np.float32), np.zeros(64, np.float32))
+    assert normalized.dtype == np.float32
+    np.testing.assert_allclose(normalized.mean(axis=-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(normalized.var(axis=-1), 1.0, rtol=1e-4)
+
+    grid = np.linspace(-6.0, 6.0, 1201)
+    exact_gelu = grid * np.array([exact_normal_cdf(point) for point in grid])
+    # the tanh form is within 5e-4 of x * Phi(x) everywhere
+    assert np.abs(example.gelu(grid) - exact_gelu).max() < 5e-4
+    assert example.gelu(x).dtype == np.float32
+
+    layer = example.random_layer(rng, 64)
+    layer["down"] = np.zeros_like(layer["down"])
+    layer["down_bias"] = np.zeros_like(layer["down_bias"])
+    output, hidden = example.mlp_block(x, layer)
+    np.testing.assert_array_equal(output, x)
+    assert hidden.shape == (3, 5, 64 * example.EXPANSION) and hidden.dtype == np.float32
 
 
 def test_julia_escape_times_add_up():
