@@ -286,6 +286,7 @@ class _Run:
                 node = nodes[step.node]
                 arguments = [self.array(source) for source in step.inputs]
                 self.buffers[step.node] = np.asarray(node.op.reference(*arguments, **dict(node.params)))
+                node.become_leaf(self.buffers[step.node])  # see interpret.run: kept, never called again
             else:
                 self.run_kernel(step)
             for number in release:

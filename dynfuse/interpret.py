@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .ops import OpKind
 from .trace import Node
 
 
@@ -33,6 +34,11 @@ def run(
         args = [child.buffer if child.is_materialized else values[child] for child in node.inputs]
         # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
         values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
+        if node.op.kind is OpKind.BARRIER:
+            # A library call costs far more than reading its result: the node keeps it (as a leaf),
+            # so what is recorded over it and materialized later reads it rather than call again.
+            # It lives as long as something recorded over it does.
+            node.become_leaf(values[node])
         for child in node.inputs:
             if child in uses:
                 uses[child] -= 1

@@ -290,3 +290,20 @@ def test_results_are_freed_when_dropped_without_waiting_for_the_garbage_collecto
             assert buffer() is None and leaf() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "groups", "cpu"])
+def test_a_library_result_is_kept_for_what_is_recorded_over_it(backend, monkeypatch):
+    """``y = x @ w`` then two reductions of ``y``, each materialized alone: the second reads the
+    product the first computed (a layer's output read by its statistics, then by the next layer)."""
+    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((64, 32)), rng.standard_normal((32, 48))
+    y = (dynfuse.asarray(x) @ dynfuse.asarray(w)) + 1
+    product = y._node.inputs[0]
+    assert product.op.name == "matmul"
+    np.testing.assert_allclose(float(y.sum()), (x @ w + 1).sum())
+    assert product.is_materialized and product.inputs == ()
+    np.testing.assert_allclose(np.asarray(y.max(axis=0)), (x @ w + 1).max(axis=0))
+    del y
+    assert sys.getrefcount(product) == 2  # only ``product`` here: the kept result goes with the graph
