@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -97,6 +98,25 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
     reduce.__name__ = reduce.__qualname__ = name
     reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
     return reduce
+
+
+def cumulative_method(name: str) -> Any:
+    """A running total or product, a library call; serves as the ``dynfuse.numpy`` function too."""
+    op = ops.BARRIERS[name]
+
+    def accumulate(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        return record.barrier(op, (a,), {"axis": axis, "dtype": dtype}, out=out)
+
+    accumulate.__name__ = accumulate.__qualname__ = name
+    accumulate.__doc__ = f"Lazy ``numpy.{name}``: a library call on buffers; the ops around it still fuse."
+    return accumulate
+
+
+def _outer_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """``ufunc.outer(a, b)`` as an elementwise call: ``a`` with an axis of one per axis of ``b``."""
+    a = a if isinstance(a, LazyArray) else np.asarray(a)
+    b = b if isinstance(b, LazyArray) else np.asarray(b)
+    return record.reshape(a, a.shape + (1,) * b.ndim), b
 
 
 class LazyArray:
@@ -238,6 +258,8 @@ class LazyArray:
         if method == "reduce" and ufunc in ops.UFUNC_REDUCE_OPS and len(inputs) == 1:
             kwargs.setdefault("axis", 0)
             return record.reduction(ops.UFUNC_REDUCE_OPS[ufunc].name, inputs[0], out=out, **kwargs)
+        if method == "outer" and ufunc in ops.UFUNC_OPS and len(inputs) == 2:
+            return record.ufunc_call(ops.UFUNC_OPS[ufunc], _outer_operands(*inputs), out, kwargs)
         if out is not None:
             kwargs["out"] = out
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
@@ -245,6 +267,13 @@ class LazyArray:
 
     # What ``accelerate`` needs to record this method's common case in C (as for the operators)
     __array_ufunc__.fast_path = (ops.UFUNC_OPS, "ufunc")
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
+        """``dynfuse.numpy``, as an ndarray's is ``numpy``: array-API code given lazy arrays records."""
+        np.empty(0).__array_namespace__(api_version=api_version)  # NumPy's refusal of unknown versions
+        from . import numpy as namespace
+
+        return namespace
 
     def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):
@@ -350,6 +379,17 @@ class LazyArray:
     all = reduction_method("all", ("axis", "out", "keepdims"))
     argmax = reduction_method("argmax", ("axis", "out"))
     argmin = reduction_method("argmin", ("axis", "out"))
+    cumsum = cumulative_method("cumsum")
+    cumprod = cumulative_method("cumprod")
+
+    def dot(self, b: Any, out: Any = None) -> Any:
+        """A library call (BLAS); serves as ``dynfuse.numpy.dot`` too."""
+        return record.barrier(ops.BARRIERS["dot"], (self, b), out=out)
+
+    def repeat(self, repeats: Any, axis: Any = None) -> Any:
+        from .numpy import repeat
+
+        return repeat(self, repeats, axis)
 
 
 def _from_numpy(array: np.ndarray) -> LazyArray:
