@@ -170,6 +170,18 @@ class LazyArray:
     def T(self) -> LazyArray:
         return record.transpose(self)
 
+    @property
+    def mT(self) -> LazyArray:
+        """The last two axes swapped (a stack of matrices, each transposed)."""
+        if self.ndim < 2:
+            raise ValueError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
+        return record.permute(self, views.swapaxes_axes(-1, -2, self.ndim))
+
+    @property
+    def device(self) -> str:
+        """Where the values live, as the array API asks: in host memory, as NumPy's."""
+        return "cpu"
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of unsized object")
@@ -390,6 +402,30 @@ class LazyArray:
         from .numpy import repeat
 
         return repeat(self, repeats, axis)
+
+
+def _falling_back(name: str) -> Any:
+    """An ndarray attribute that LazyArray does not record: NumPy's, on the materialized array,
+    counted as ``ndarray.<name>`` (a method that writes into the array, such as ``sort``, is
+    prepared as a write: see ``record.WRITES_FIRST_ARGUMENT``)."""
+    attribute = getattr(np.ndarray, name)
+    counted = f"ndarray.{name}"
+    if not callable(attribute):
+        return property(
+            lambda self: record.fallback(counted, attribute.__get__, (self,), {}), doc=attribute.__doc__
+        )
+
+    def method(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
+        return record.fallback(counted, attribute, (self, *args), kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = attribute.__doc__
+    return method
+
+
+for _name in dir(np.ndarray):
+    if not _name.startswith("_") and not hasattr(LazyArray, _name):
+        setattr(LazyArray, _name, _falling_back(_name))
 
 
 def _from_numpy(array: np.ndarray) -> LazyArray:

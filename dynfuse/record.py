@@ -497,9 +497,14 @@ def function_name(function: Any) -> str:
     return name
 
 
-# NumPy functions that write into their first argument (besides ``out=``), as ``ufunc.at`` does.
+# NumPy functions and ndarray methods that write into their first argument (besides ``out=``), as
+# ``ufunc.at`` does.
 WRITES_FIRST_ARGUMENT = frozenset(
     {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+    | {
+        getattr(np.ndarray, name)
+        for name in ("sort", "partition", "put", "resize", "setfield", "setflags", "byteswap")
+    }
 )
 
 

@@ -700,3 +700,46 @@ def test_array_namespace_is_dynfuse_numpy():
     result = softmax(x)
     assert_lazy(result)
     assert_like_numpy(result, softmax(np.asarray(x)))
+
+
+# ---- ndarray attributes that LazyArray does not record ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "use"),
+    [
+        ("argsort", lambda x: x.argsort(axis=0)),
+        ("round", lambda x: x.round(1)),
+        ("nonzero", lambda x: x.nonzero()),
+        ("take", lambda x: x.take([2, 0], axis=1)),
+        ("real", lambda x: x.real),
+        ("strides", lambda x: x.strides),
+        ("tobytes", lambda x: x.tobytes()),
+    ],
+)
+def test_ndarray_attributes_fall_back_counted(name, use):
+    a = values(np.float64, (2, 3)) / 3
+    assert_like_numpy(use(dynfuse.asarray(a)), use(a))
+    assert dynfuse.stats()["fallback_names"] == {f"ndarray.{name}": 1}
+
+
+@pytest.mark.parametrize(
+    "write", [lambda x: x.sort(), lambda x: x.put([0, 1], [7, 8]), lambda x: x.partition(1)]
+)
+def test_ndarray_methods_that_write_keep_numpys_aliasing(write):
+    expected = np.array([3, 1, 2, 0])
+    write(expected)
+    x = dynfuse.asarray(np.array([3, 1, 2, 0])) + 0
+    pending = x * 1
+    write(x)
+    assert_like_numpy(x, expected)
+    assert_like_numpy(pending, np.array([3, 1, 2, 0]))
+
+
+def test_matrix_transpose_and_device_are_known_at_once():
+    x = dynfuse.asarray(values(np.int16, (2, 3, 4))) * 1
+    assert x.device == "cpu"
+    assert_lazy(x.mT)
+    assert_like_numpy(x.mT, np.asarray(x).mT)
+    with pytest.raises(ValueError):
+        x[0, 0].mT  # noqa: B018
