@@ -216,6 +216,13 @@ def test_created_arrays_are_fresh_memory_so_writes_into_them_stay_lazy():
     assert_like_numpy(z, np.arange(5.0) * 2)
 
 
+def test_numpy_creation_like_a_lazy_array_makes_a_lazy_array():
+    x = dynfuse.asarray(np.arange(3.0)) * 2
+    assert_like_numpy(np.zeros((2, 2), like=x), np.zeros((2, 2)))
+    assert_like_numpy(np.arange(1, 4, like=x), np.arange(1, 4))
+    assert dynfuse.stats()["fallbacks"] == 0 and x._node.inputs
+
+
 def test_creation_computes_lazy_arguments():
     x = dynfuse.asarray(np.arange(5.0))
     assert_like_numpy(dnp.linspace(0, x.max(), 3), np.linspace(0, 4.0, 3))

@@ -17,14 +17,15 @@ from .. import record
 def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
     """Each function of ``namespace`` that mirrors a function of ``numpy_module`` becomes the one
     ``LazyArray.__array_function__`` runs for it, so ``numpy.concatenate([lazy, lazy])`` is
-    recorded as ``dynfuse.numpy.concatenate`` would be. Ufuncs reach ``__array_ufunc__`` instead."""
+    recorded as ``dynfuse.numpy.concatenate`` would be (and ``numpy.zeros(3, like=lazy)`` made as
+    ``dynfuse.numpy.zeros`` makes it). Ufuncs reach ``__array_ufunc__`` instead."""
     for name, function in namespace.items():
         numpy_function = getattr(numpy_module, name, None)
         if (
             callable(function)
             and not name.startswith("_")
-            and hasattr(numpy_function, "_implementation")
-            and not isinstance(numpy_function, np.ufunc)
+            and callable(numpy_function)
+            and not isinstance(numpy_function, (np.ufunc, type))
         ):
             record.HANDLED_FUNCTIONS[numpy_function] = function
 
