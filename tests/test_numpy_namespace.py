@@ -71,6 +71,16 @@ def values(dtype, shape, nan=False):
     return data
 
 
+def assert_raises_like_numpy(function, a):
+    """``function(xp, a)`` raises with NumPy; with dynfuse it raises the same type, at the call."""
+    with pytest.raises(Exception) as numpy_error:
+        function(np, a)
+    with pytest.raises(Exception) as lazy_error:
+        function(dnp, dynfuse.asarray(a))
+    assert lazy_error.type is numpy_error.type, (lazy_error.value, numpy_error.value)
+    assert dynfuse.stats()["materializations"] == 0
+
+
 def assert_lazy(*results):
     """Recorded without running anything, and nothing fell back."""
     for result in results:
@@ -480,13 +490,7 @@ def test_ops_around_a_library_call_still_fuse():
     ],
 )
 def test_shape_functions_raise_numpys_errors_at_the_call(function):
-    a = values(np.float64, (2, 3))
-    with pytest.raises(Exception) as numpy_error:
-        function(np, a)
-    with pytest.raises(Exception) as lazy_error:
-        function(dnp, dynfuse.asarray(a))
-    assert lazy_error.type is numpy_error.type, (lazy_error.value, numpy_error.value)
-    assert dynfuse.stats()["materializations"] == 0
+    assert_raises_like_numpy(function, values(np.float64, (2, 3)))
 
 
 def test_repeat_with_a_count_per_element_falls_back_counted():
@@ -591,12 +595,7 @@ def test_a_product_writes_into_a_lazy_out():
     ],
 )
 def test_products_raise_numpys_errors_at_the_call(function):
-    a = values(np.float64, (2, 3))
-    with pytest.raises(Exception) as numpy_error:
-        function(np, a)
-    with pytest.raises(Exception) as lazy_error:
-        function(dnp, dynfuse.asarray(a))
-    assert lazy_error.type is numpy_error.type, (lazy_error.value, numpy_error.value)
+    assert_raises_like_numpy(function, values(np.float64, (2, 3)))
 
 
 @settings(max_examples=60)
