@@ -2,6 +2,7 @@
 what falls through to NumPy (counted by name), NumPy's errors, the submodules and the array API."""
 
 import importlib
+import importlib.util
 import warnings
 
 import numpy as np
@@ -126,6 +127,14 @@ def test_fall_through_gives_numpys_classes_constants_and_modules_as_they_are():
     assert dynfuse.stats()["fallbacks"] == 0
     with pytest.raises(AttributeError, match=r"dynfuse\.numpy.*no_such_thing"):
         dnp.no_such_thing  # noqa: B018
+
+
+def test_what_describes_a_module_does_not_fall_through():
+    for module in (dnp.linalg, dnp.random, dnp.fft):  # modules, not packages: NumPy's files stay NumPy's
+        assert not hasattr(module, "__path__")
+        with pytest.raises(ModuleNotFoundError):
+            importlib.util.find_spec(f"{module.__name__}.lapack_lite")
+    assert dnp.__path__ != np.__path__ and dnp.__array_namespace_info__ is np.__array_namespace_info__
 
 
 def test_star_import_and_dir_give_numpys_names():

@@ -41,6 +41,11 @@ def falling_back(function: Callable) -> Callable:
     return fall_back
 
 
+# The double-underscore names that are NumPy's as a library. The others describe the module itself
+# (``__path__`` would send ``import dynfuse.numpy.linalg.x`` to NumPy's files), so they never fall through.
+_NUMPYS_DUNDERS = frozenset({"__version__", "__array_api_version__", "__array_namespace_info__"})
+
+
 def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
     """Give the module whose globals are ``namespace`` every name of ``numpy_module`` it lacks.
 
@@ -54,6 +59,8 @@ def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
 
     def __getattr__(name: str) -> Any:
         try:
+            if name.startswith("__") and name not in _NUMPYS_DUNDERS:
+                raise AttributeError(name)
             attribute = getattr(numpy_module, name)
         except AttributeError:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}") from None
