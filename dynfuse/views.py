@@ -272,9 +272,11 @@ def einsum_shape(*shapes: Shape, subscripts: str, **ignored: Any) -> Shape:
 
 
 def cumulative_shape(shape: Shape, *, axis: Any = None, **ignored: Any) -> Shape:
-    """``cumsum``, ``cumprod``: the shape kept along one axis, or flattened without one."""
+    """``cumsum``, ``cumprod``: the shape kept along one axis, or flattened without one. NumPy's axis
+    check makes a 0-d array 1-d first."""
     if axis is None:
         return (size_of(shape),)
+    shape = shape or (1,)
     normalize_axis_index(operator.index(axis), len(shape))
     return shape
 

@@ -375,6 +375,28 @@ def test_statistics_are_recorded_as_fusable_ops_or_one_library_call(name):
     assert library_calls(result) == calls
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0)])
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda xp, a: xp.nanpercentile(a, [10, 90], axis=-1),
+        lambda xp, a: xp.percentile(a, 30),
+        lambda xp, a: xp.nanmean(a),
+        lambda xp, a: xp.median(a, axis=0),
+        lambda xp, a: xp.cumsum(a, axis=0),
+        lambda xp, a: xp.cumprod(a, axis=-1),
+    ],
+)
+def test_statistics_of_empty_and_0d_arrays_are_numpys(function, shape):
+    compare(function, np.ones(shape, np.float32))
+
+
+def test_quantiles_of_two_dimensions_are_numpys():
+    compare(
+        lambda xp, a: xp.nanpercentile(a, [[5, 50], [60, 95]], axis=(0, -1)), values(np.float64, (2, 3, 4))
+    )
+
+
 def test_statistics_raise_numpys_errors_at_the_call():
     x = dynfuse.asarray(values(np.float64, (3, 4)))
     for error, call in [

@@ -156,7 +156,12 @@ def _weights_along(weights: Any, a: Any, axis: tuple[int, ...] | None) -> Any:
 def _statistic(name: str) -> Callable:
     """A statistic NumPy computes in a library call, with NumPy's signature: ``a`` is its operand,
     and so is ``q`` when given as an array (NumPy's dtype rules treat Python numbers for ``q``
-    apart: those are a param); any other argument is a param."""
+    apart: those are a param); any other argument is a param.
+
+    NumPy runs it at once (a fallback) where its shapes follow special cases of NumPy's code rather
+    than a rule: ``a`` 0-d (an axis check that takes it for 1-d, or not) or empty (NaN statistics
+    that ignore the shape of ``q``), or ``q`` of two or more dimensions (placed among the kept axes
+    by ``nanpercentile``)."""
     numpy_function = getattr(np, name)
     signature = inspect.signature(numpy_function)
     op = ops.BARRIERS[name]
@@ -164,6 +169,8 @@ def _statistic(name: str) -> Callable:
     @functools.wraps(numpy_function)
     def statistic(*args: Any, **kwargs: Any) -> Any:
         arguments = signature.bind(*args, **kwargs).arguments
+        if np.ndim(arguments["a"]) == 0 or 0 in np.shape(arguments["a"]) or np.ndim(arguments.get("q")) > 1:
+            return record.fallback(name, numpy_function, args, kwargs)
         out = arguments.pop("out", None)
         operands = [arguments.pop("a")]
         if isinstance(arguments.get("q"), (LazyArray, np.ndarray, np.generic)):
