@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,25 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
     return reduce
 
 
+def cumulative_method(name: str) -> Any:
+    """A running total or product, a library call; serves as the ``dynfuse.numpy`` function too."""
+    op = ops.BARRIERS[name]
+
+    def accumulate(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        return record.barrier(op, (a,), {"axis": axis, "dtype": dtype}, out=out)
+
+    accumulate.__name__ = accumulate.__qualname__ = name
+    accumulate.__doc__ = f"Lazy ``numpy.{name}``: a library call on buffers; the ops around it still fuse."
+    return accumulate
+
+
+def _outer_operands(a: Any, b: Any) -> tuple[Any, Any]:
+    """``ufunc.outer(a, b)`` as an elementwise call: ``a`` with an axis of one per axis of ``b``."""
+    a = a if isinstance(a, LazyArray) else np.asarray(a)
+    b = b if isinstance(b, LazyArray) else np.asarray(b)
+    return record.reshape(a, a.shape + (1,) * b.ndim), b
+
+
 class LazyArray:
     """An n-dimensional array whose operations are recorded and fused when its value is needed."""
 
@@ -149,6 +169,18 @@ class LazyArray:
     @property
     def T(self) -> LazyArray:
         return record.transpose(self)
+
+    @property
+    def mT(self) -> LazyArray:
+        """The last two axes swapped (a stack of matrices, each transposed)."""
+        if self.ndim < 2:
+            raise ValueError(f"matrix transpose with ndim < 2 is undefined (shape {self.shape})")
+        return record.permute(self, views.swapaxes_axes(-1, -2, self.ndim))
+
+    @property
+    def device(self) -> str:
+        """Where the values live, as the array API asks: in host memory, as NumPy's."""
+        return "cpu"
 
     def __len__(self) -> int:
         if not self.shape:
@@ -238,6 +270,8 @@ class LazyArray:
         if method == "reduce" and ufunc in ops.UFUNC_REDUCE_OPS and len(inputs) == 1:
             kwargs.setdefault("axis", 0)
             return record.reduction(ops.UFUNC_REDUCE_OPS[ufunc].name, inputs[0], out=out, **kwargs)
+        if method == "outer" and ufunc in ops.UFUNC_OPS and len(inputs) == 2:
+            return record.ufunc_call(ops.UFUNC_OPS[ufunc], _outer_operands(*inputs), out, kwargs)
         if out is not None:
             kwargs["out"] = out
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
@@ -245,6 +279,13 @@ class LazyArray:
 
     # What ``accelerate`` needs to record this method's common case in C (as for the operators)
     __array_ufunc__.fast_path = (ops.UFUNC_OPS, "ufunc")
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
+        """``dynfuse.numpy``, as an ndarray's is ``numpy``: array-API code given lazy arrays records."""
+        np.empty(0).__array_namespace__(api_version=api_version)  # NumPy's refusal of unknown versions
+        from . import numpy as namespace
+
+        return namespace
 
     def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):
@@ -350,6 +391,41 @@ class LazyArray:
     all = reduction_method("all", ("axis", "out", "keepdims"))
     argmax = reduction_method("argmax", ("axis", "out"))
     argmin = reduction_method("argmin", ("axis", "out"))
+    cumsum = cumulative_method("cumsum")
+    cumprod = cumulative_method("cumprod")
+
+    def dot(self, b: Any, out: Any = None) -> Any:
+        """A library call (BLAS); serves as ``dynfuse.numpy.dot`` too."""
+        return record.barrier(ops.BARRIERS["dot"], (self, b), out=out)
+
+    def repeat(self, repeats: Any, axis: Any = None) -> Any:
+        from .numpy import repeat
+
+        return repeat(self, repeats, axis)
+
+
+def _falling_back(name: str) -> Any:
+    """An ndarray attribute that LazyArray does not record: NumPy's, on the materialized array,
+    counted as ``ndarray.<name>`` (a method that writes into the array, such as ``sort``, is
+    prepared as a write: see ``record.WRITES_FIRST_ARGUMENT``)."""
+    attribute = getattr(np.ndarray, name)
+    counted = f"ndarray.{name}"
+    if not callable(attribute):
+        return property(
+            lambda self: record.fallback(counted, attribute.__get__, (self,), {}), doc=attribute.__doc__
+        )
+
+    def method(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
+        return record.fallback(counted, attribute, (self, *args), kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = attribute.__doc__
+    return method
+
+
+for _name in dir(np.ndarray):
+    if not _name.startswith("_") and not hasattr(LazyArray, _name):
+        setattr(LazyArray, _name, _falling_back(_name))
 
 
 def _from_numpy(array: np.ndarray) -> LazyArray:

@@ -60,7 +60,7 @@ def _ones(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     return probe
 
 
-def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnings: bool) -> np.dtype:
+def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnings: bool) -> np.ndarray:
     with np.errstate(all="ignore"):
         if quiet_warnings:
             with warnings.catch_warnings():
@@ -68,7 +68,7 @@ def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnin
                 result = op.reference(*operands, **params)
         else:
             result = op.reference(*operands, **params)
-    return np.asarray(result).dtype
+    return np.asarray(result)
 
 
 _result_dtypes: dict[tuple, np.dtype] = {}
@@ -83,7 +83,7 @@ def result_dtype(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tu
     dtype = _result_dtypes.get(key)
     if dtype is None:
         probes = [_ones(dtype, (1, 1)) if dtype is not None else value for dtype, value in operands]
-        dtype = _run_probe(op, probes, dict(params), quiet_warnings=False)
+        dtype = _run_probe(op, probes, dict(params), quiet_warnings=False).dtype
         _result_dtypes[key] = dtype
     return dtype
 
@@ -102,10 +102,31 @@ def reduction_dtype(op: Op, dtype: np.dtype, shape: tuple[int, ...], params: tup
     probe = np.empty(shape, dtype) if empty else _ones(dtype, (1,) * len(shape))
     # Warnings about the probe's own values (ddof >= 1 element) would be noise; the composite
     # reductions warn about the real shape themselves.
-    result = _run_probe(op, [probe], dict(params), quiet_warnings=True)
+    result = _run_probe(op, [probe], dict(params), quiet_warnings=True).dtype
     if not empty:
         _result_dtypes[key] = result
     return result
+
+
+def barrier_dtype(
+    op: Op, operands: list[tuple[np.dtype, int]], params: tuple, out_dtype: np.dtype | None = None
+) -> np.dtype:
+    """The dtype of a library call on arrays of these (dtype, rank), or NumPy's exception; with
+    ``out_dtype``, also NumPy's exception if the result may not be written into such an array.
+
+    The probes have one element along each axis, so only dtypes, ranks and params decide (the
+    shape errors are the shape rule's, raised before).
+    """
+    key = (op, params, out_dtype, *operands)
+    dtype = _result_dtypes.get(key)
+    if dtype is None:
+        probes = [_ones(operand_dtype, (1,) * rank) for operand_dtype, rank in operands]
+        result = _run_probe(op, probes, dict(params), quiet_warnings=True)
+        if out_dtype is not None:
+            out = np.ones(result.shape, out_dtype)
+            _run_probe(op, probes, {**dict(params), "out": out}, quiet_warnings=True)
+        dtype = _result_dtypes[key] = result.dtype
+    return dtype
 
 
 _allowed_output_casts: set[tuple] = set()

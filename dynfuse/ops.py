@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from . import views
+
 
 class OpKind(enum.Enum):
     BUFFER = "buffer"  # a leaf holding a materialized ndarray
@@ -22,7 +24,7 @@ class OpKind(enum.Enum):
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
     VIEW = "view"  # a new index map over the same data: no arithmetic, no copy
-    BARRIER = "barrier"  # a library call (matmul): not fusable, its neighbours still are
+    BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +42,10 @@ class Op:
     # A composite reduction (mean, var, std) is recorded as the primitives it is made of:
     # ``expand(emit, operand, axes, keepdims, dtype, ddof)`` -> node (see ``record.Emitter``).
     expand: Callable[..., Any] | None = None
+    # A barrier's result shape, ``shape_rule(*operand_shapes, **params)``, raising NumPy's errors.
+    # None for a barrier that only moves elements: NumPy's own call on zero-byte stand-ins gives
+    # it (``views.shape_by_reference``). A barrier's dtype is always its reference's, probed.
+    shape_rule: Callable[..., tuple[int, ...]] | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -275,7 +281,60 @@ VIEWS: dict[str, Op] = {
     "getitem": Op("getitem", OpKind.VIEW, _getitem),
 }
 
-BARRIERS: dict[str, Op] = {"matmul": Op("matmul", OpKind.BARRIER, np.matmul)}
+
+def _concatenate(*arrays: np.ndarray, **params: Any) -> np.ndarray:
+    """``numpy.concatenate`` with each array an operand, as a node's inputs are."""
+    return np.concatenate(arrays, **params)
+
+
+def _einsum(*operands: np.ndarray, subscripts: str, **params: Any) -> np.ndarray:
+    """``numpy.einsum`` with its subscripts a param. NumPy returns a view of an operand where it can
+    ('ii->i'); here a result owns its memory, as every library call's does (no aliasing to track)."""
+    result = np.einsum(subscripts, *operands, **params)
+    if "out" not in params and any(np.may_share_memory(result, operand) for operand in operands):
+        return result.copy()
+    return result
+
+
+def _check_quantiles(reference: Callable[..., Any]) -> Callable[..., None]:
+    """NumPy refuses quantiles out of range at the call. Given as Python numbers they are a param,
+    checked by the dtype probe; given as an array (the second operand), by its values here."""
+
+    def check(result_dtype: np.dtype, operands: list, value_of: Callable) -> None:
+        if len(operands) > 1:
+            reference(np.zeros(1), value_of(operands[1]))
+
+    return check
+
+
+def _barrier(name: str, shape_rule: Callable | None = None, reference: Callable | None = None) -> Op:
+    reference = reference or getattr(np, name)
+    check = _check_quantiles(reference) if name in _QUANTILES else None
+    return Op(name, OpKind.BARRIER, reference, value_check=check, shape_rule=shape_rule)
+
+
+_QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
+# Statistics whose NumPy code sorts, or warns or raises about NaN in the data: library calls.
+_STATISTICS = ("median", "nanmedian", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", *sorted(_QUANTILES))
+
+# Library calls: each runs its NumPy reference on buffers, in a plan step of its own (``schedule``).
+BARRIERS: dict[str, Op] = {
+    op.name: op
+    for op in [
+        _barrier("matmul", views.matmul_shape),
+        _barrier("dot", views.dot_shape),
+        _barrier("inner", views.inner_shape),
+        _barrier("einsum", views.einsum_shape, _einsum),
+        _barrier("concatenate", reference=_concatenate),
+        _barrier("roll"),
+        _barrier("tile"),
+        _barrier("repeat"),
+        _barrier("pad", views.pad_shape),
+        _barrier("cumsum", views.cumulative_shape),
+        _barrier("cumprod", views.cumulative_shape),
+        *(_barrier(name, views.statistic_shape) for name in _STATISTICS),
+    ]
+}
 
 OPS: dict[str, Op] = {
     op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()

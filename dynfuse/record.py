@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,11 @@ HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 
 def is_lazy(value: Any) -> bool:
     return isinstance(value, array_module.LazyArray)
+
+
+def array_node(value: Any) -> Node:
+    """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it)."""
+    return Node.leaf(np.asarray(value), exposed=False) if dtypes.is_weak_scalar(value) else as_node(value)
 
 
 def as_node(value: Any) -> Node:
@@ -281,23 +286,71 @@ class Emitter:
         warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
-def matmul(a: Any, b: Any, out: Any = None) -> Any:
-    op = ops.BARRIERS["matmul"]
-    nodes = [as_node(a), as_node(b)]
-    if _unsupported(nodes) or (out is not None and not is_lazy(out)):
-        return fallback("matmul", op.reference, (a, b), {} if out is None else {"out": out})
-    shape = views.matmul_shape(nodes[0].shape, nodes[1].shape)
-    described = _describe(nodes)
-    if out is not None:
-        dtypes.check_output_cast(op, described, (), out.dtype)
-    dtype = dtypes.result_dtype(op, described, ())
-    node = Node(op, tuple(nodes), (), shape, dtype)
+# ---- library calls ---------------------------------------------------------------------------------
+
+
+def static_params(params: dict[str, Any]) -> tuple | None:
+    """``params`` as a node holds them: sorted and hashable (they are part of the trace's structure),
+    sequences as tuples. None if one is data (an array): that call is not recorded."""
+    try:
+        return tuple((key, _static(value)) for key, value in sorted(params.items()))
+    except TypeError:  # unhashable: an array (lazy arrays too), a dict
+        return None
+
+
+def _static(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(map(_static, value))
+    hash(value)
+    return value
+
+
+def barrier(
+    op: ops.Op, operands: Sequence[Any], params: dict[str, Any] | None = None, out: Any = None
+) -> Any:
+    """A library call (``ops.BARRIERS``) recorded as one node; the ops around it still fuse.
+
+    A param that is data (an array), an unsupported dtype, or an ``out`` that is not lazy: NumPy runs
+    the call, counted as a fallback.
+    """
+    params = params or {}
+    static = static_params(params)
+    nodes = [array_node(value) for value in operands]
+    node = None
+    if static is not None and not _unsupported(nodes) and (out is None or is_lazy(out)):
+        node = _barrier_node(op, nodes, static, out)
+    if node is None:
+        kwargs = params if out is None else {**params, "out": out}
+        return fallback(op.name, op.reference, tuple(operands), kwargs)
     if out is None:
         return new_array(node)
-    if out.shape != shape:
-        raise ValueError(f"matmul: output operand has shape {out.shape}, but the result has shape {shape}")
+    if out.shape != node.shape:
+        raise ValueError(
+            f"{op.name}: output operand has shape {out.shape}, but the result has shape {node.shape}"
+        )
     assign(out, node)
     return out
+
+
+def _barrier_node(op: ops.Op, nodes: list[Node], static: tuple, out: Any) -> Node | None:
+    """The node, checked now: its shape by the op's shape rule (or NumPy on zero-byte stand-ins), its
+    dtype and errors by its reference on one-element probes. None for a dtype dynfuse lacks."""
+    shapes = [node.shape for node in nodes]
+    if op.shape_rule is None:
+        shape = views.shape_by_reference(op.reference, shapes, dict(static))
+    else:
+        shape = op.shape_rule(*shapes, **dict(static))
+    described = [(node.dtype, len(node.shape)) for node in nodes]
+    dtype = dtypes.barrier_dtype(op, described, static, None if out is None else out.dtype)
+    if not dtypes.is_supported(dtype):
+        return None
+    if op.value_check is not None:
+        op.value_check(dtype, nodes, _value_of)
+    return Node(op, tuple(nodes), static, shape, dtype)
+
+
+def matmul(a: Any, b: Any, out: Any = None) -> Any:
+    return barrier(ops.BARRIERS["matmul"], (a, b), out=out)
 
 
 # ---- views -------------------------------------------------------------------------------------
@@ -315,7 +368,8 @@ def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_vie
 
 
 def lazy(value: Any) -> Any:
-    return value if is_lazy(value) else array_module.LazyArray(as_node(value))
+    """``value`` as a lazy array; a Python scalar becomes a 0-d array, as NumPy's functions make it."""
+    return value if is_lazy(value) else array_module.LazyArray(array_node(value))
 
 
 def reshape(value: Any, shape: Any) -> Any:
@@ -422,16 +476,16 @@ def _concrete(value: Any) -> Any:
     return value
 
 
-def _wrap(result: Any, outs: tuple, out_buffers: tuple) -> Any:
+def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool) -> Any:
     for out, buffer in zip(outs, out_buffers, strict=True):
         if result is buffer:
             return out
     if isinstance(result, np.ndarray):
-        return array_module.LazyArray(Node.leaf(result, exposed=True))
+        return array_module.LazyArray(Node.leaf(result, exposed=exposed))
     if isinstance(result, np.generic):  # 0-d results are arrays, as everywhere in dynfuse
         return array_module.LazyArray(Node.leaf(np.asarray(result), exposed=False))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
-        return type(result)(_wrap(item, outs, out_buffers) for item in result)
+        return type(result)(_wrap(item, outs, out_buffers, exposed) for item in result)
     return result
 
 
@@ -443,8 +497,33 @@ def function_name(function: Any) -> str:
     return name
 
 
-def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
-    """Run ``function`` on materialized inputs with NumPy and wrap what it returns; count it."""
+# NumPy functions and ndarray methods that write into their first argument (besides ``out=``), as
+# ``ufunc.at`` does.
+WRITES_FIRST_ARGUMENT = frozenset(
+    {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+    | {
+        getattr(np.ndarray, name)
+        for name in ("sort", "partition", "put", "resize", "setfield", "setflags", "byteswap")
+    }
+)
+
+
+def _written_by(function: Callable, args: tuple) -> tuple:
+    ufunc_at = getattr(function, "__name__", None) == "at" and isinstance(
+        getattr(function, "__self__", None), np.ufunc
+    )
+    return args[:1] if ufunc_at or function in WRITES_FIRST_ARGUMENT else ()
+
+
+def call_numpy(
+    function: Callable, args: tuple, kwargs: dict, written: tuple = (), fresh: bool = False
+) -> Any:
+    """Run ``function`` with NumPy on materialized inputs; its array results come back lazy.
+
+    ``written``: arrays it writes into besides ``out=``; what reads their memory is materialized
+    first, as for any write. ``fresh``: its array results are new memory (creation, random draws),
+    shared with nobody, so writes into them may stay lazy.
+    """
     out = kwargs.get("out")
     outs = tuple(out) if isinstance(out, tuple) else (out,) if out is not None else ()
     inputs = [
@@ -453,12 +532,21 @@ def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
     with execute.lock:
         materialize_arrays(inputs + [item for item in outs if is_lazy(item)])
         out_buffers = tuple(prepare_write(item) if is_lazy(item) else item for item in outs)
+        for target in written:
+            if is_lazy(target):
+                prepare_write(target)
         call_kwargs = _concrete({k: v for k, v in kwargs.items() if k != "out"})
         if outs:
             call_kwargs["out"] = out_buffers if isinstance(out, tuple) else out_buffers[0]
         result = function(*_concrete(args), **call_kwargs)
+    return _wrap(result, outs, out_buffers, exposed=not fresh)
+
+
+def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
+    """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name."""
+    result = call_numpy(function, args, kwargs, _written_by(function, args))
     stats.count_fallback(name)
-    return _wrap(result, outs, out_buffers)
+    return result
 
 
 def evaluate(*arrays: Any) -> Any:

@@ -3,7 +3,8 @@
 Every function here raises the exception type NumPy raises for the same mistake, with a message
 that names the operation and the offending shapes or values. Where NumPy's own checks are the
 simplest exact answer (basic indexing, broadcast_to, squeeze), they run on a stride-0 stand-in of
-the right shape, which costs O(1) whatever the shape.
+the right shape, which costs O(1) whatever the shape; library calls that move elements
+(concatenate, tile, pad) run on a stand-in whose elements have no bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy._core.einsumfunc import _parse_einsum_input
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 Shape = tuple[int, ...]
@@ -22,6 +24,15 @@ Shape = tuple[int, ...]
 def shape_stand_in(shape: Shape) -> np.ndarray:
     """An array of ``shape`` that uses no memory: lets NumPy check shape operations for us."""
     return np.broadcast_to(np.zeros((), np.int8), shape)
+
+
+_NO_BYTES = np.dtype([])
+
+
+def zero_byte_stand_in(shape: Shape) -> np.ndarray:
+    """An array of ``shape`` whose elements have no bytes: NumPy can move them (concatenate, tile,
+    pad, ...) and so give its own result shape and errors, at no cost whatever the shape."""
+    return np.empty(shape, _NO_BYTES)
 
 
 @lru_cache(maxsize=4096)
@@ -183,6 +194,112 @@ def matmul_shape(a: Shape, b: Shape) -> Shape:
     core = (a2[-2],) if len(a) > 1 else ()
     core += (b2[-1],) if len(b) > 1 else ()
     return batch + core
+
+
+# ---- result shapes of library calls (barriers), with NumPy's exception types --------------------
+
+
+def shape_by_reference(reference: Any, shapes: list[Shape], params: dict[str, Any]) -> Shape:
+    """The shape ``reference`` gives, found by running it on zero-byte stand-ins: for ops that only
+    move elements. Their dtype does not take part: elements without bytes have none to cast."""
+    shape_params = {key: value for key, value in params.items() if key not in ("dtype", "casting")}
+    return reference(*map(zero_byte_stand_in, shapes), **shape_params).shape
+
+
+def _not_aligned(name: str, a: Shape, b: Shape, a_axis: int, b_axis: int) -> ValueError:
+    return ValueError(
+        f"{name}: shapes {a} and {b} not aligned: {a[a_axis]} (dim {a_axis}) != {b[b_axis]} (dim {b_axis})"
+    )
+
+
+def dot_shape(a: Shape, b: Shape) -> Shape:
+    """``numpy.dot``: a 0-d operand multiplies; else the last axis of ``a`` meets the second-to-last
+    of ``b`` (its only one if 1-d)."""
+    if not a or not b:
+        return a or b
+    contracted = max(len(b) - 2, 0)
+    if a[-1] != b[contracted]:
+        raise _not_aligned("dot", a, b, len(a) - 1, contracted)
+    return a[:-1] + b[:contracted] + b[contracted + 1 :]
+
+
+def inner_shape(a: Shape, b: Shape) -> Shape:
+    """``numpy.inner``: a 0-d operand multiplies; else the last axes of both meet."""
+    if not a or not b:
+        return a or b
+    if a[-1] != b[-1]:
+        raise _not_aligned("inner", a, b, len(a) - 1, len(b) - 1)
+    return a[:-1] + b[:-1]
+
+
+def einsum_subscripts(operands: tuple) -> str:
+    """The interleaved form of einsum's operands (``a, [0, 1], b, [1, 2], [0, 2]``: each operand
+    followed by its axes' labels, then the output's) as subscripts, by NumPy's own parser."""
+    stand_ins = list(operands)
+    for position in range(0, len(operands) - len(operands) % 2, 2):
+        stand_ins[position] = zero_byte_stand_in(np.shape(operands[position]))
+    inputs, output, _ = _parse_einsum_input(stand_ins)
+    return f"{inputs}->{output}"
+
+
+def einsum_shape(*shapes: Shape, subscripts: str, **ignored: Any) -> Shape:
+    """``numpy.einsum``: NumPy parses the subscripts (ellipses become letters, an implicit output is
+    made explicit); a label's extent is the same wherever it appears, or 1 there (broadcast)."""
+    inputs, output, _ = _parse_einsum_input((subscripts, *map(zero_byte_stand_in, shapes)))
+    extents: dict[str, int] = {}
+    for position, (labels, shape) in enumerate(zip(inputs.split(","), shapes, strict=True)):
+        if len(labels) != len(shape):
+            raise ValueError(
+                f"einsum: operand {position} has {len(shape)} dimensions (shape {shape}) "
+                f"but its subscripts {labels!r} name {len(labels)}"
+            )
+        own: dict[str, int] = {}
+        for label, extent in zip(labels, shape, strict=True):
+            if own.setdefault(label, extent) != extent:
+                raise ValueError(
+                    f"einsum: dimensions in operand {position} (shape {shape}) for collapsing "
+                    f"index {label!r} don't match ({own[label]} != {extent})"
+                )
+            known = extents.get(label, 1)
+            if extent != 1 and known not in (1, extent):
+                raise ValueError(
+                    f"einsum: size of label {label!r} for operand {position} ({extent}) does not "
+                    f"match previous operands ({known})"
+                )
+            if known == 1:
+                extents[label] = extent
+    return tuple(extents[label] for label in output)
+
+
+def cumulative_shape(shape: Shape, *, axis: Any = None, **ignored: Any) -> Shape:
+    """``cumsum``, ``cumprod``: the shape kept along one axis, or flattened without one. NumPy's axis
+    check makes a 0-d array 1-d first."""
+    if axis is None:
+        return (size_of(shape),)
+    shape = shape or (1,)
+    normalize_axis_index(operator.index(axis), len(shape))
+    return shape
+
+
+def statistic_shape(
+    shape: Shape,
+    q_shape: Shape | None = None,
+    *,
+    q: Any = None,
+    axis: Any = None,
+    keepdims: bool = False,
+    **ignored: Any,
+) -> Shape:
+    """``median``, ``percentile``, ``nanmean``...: the reduced shape, after the shape of the
+    quantiles ``q`` (an operand when given as an array, else a param)."""
+    axes = tuple(range(len(shape))) if axis is None else normalize_axis_tuple(axis, len(shape))
+    prefix = q_shape if q_shape is not None else np.shape(q) if q is not None else ()
+    return prefix + reduced_shape(shape, axes, bool(keepdims))
+
+
+def pad_shape(shape: Shape, *, pad_width: Any, **ignored: Any) -> Shape:
+    """``numpy.pad``: NumPy's own reading of ``pad_width`` (every mode pads the same widths)."""
+    return np.pad(zero_byte_stand_in(shape), pad_width).shape
 
 
 # ---- index maps: where a kernel's iteration index lands in a node's array ------------------------

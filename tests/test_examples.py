@@ -19,7 +19,7 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_NAMES = ("black_scholes", "heat_diffusion", "kmeans", "transformer_mlp", "julia", "monte_carlo")
-NOT_AN_EXAMPLE_PROGRAM = {"demo"}  # the tour of dynfuse itself, not a NumPy program
+NOT_AN_EXAMPLE_PROGRAM = {"demo", "tour"}  # make demo's driver, and the tour of dynfuse itself
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 

@@ -1,0 +1,127 @@
+"""Creation: NumPy makes the array at once, and it becomes a leaf of the trace.
+
+There is no work to fuse in making an array, and what NumPy returns is new memory that nothing
+else sees, so writes into it (``x += 1``) may stay lazy. Lazy arguments (``linspace(0, x.max())``)
+are computed first; the prototype of a ``*_like`` function is not, only its shape and dtype count.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import array as array_module
+from .. import record
+from ..array import LazyArray
+
+__all__ = [
+    "arange",
+    "array",
+    "asanyarray",
+    "asarray",
+    "ascontiguousarray",
+    "empty",
+    "empty_like",
+    "eye",
+    "full",
+    "full_like",
+    "geomspace",
+    "identity",
+    "linspace",
+    "logspace",
+    "ones",
+    "ones_like",
+    "tri",
+    "zeros",
+    "zeros_like",
+]
+
+
+def _creating(function: Callable) -> Callable:
+    @functools.wraps(function)
+    def create(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
+        return record.call_numpy(function, args, kwargs, fresh=True)
+
+    return create
+
+
+def _stand_in(prototype: Any) -> Any:
+    """What a ``*_like`` function reads of a lazy prototype: its shape and dtype, in no memory."""
+    if record.is_lazy(prototype):
+        return np.broadcast_to(np.zeros((), prototype.dtype), prototype.shape)
+    return prototype
+
+
+def _creating_like(function: Callable) -> Callable:
+    prototype_name = next(iter(inspect.signature(function).parameters))
+
+    @functools.wraps(function)
+    def create_like(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (_stand_in(args[0]), *args[1:])
+        elif prototype_name in kwargs:
+            kwargs[prototype_name] = _stand_in(kwargs[prototype_name])
+        return record.call_numpy(function, args, kwargs, fresh=True)
+
+    return create_like
+
+
+arange = _creating(np.arange)
+empty = _creating(np.empty)
+eye = _creating(np.eye)
+full = _creating(np.full)
+geomspace = _creating(np.geomspace)
+identity = _creating(np.identity)
+linspace = _creating(np.linspace)
+logspace = _creating(np.logspace)
+ones = _creating(np.ones)
+tri = _creating(np.tri)
+zeros = _creating(np.zeros)
+empty_like = _creating_like(np.empty_like)
+full_like = _creating_like(np.full_like)
+ones_like = _creating_like(np.ones_like)
+zeros_like = _creating_like(np.zeros_like)
+
+
+def asarray(
+    a: Any,
+    dtype: Any = None,
+    order: str | None = None,
+    *,
+    device: Any = None,
+    copy: bool | None = None,
+    like: Any = None,
+) -> LazyArray:
+    """``numpy.asarray``: an ndarray is wrapped without a copy (see ``dynfuse.asarray``)."""
+    return array_module.asarray(a, dtype=dtype, copy=copy)
+
+
+asanyarray = asarray
+
+
+def array(
+    object: Any,
+    dtype: Any = None,
+    *,
+    copy: bool | None = True,
+    order: str = "K",
+    subok: bool = False,
+    ndmin: int = 0,
+    like: Any = None,
+) -> LazyArray:
+    """``numpy.array``: a copy unless ``copy`` is False or None, with at least ``ndmin`` axes."""
+    result = array_module.asarray(object, dtype=dtype, copy=copy if copy else None)
+    if result.ndim >= ndmin:
+        return result
+    return record.reshape(result, (1,) * (ndmin - result.ndim) + result.shape)
+
+
+def ascontiguousarray(a: Any, dtype: Any = None, *, like: Any = None) -> LazyArray:
+    """``numpy.ascontiguousarray``: at least one axis (how a lazy array is laid out is its own affair)."""
+    result = array_module.asarray(a, dtype=dtype)
+    return result if result.ndim else record.reshape(result, (1,))

@@ -1,0 +1,69 @@
+"""Elementwise functions: every ufunc of the op table, ``clip``, ``where``, ``astype``.
+
+Each ufunc is a function that records its op, carrying its NumPy ufunc's attributes and methods
+(``np.add.reduce``, ``np.subtract.outer``, ``np.maximum.accumulate``...): those are the NumPy
+ufunc's own, so on lazy arrays they reach ``LazyArray.__array_ufunc__``, which records what it can.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import ops, record
+
+# What a NumPy user reads off a ufunc besides calling it.
+_UFUNC_ATTRIBUTES = "reduce accumulate reduceat outer at nin nout nargs ntypes types identity signature"
+
+
+def _ufunc_function(name: str, op: ops.Op) -> Any:
+    ufunc = op.reference
+
+    def function(*operands: Any, out: Any = None, **kwargs: Any) -> Any:
+        if len(operands) != ufunc.nin:
+            raise TypeError(f"{name}() takes {ufunc.nin} positional arguments but {len(operands)} were given")
+        return record.ufunc_call(op, operands, out, kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused when materialized."
+    for attribute in _UFUNC_ATTRIBUTES.split():
+        setattr(function, attribute, getattr(ufunc, attribute))
+    return function
+
+
+UFUNCS: dict[str, Any] = {
+    name: _ufunc_function(name, op)
+    for name, op in ops.ELEMENTWISE.items()
+    if isinstance(op.reference, np.ufunc)
+}
+UFUNCS.update({alias: _ufunc_function(alias, ops.ELEMENTWISE[name]) for alias, name in ops.ALIASES.items()})
+globals().update(UFUNCS)
+__all__ = ["astype", "clip", "where", *UFUNCS]
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Any:
+    """``numpy.clip``; a missing bound is the one-sided ``maximum``/``minimum`` NumPy computes."""
+    a_min = kwargs.pop("min", a_min)
+    a_max = kwargs.pop("max", a_max)
+    if kwargs or (a_min is None and a_max is None):
+        return record.fallback(
+            "clip", np.clip, (a, a_min, a_max), {**kwargs, "out": out} if out is not None else kwargs
+        )
+    if a_min is None:
+        return record.elementwise(ops.ELEMENTWISE["minimum"], (a, a_max), out=out)
+    if a_max is None:
+        return record.elementwise(ops.ELEMENTWISE["maximum"], (a, a_min), out=out)
+    return record.elementwise(ops.ELEMENTWISE["clip"], (a, a_min, a_max), out=out)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None and y is None:
+        return record.fallback("where", np.where, (condition,), {})
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    return record.elementwise(ops.ELEMENTWISE["where"], (condition, x, y))
+
+
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    return record.astype(x, dtype, copy=copy)

@@ -1,0 +1,77 @@
+"""What each of dynfuse's NumPy namespaces (``numpy``, ``numpy.linalg``, ``numpy.random``,
+``numpy.fft``) does the same way: serve ``__array_function__`` with its functions, and fall through
+to NumPy's module for the names it does not define."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .. import record
+
+
+def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
+    """Each function of ``namespace`` that mirrors a function of ``numpy_module`` becomes the one
+    ``LazyArray.__array_function__`` runs for it, so ``numpy.concatenate([lazy, lazy])`` is
+    recorded as ``dynfuse.numpy.concatenate`` would be (and ``numpy.zeros(3, like=lazy)`` made as
+    ``dynfuse.numpy.zeros`` makes it). Ufuncs reach ``__array_ufunc__`` instead."""
+    for name, function in namespace.items():
+        numpy_function = getattr(numpy_module, name, None)
+        if (
+            callable(function)
+            and not name.startswith("_")
+            and callable(numpy_function)
+            and not isinstance(numpy_function, (np.ufunc, type))
+        ):
+            record.HANDLED_FUNCTIONS[numpy_function] = function
+
+
+def falling_back(function: Callable) -> Callable:
+    """``function`` run by NumPy on materialized inputs, its array results lazy, counted by name."""
+    name = record.function_name(function)
+
+    @functools.wraps(function)
+    def fall_back(*args: Any, **kwargs: Any) -> Any:
+        return record.fallback(name, function, args, kwargs)
+
+    return fall_back
+
+
+# The double-underscore names that are NumPy's as a library. The others describe the module itself
+# (``__path__`` would send ``import dynfuse.numpy.linalg.x`` to NumPy's files), so they never fall through.
+_NUMPYS_DUNDERS = frozenset({"__version__", "__array_api_version__", "__array_namespace_info__"})
+
+
+def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
+    """Give the module whose globals are ``namespace`` every name of ``numpy_module`` it lacks.
+
+    Functions fall back (``falling_back``); classes (dtypes, ``errstate``), constants and modules
+    are NumPy's own objects, and so are ufuncs, which on lazy arrays reach
+    ``LazyArray.__array_ufunc__``. Found once, then kept in the namespace. ``__all__`` is NumPy's
+    (every public name of the namespace is one of NumPy's), so ``from dynfuse.numpy import *`` gives
+    what ``from numpy import *`` does.
+    """
+    module_name = namespace["__name__"]
+
+    def __getattr__(name: str) -> Any:
+        try:
+            if name.startswith("__") and name not in _NUMPYS_DUNDERS:
+                raise AttributeError(name)
+            attribute = getattr(numpy_module, name)
+        except AttributeError:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}") from None
+        if callable(attribute) and not isinstance(attribute, (type, np.ufunc)):
+            attribute = falling_back(attribute)
+        namespace[name] = attribute
+        return attribute
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(dir(numpy_module)))
+
+    namespace["__all__"] = list(numpy_module.__all__)
+    namespace["__getattr__"] = __getattr__
+    namespace["__dir__"] = __dir__

@@ -1,0 +1,299 @@
+"""Shape functions: views recorded as index maps, and the library calls that move elements.
+
+Views (reshape, transpose, broadcasting, new axes, flips) cost nothing: a kernel reads through
+them. ``concatenate``, ``roll``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers) that
+NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
+and ``meshgrid`` are written here as NumPy writes them, from those and from views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+
+from .. import ops, record, views
+from ..array import LazyArray
+
+__all__ = [
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "broadcast_arrays",
+    "broadcast_to",
+    "column_stack",
+    "concat",
+    "concatenate",
+    "copy",
+    "diff",
+    "dstack",
+    "expand_dims",
+    "flip",
+    "fliplr",
+    "flipud",
+    "hstack",
+    "meshgrid",
+    "moveaxis",
+    "ndim",
+    "pad",
+    "permute_dims",
+    "ravel",
+    "repeat",
+    "reshape",
+    "roll",
+    "shape",
+    "size",
+    "squeeze",
+    "stack",
+    "swapaxes",
+    "tile",
+    "transpose",
+    "vstack",
+]
+
+
+def reshape(a: Any, /, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Any:
+    shape = newshape if shape is None else shape
+    if order != "C" or copy is not None:
+        return record.fallback("reshape", np.reshape, (a, shape), {"order": order, "copy": copy})
+    return record.reshape(a, shape)
+
+
+def transpose(a: Any, axes: Any = None) -> Any:
+    return record.transpose(a, axes)
+
+
+def permute_dims(a: Any, /, axes: Any = None) -> Any:
+    return record.transpose(a, axes)
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    a = record.lazy(a)
+    return record.permute(a, views.swapaxes_axes(axis1, axis2, a.ndim))
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Any:
+    a = record.lazy(a)
+    return record.permute(a, views.moveaxis_axes(source, destination, a.ndim))
+
+
+def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Any:
+    return record.broadcast_to(array, shape)
+
+
+def broadcast_arrays(*args: Any, subok: bool = False) -> tuple[Any, ...]:
+    arrays = [record.lazy(value) for value in args]
+    shape = views.broadcast_shapes("broadcast_arrays", *(array.shape for array in arrays))
+    return tuple(array if array.shape == shape else record.broadcast_to(array, shape) for array in arrays)
+
+
+def expand_dims(a: Any, axis: Any) -> Any:
+    a = record.lazy(a)
+    return record.reshape(a, np.expand_dims(views.shape_stand_in(a.shape), axis).shape)
+
+
+def squeeze(a: Any, axis: Any = None) -> Any:
+    return record.lazy(a).squeeze(axis)
+
+
+def ravel(a: Any, order: str = "C") -> Any:
+    if order != "C":
+        return record.fallback("ravel", np.ravel, (a,), {"order": order})
+    return record.reshape(a, -1)
+
+
+def flip(m: Any, axis: Any = None) -> Any:
+    m = record.lazy(m)
+    axes = views.reduction_axes("flip", axis, m.ndim)
+    return m[tuple(slice(None, None, -1) if axis in axes else slice(None) for axis in range(m.ndim))]
+
+
+def fliplr(m: Any) -> Any:
+    m = record.lazy(m)
+    if m.ndim < 2:
+        raise ValueError(f"fliplr: input must be >= 2-d, got shape {m.shape}")
+    return m[:, ::-1]
+
+
+def flipud(m: Any) -> Any:
+    m = record.lazy(m)
+    if m.ndim < 1:
+        raise ValueError("flipud: input must be >= 1-d, got a 0-d array")
+    return m[::-1, ...]
+
+
+def copy(a: Any, order: str = "K", subok: bool = False) -> Any:
+    return record.lazy(a).copy()
+
+
+def shape(a: Any) -> tuple[int, ...]:
+    return a.shape if isinstance(a, LazyArray) else np.shape(a)
+
+
+def ndim(a: Any) -> int:
+    return a.ndim if isinstance(a, LazyArray) else np.ndim(a)
+
+
+def size(a: Any, axis: Any = None) -> int:
+    if isinstance(a, LazyArray):
+        return a.size if axis is None else a.shape[axis]
+    return np.size(a, axis)
+
+
+# ---- at least so many axes: views ---------------------------------------------------------------
+
+
+def _at_least(lifted: Callable[[tuple[int, ...]], tuple[int, ...]], arrays: tuple) -> Any:
+    """Each array with the shape ``lifted`` gives it (a view); one array alone, not in a tuple."""
+    results = []
+    for value in arrays:
+        array = record.lazy(value)
+        shape = lifted(array.shape)
+        results.append(array if shape == array.shape else record.reshape(array, shape))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def atleast_1d(*arys: Any) -> Any:
+    return _at_least(lambda shape: shape or (1,), arys)
+
+
+def atleast_2d(*arys: Any) -> Any:
+    return _at_least(lambda shape: (1,) * (2 - len(shape)) + shape, arys)
+
+
+def atleast_3d(*arys: Any) -> Any:
+    """A 1-d array becomes (1, n, 1) and a 2-d one (m, n, 1), as in NumPy: not just axes in front."""
+    return _at_least(
+        lambda shape: {0: (1, 1, 1), 1: (1, *shape, 1), 2: (*shape, 1)}.get(len(shape), shape), arys
+    )
+
+
+# ---- joining: one library call, ``concatenate`` --------------------------------------------------
+
+
+def concatenate(
+    arrays: Iterable[Any], /, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind"
+) -> Any:
+    params = {"axis": axis}
+    if dtype is not None:
+        params["dtype"] = dtype
+    if casting != "same_kind":
+        params["casting"] = casting
+    return record.barrier(ops.BARRIERS["concatenate"], tuple(arrays), params, out=out)
+
+
+concat = concatenate
+
+
+def _joined(arrays: Any) -> tuple:
+    return arrays if isinstance(arrays, tuple) else (arrays,)
+
+
+def stack(
+    arrays: Iterable[Any], axis: int = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind"
+) -> Any:
+    arrays = [record.lazy(value) for value in arrays]
+    if not arrays:
+        raise ValueError("stack: need at least one array to stack")
+    shapes = {array.shape for array in arrays}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
+    axis = normalize_axis_index(axis, arrays[0].ndim + 1, "stack")
+    new_axis = (slice(None),) * axis + (None,)
+    return concatenate(
+        [array[new_axis] for array in arrays], axis=axis, out=out, dtype=dtype, casting=casting
+    )
+
+
+def hstack(tup: Iterable[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    arrays = _joined(atleast_1d(*tup))
+    axis = 0 if arrays and arrays[0].ndim == 1 else 1  # 1-d arrays join along their only axis
+    return concatenate(arrays, axis, dtype=dtype, casting=casting)
+
+
+def vstack(tup: Iterable[Any], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    return concatenate(_joined(atleast_2d(*tup)), 0, dtype=dtype, casting=casting)
+
+
+def dstack(tup: Iterable[Any]) -> Any:
+    return concatenate(_joined(atleast_3d(*tup)), 2)
+
+
+def column_stack(tup: Iterable[Any]) -> Any:
+    """Arrays of fewer than two axes become columns; the rest join as they are."""
+    arrays = []
+    for value in tup:
+        array = record.lazy(value)
+        arrays.append(record.reshape(array, (-1, 1)) if array.ndim < 2 else array)
+    return concatenate(arrays, 1)
+
+
+# ---- other library calls that move elements ----------------------------------------------------------
+
+
+def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    return record.barrier(ops.BARRIERS["roll"], (a,), {"shift": shift, "axis": axis})
+
+
+def tile(A: Any, reps: Any) -> Any:
+    return record.barrier(ops.BARRIERS["tile"], (A,), {"reps": reps})
+
+
+def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
+    """A count per element makes the result's shape depend on the counts' values: NumPy runs it."""
+    if np.ndim(repeats):
+        return record.fallback("repeat", np.repeat, (a, repeats), {"axis": axis})
+    return record.barrier(ops.BARRIERS["repeat"], (a,), {"repeats": repeats, "axis": axis})
+
+
+def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    return record.barrier(ops.BARRIERS["pad"], (array,), {"pad_width": pad_width, "mode": mode, **kwargs})
+
+
+# ---- written from the above, as NumPy writes them ----------------------------------------------
+
+
+def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = np._NoValue, append: Any = np._NoValue) -> Any:
+    """Differences of neighbours (``not_equal`` for booleans), ``n`` times over: slices, no copies."""
+    if n == 0:
+        return a
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative but got {n!r}")
+    a = record.lazy(a)
+    if a.ndim == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    axis = normalize_axis_index(axis, a.ndim, "diff")
+    edge = tuple(1 if position == axis else extent for position, extent in enumerate(a.shape))
+    combined = []
+    for value in (prepend, a, append):
+        if value is not np._NoValue:
+            value = record.lazy(value)
+            combined.append(record.broadcast_to(value, edge) if value.ndim == 0 else value)
+    if len(combined) > 1:
+        a = concatenate(combined, axis)
+    later = tuple(slice(1, None) if position == axis else slice(None) for position in range(a.ndim))
+    earlier = tuple(slice(None, -1) if position == axis else slice(None) for position in range(a.ndim))
+    op = ops.ELEMENTWISE["not_equal" if a.dtype == np.bool_ else "subtract"]
+    for _ in range(n):
+        a = record.elementwise(op, (a[later], a[earlier]))
+    return a
+
+
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
+    """Coordinate arrays: each input along its own axis (the first two swapped for 'xy'), broadcast
+    to the full grid unless sparse, and copied (the grid written out) unless ``copy=False``."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    ndim = len(xi)
+    ones = (1,) * ndim
+    output = [record.reshape(x, (*ones[:i], -1, *ones[i + 1 :])) for i, x in enumerate(xi)]
+    if indexing == "xy" and ndim > 1:
+        output[0] = record.reshape(output[0], (1, -1, *ones[2:]))
+        output[1] = record.reshape(output[1], (-1, 1, *ones[2:]))
+    if not sparse:
+        output = broadcast_arrays(*output)
+    if copy:
+        output = tuple(x.copy() for x in output)
+    return output
