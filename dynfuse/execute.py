@@ -3,10 +3,10 @@
 With a kernel backend the trace is planned (``schedule``), and the plan runs step by step: library
 calls for barriers, kernels for fusion groups. A kernel runs compiled or interpreted by the tier
 policy: below ``Target.tiny_elements`` always interpreted (a compiled launch costs more than
-NumPy's few calls); below ``Target.first_sight_elements`` interpreted the first time its signature
-is seen and compiled from the second (tiered, like a JIT: one-off small work pays no compile);
-otherwise compiled at once. A kernel that fails to compile or to run is interpreted instead, with
-a warning: a fault in dynfuse never turns into a wrong answer.
+NumPy's few calls); below ``Target.first_sight_work`` (elements times ops) interpreted the first
+time its signature is seen and compiled from the second (tiered, like a JIT: one-off small work
+pays no compile); otherwise compiled at once. A kernel that fails to compile or to run is
+interpreted instead, with a warning: a fault in dynfuse never turns into a wrong answer.
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ class _Run:
         elements = views.size_of(step.kernel.shape)
         if elements < target.tiny_elements:
             return not self.compile_small
-        if elements >= target.first_sight_elements:
+        if elements * len(step.nodes) >= target.first_sight_work:
             return False
         return _sighted((self.backend.name, step.kernel.signature)) == 1
 

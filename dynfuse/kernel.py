@@ -167,8 +167,10 @@ class Target:
     persistent_row_elements: int = 32768
     # Kernels with fewer elements always run interpreted: a compiled launch would not be faster.
     tiny_elements: int = 0
-    # A kernel seen for the first time with fewer elements runs interpreted; seen again, it compiles.
-    first_sight_elements: int = 0
+    # A kernel seen for the first time with less work, in elements times fused ops, runs
+    # interpreted; seen again, it compiles. Interpreting costs a pass over the elements per op, and
+    # compiling grows far slower with the ops: a long chain over a few million elements pays at once.
+    first_sight_work: int = 0
     # A trace of tiny kernels seen this many times compiles after all (0: never): replayed without
     # planning, one launch costs less than NumPy's calls, and the repeats pay for the compile.
     tiny_repeats: int = 0

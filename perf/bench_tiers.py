@@ -5,14 +5,16 @@ For one elementwise chain over N elements it times, in one run:
 - ``warm``: planned and compiled, with the plan and the kernel already cached (a hot loop);
 - ``cold``: planned and compiled from empty caches (the first sight of a signature).
 ``tiny_elements`` is the smallest N from which ``warm`` beats ``interpreted``: below it a kernel
-never pays. ``first_sight_elements`` is the smallest N from which ``cold`` beats ``interpreted``:
-below it a first sighting runs interpreted and compiles when seen again. ``repeats`` is how many
+never pays. ``first_sight_work`` is the smallest N times the chain's op count from which ``cold``
+beats ``interpreted`` (interpreting costs a pass per op, compiling grows far slower with the ops:
+``--links`` lengthens the chain to check that): below it a first sighting runs interpreted and
+compiles when seen again. ``repeats`` is how many
 runs of a trace pay back compiling it ((cold - warm) / (interpreted - warm)): ``tiny_repeats`` is
 that figure for the sizes below ``tiny_elements``, where a repeated trace is interpreted until seen
 that often. Each backend's Target records the figures measured here. Correctness is checked before
 anything is timed.
 
-    python perf/bench_tiers.py [--backend groups] [--repeats N]
+    python perf/bench_tiers.py [--backend groups] [--repeats N] [--links L]
 """
 
 import argparse
@@ -24,9 +26,15 @@ from timing import median_time
 import dynfuse
 from dynfuse import cache, config, schedule
 
+OPS_PER_LINK = 5
 
-def chain(a):
-    return np.maximum(a * 2.0, 0.0) + 1.0 - a / 3.0
+
+def chain(a, links):
+    """``links`` times ``maximum(x*2, 0) + 1 - a/3``, each on the last: 5 ops a link."""
+    x = a
+    for _ in range(links):
+        x = np.maximum(x * 2.0, 0.0) + 1.0 - a / 3.0
+    return x
 
 
 def clear_caches():
@@ -38,21 +46,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="groups")
     parser.add_argument("--repeats", type=int, default=31)
+    parser.add_argument("--links", type=int, default=1, help="chain length, in links of 5 ops")
     args = parser.parse_args()
     backend = config.BACKENDS[args.backend]
     config.disk_cache = False  # cold means compiled, not loaded from an earlier run's object code
     # Measure with the policy off: every kernel compiled, whatever its size.
-    backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_elements=0)
-    print(f"dynfuse {dynfuse.__version__}, backend {args.backend!r}, numpy {np.__version__}")
+    backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_work=0)
+    ops = OPS_PER_LINK * args.links
+    print(f"dynfuse {dynfuse.__version__}, backend {args.backend!r}, numpy {np.__version__}, {ops} ops")
     columns = ("interpreted", "warm", "cold", "warm/interp", "cold/interp", "repeats")
     print(f"{'elements':>10} " + " ".join(f"{column:>12}" for column in columns))
     tiny = first_sight = None
     for size in [2**k for k in (4, 8, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22)]:
         values = np.random.default_rng(0).standard_normal(size)
-        expected = chain(values)
+        expected = chain(values, args.links)
 
         def run(values=values):
-            return np.asarray(chain(dynfuse.asarray(values)))
+            return np.asarray(chain(dynfuse.asarray(values), args.links))
 
         for name in ("numpy", args.backend):
             dynfuse.set_backend(name)
@@ -72,7 +82,9 @@ def main() -> None:
             f"{size:>10} {interpreted * 1e6:>10.1f}us {warm * 1e6:>10.1f}us {cold * 1e6:>10.1f}us "
             f"{warm / interpreted:>12.2f} {cold / interpreted:>12.2f} {repeats:>12}"
         )
-    print(f"warm beats interpreted from {tiny} elements; cold (plan + compile) from {first_sight}")
+    work = None if first_sight is None else first_sight * ops
+    print(f"warm beats interpreted from {tiny} elements; cold (plan + compile) from {first_sight}", end=" ")
+    print(f"({work} element-ops)")
 
 
 if __name__ == "__main__":

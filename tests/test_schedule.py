@@ -374,7 +374,7 @@ def test_tiny_work_is_interpreted_without_a_plan(monkeypatch):
 
 def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
     monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_elements=0))
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_work=0))
     x = dynfuse.asarray(np.arange(400.0).reshape(20, 20))
     y = x.sum(axis=0)  # 20 results of 400 elements
     dynfuse.evaluate(y)
@@ -384,9 +384,7 @@ def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
 
 def test_a_small_kernel_compiles_when_seen_again(monkeypatch):
     monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(
-        groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_elements=10**6)
-    )
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=10**6))
     first = second = None
     for attempt in range(2):
         x = dynfuse.asarray(np.arange(37.0))

@@ -321,8 +321,9 @@ def _bind(function: Any, *arguments: Any) -> Any:
 class CpuBackend:
     name = "cpu"
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md): tiny traces repay a compile after
-    # about a thousand runs.
-    target = Target(name, tiny_elements=1 << 14, first_sight_elements=1 << 22, tiny_repeats=1024)
+    # about a thousand runs; a first compile beats interpreting from about 2**24 element-ops (a
+    # 5-op chain over 4M elements, a 40-op one over 512K to 1M).
+    target = Target(name, tiny_elements=1 << 14, first_sight_work=1 << 24, tiny_repeats=1024)
 
     def source(self, kernel: Kernel) -> str:
         module, _ = codegen.generate(kernel)

@@ -32,8 +32,8 @@ class GroupBackend:
     name = "groups"
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md): a planned group beats the op-by-op
     # interpreter from about 2**16 elements when its plan and code are cached, and from about 2**17
-    # when it must plan and compile first.
-    target = Target(name, tiny_elements=1 << 16, first_sight_elements=1 << 17)
+    # when it must plan and compile first (a 5-op chain: about 2**19 element-ops).
+    target = Target(name, tiny_elements=1 << 16, first_sight_work=1 << 19)
 
     def source(self, kernel: Kernel) -> str:
         shape = kernel.shape
