@@ -328,13 +328,15 @@ class _Run:
             self.buffers[number] = output.reshape(self.nodes[number].shape)
 
     def _interpreted_tier(self, step: KernelStep) -> bool:
+        """Decided by what interpreting would cost: every node of the group computed whole, a pass
+        each. A kernel may compute far less (one element of a long chain, through an index map)."""
         if not config.tiers:
             return False
         target = self.backend.target
-        elements = views.size_of(step.kernel.shape)
-        if elements < target.tiny_elements:
+        sizes = [views.size_of(self.nodes[number].shape) for number in step.nodes]
+        if max(views.size_of(step.kernel.shape), *sizes) < target.tiny_elements:
             return not self.compile_small
-        if elements * len(step.nodes) >= target.first_sight_work:
+        if sum(sizes) >= target.first_sight_work:
             return False
         return _sighted((self.backend.name, step.kernel.signature)) == 1
 

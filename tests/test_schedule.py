@@ -382,6 +382,27 @@ def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
     close(y, np.arange(400.0).reshape(20, 20).sum(axis=0))
 
 
+@pytest.mark.parametrize(
+    "program, compiled_at_once",
+    [
+        (lambda x: ((x * 2 + 1) * x - 3) * 0.5, True),  # 5 ops over 40 elements: 200 element-ops
+        (lambda x: x * 2 + 1, False),  # 2 ops over 40: 80
+        (lambda x: (((x * 2 + 1) * x - 3) * 0.5)[7], True),  # one element, but 200 to interpret
+    ],
+    ids=["long chain", "short chain", "one element of a long chain"],
+)
+def test_first_sight_is_decided_by_what_interpreting_would_cost(program, compiled_at_once, monkeypatch):
+    """Interpreting runs each op over its whole array; a kernel reading one element through an
+    index map does one element's work, so the kernel's own size does not decide."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=10, first_sight_work=100))
+    values = np.arange(40.0)
+    y = program(dynfuse.asarray(values))
+    dynfuse.evaluate(y)
+    close(y, program(values))
+    assert dynfuse.stats()["kernels_launched"] == int(compiled_at_once)
+
+
 def test_a_small_kernel_compiles_when_seen_again(monkeypatch):
     monkeypatch.setattr(config, "tiers", True)
     monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=10**6))
