@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parent
-DEFAULT_PROGRAMS = ("black_scholes.py", "transformer_mlp.py")
+DEFAULT_PROGRAMS = ("black_scholes.py", "julia.py")
 # Printed numbers agree to float32 rounding, amplified a little by sums of millions of terms.
 RELATIVE_TOLERANCE = 1e-4
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan")

@@ -96,6 +96,48 @@ def test_every_example_program_is_tested():
     assert {path.stem for path in EXAMPLES.glob("*.py")} - NOT_AN_EXAMPLE_PROGRAM == set(EXAMPLE_NAMES)
 
 
+# Under the runner: the numbers agree to float rounding (sums of many terms in another order); counts
+# and labels exactly. A rounding-level figure (the parity error, about 2e-5) passes by the absolute term.
+RUNNER = (sys.executable, "-m", "dynfuse", "run", "--report", "none")
+
+
+@pytest.fixture(scope="module")
+def private_kernel_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kernel-cache"))
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_examples_print_the_same_results_under_the_runner(name, private_kernel_cache, monkeypatch):
+    """Every kernel compiled (DYNFUSE_TIERS=0), as at a size where the tiers would compile them."""
+    monkeypatch.setenv("DYNFUSE_TIERS", "0")
+    monkeypatch.setenv("DYNFUSE_CACHE_DIR", private_kernel_cache)
+    completed = run_example(name, RUNNER)
+    assert completed.returncode == 0, completed.stderr
+    expected, printed = results_of(name), example_results(completed.stdout)
+    assert printed.keys() == expected.keys()
+    for label, numbers in expected.items():
+        assert len(printed[label]) == len(numbers), label
+        for ours, theirs in zip(printed[label], numbers, strict=True):
+            assert math.isclose(ours, theirs, rel_tol=1e-5, abs_tol=1e-4), (label, ours, theirs)
+
+
+def test_the_demo_compares_a_runner_run_with_plain_python(private_kernel_cache, monkeypatch):
+    monkeypatch.setenv("DYNFUSE_CACHE_DIR", private_kernel_cache)
+    command = [sys.executable, str(EXAMPLES / "demo.py"), "--size", "small", "black_scholes.py"]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "dynfuse run printed the same results" in completed.stdout
+    assert "speedup" in completed.stdout and "kernels" in completed.stdout
+
+
+def test_the_demo_flags_results_that_differ():
+    demo = load_example("demo")
+    assert demo.numbers_differ("price: 1.5\ncount: 3\n", "price: 1.50001\ncount: 3\n") == []
+    assert demo.numbers_differ("price: 1.5\n", "price: 1.6\n") == ["python: price: 1.5\ndynfuse: price: 1.6"]
+    assert demo.numbers_differ("price: 1.5\n", "cost: 1.5\n") != []
+    assert demo.numbers_differ("a: 1\n", "a: 1\nb: 2\n") == ["1 lines under python, 2 under dynfuse"]
+
+
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_examples_are_deterministic(name):
     assert run_example(name).stdout == plain_output(name)
