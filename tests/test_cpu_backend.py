@@ -35,6 +35,15 @@ def test_float32_chains_compile_to_vector_instructions():
     assert vector_ops, assembly
 
 
+def test_a_chain_with_a_float_power_vectorizes_around_the_pow_calls():
+    """``x**3`` calls the C library's powf per element, as NumPy does; through the llvm.pow
+    intrinsic (no errno), the rest of the loop still vectorizes, with the calls scalarized."""
+    x = dynfuse.asarray(np.ones(4096, np.float32))
+    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**3 * 0.5) + x))
+    assert "powf" in assembly
+    assert any(op in assembly for op in ("vmulps", "mulps", "vaddps", "addps")), assembly
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
     """Ranges of elements, of rows, and within each row (three rows, more threads than rows)."""

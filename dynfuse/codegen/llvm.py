@@ -496,9 +496,11 @@ class _Scalars:
             bits = b.bitcast(x, I32 if t == FLOAT else I64)
             return b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
         if name == "power_by_one_value":
-            # NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal
+            # NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal.
+            # pow through the intrinsic (the C library's, without errno), so the loop around it
+            # vectorizes with the calls scalarized: a plain call to powf would keep it scalar.
             y = a[1]
-            result = b.call(self.libm("pow", t, 2), a)
+            result = b.call(self.intrinsic("llvm.pow", t, 2), a)
             result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(one, x), result)
             result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
             sqrt = b.call(self.intrinsic("llvm.sqrt", t, 1), [x])
