@@ -11,8 +11,10 @@ interpreted instead, with a warning: a fault in dynfuse never turns into a wrong
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Hashable, Sequence
 
 import cachetools
@@ -58,6 +60,9 @@ def materialize(nodes: Sequence[Node]) -> None:
             if replay is not None and replay.materialize(outputs[0], key):
                 return
         order = topological_order(outputs)
+        held = held_intermediates(order, outputs)
+        if held:
+            outputs, key = [*outputs, *held], None  # no replay: it computes one node
         tiny = backend is not None and _tiny(order, backend)
         if backend is None or (tiny and not _repeated_enough(key, backend)):
             results = interpret.run(order, outputs)
@@ -69,6 +74,38 @@ def materialize(nodes: Sequence[Node]) -> None:
 
 
 _counters = stats.thread_counters
+
+# An intermediate this deep costs a chain of ops to compute again, more than storing it now and
+# reading it back later (two passes).
+HELD_DEPTH = 4
+# References to a node of ``order`` that ``held_intermediates`` itself holds while it counts: the
+# ``order`` list, the ``deep`` list, its loop variable, and ``sys.getrefcount``'s argument.
+_COUNTING_REFERENCES = 4
+
+
+def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]:
+    """The nodes of ``order`` (not outputs, not views) that the program still holds, and that are
+    deep: computed now, they are kept (they become leaves), as NumPy would have them, rather than
+    computed again when asked for (``x = layer(x); print(x.std())``, then the next layer).
+
+    "Held": referenced from outside this trace, by a lazy array the program keeps or by a graph
+    recorded over the node. That is what is left of its reference count once the trace's own
+    references (inputs and ancestors of its nodes) are taken away, as NumPy's temporary elision
+    reads reference counts. A miscount can only cost speed: a kept node holds its own value.
+    """
+    requested = set(map(id, outputs))
+    deep = [
+        node
+        for node in order
+        if node.depth >= HELD_DEPTH and node.op.kind is not OpKind.VIEW and id(node) not in requested
+    ]
+    if not deep:
+        return []
+    inside: Counter[int] = Counter()
+    for node in order:
+        inside.update(map(id, node.inputs))
+        inside.update(map(id, node.ancestors))
+    return [node for node in deep if sys.getrefcount(node) > inside[id(node)] + _COUNTING_REFERENCES]
 
 
 def _sighted(key: Hashable) -> int:

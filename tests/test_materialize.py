@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, trace
+from dynfuse import cache, execute, trace
 from dynfuse.backends import cpu
 from dynfuse.trace import topological_order
 
@@ -307,3 +307,52 @@ def test_a_library_result_is_kept_for_what_is_recorded_over_it(backend, monkeypa
     np.testing.assert_allclose(np.asarray(y.max(axis=0)), (x @ w + 1).max(axis=0))
     del y
     assert sys.getrefcount(product) == 2  # only ``product`` here: the kept result goes with the graph
+
+
+def stored_with(result, monkeypatch):
+    """The nodes a materialization of ``result`` computes and keeps besides it."""
+    kept = []
+    held_intermediates = execute.held_intermediates
+
+    def spy(order, outputs):
+        kept.extend(held_intermediates(order, outputs))
+        return kept
+
+    monkeypatch.setattr(execute, "held_intermediates", spy)
+    dynfuse.evaluate(result)
+    return kept
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_deep_intermediate_the_program_holds_is_kept(backend, monkeypatch):
+    """``h`` is still held when its statistic is asked for: computed then, it is kept, so reading
+    it again (as the next step of a loop does) computes nothing."""
+    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    values = np.arange(1000.0)
+    x = dynfuse.asarray(values)
+    h = (((x * 2 + 1) * x - 3) * 0.5) + 1
+    total = (h * h).sum()
+    assert stored_with(total, monkeypatch) == [h._node]
+    expected = (((values * 2 + 1) * values - 3) * 0.5) + 1
+    assert float(total) == (expected * expected).sum()
+    assert h._node.is_materialized
+    launched = dynfuse.stats()["kernels_launched"] + dynfuse.stats()["interpreted_ops"]
+    np.testing.assert_array_equal(np.asarray(h), expected)
+    assert dynfuse.stats()["kernels_launched"] + dynfuse.stats()["interpreted_ops"] == launched
+
+
+@pytest.mark.parametrize("case", ["dropped", "shallow", "through a view"])
+def test_what_the_program_dropped_or_is_cheap_to_recompute_is_not_kept(case, monkeypatch):
+    """(Each result is made outside the ``assert``: pytest keeps the parts of an asserted
+    expression alive, to explain a failure.)"""
+    x = dynfuse.asarray(np.arange(1000.0))
+    if case == "dropped":
+        total, kept = ((((x * 2 + 1) * x - 3) * 0.5 + 1) ** 2).sum(), []
+    elif case == "shallow":
+        y = x * 2  # held, but one op: computing it again costs less than storing it
+        total, kept = (y + 1).sum(), []
+    else:
+        deep = (((x * 2 + 1) * x - 3) * 0.5) + 1
+        view = deep[::2]  # held through a view: what it views is kept
+        total, kept = view.sum() + deep.max(), [deep._node]
+    assert stored_with(total, monkeypatch) == kept
