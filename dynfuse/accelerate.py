@@ -13,6 +13,7 @@ where it is stale, or when ``DYNFUSE_PURE_PYTHON=1``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import warnings
 from collections.abc import Iterator
 from types import ModuleType
@@ -35,13 +36,21 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
 _accelerated: dict[tuple[Any, str], Any] = {}
 
 
-def _load() -> ModuleType | None:
+def _current_extension(name: str, version: int, description: str) -> ModuleType | None:
+    """The extension ``dynfuse.<name>``, where it was built, and built from this dynfuse."""
     try:
-        from . import _recorder
+        extension = importlib.import_module(f"{__package__}.{name}")
     except ImportError:
         return None
-    if getattr(_recorder, "INTERFACE_VERSION", None) != INTERFACE_VERSION:
-        return _refused("the C recorder", "it was built from another version of dynfuse")
+    if getattr(extension, "INTERFACE_VERSION", None) != version:
+        return _refused(description, "it was built from another version of dynfuse")
+    return extension
+
+
+def _load() -> ModuleType | None:
+    _recorder = _current_extension("_recorder", INTERFACE_VERSION, "the C recorder")
+    if _recorder is None:
+        return None
     try:
         _recorder.bind(
             Node=trace.Node,
@@ -64,13 +73,8 @@ def _load() -> ModuleType | None:
 
 
 def _load_launch() -> type | None:
-    try:
-        from . import _launch
-    except ImportError:
-        return None
-    if getattr(_launch, "INTERFACE_VERSION", None) != LAUNCH_INTERFACE_VERSION:
-        return _refused("the C kernel launcher", "it was built from another version of dynfuse")
-    return _launch.KernelCall
+    _launch = _current_extension("_launch", LAUNCH_INTERFACE_VERSION, "the C kernel launcher")
+    return None if _launch is None else _launch.KernelCall
 
 
 def _refused(extension: str, reason: str) -> None:
