@@ -241,17 +241,20 @@ class Replay:
         """Compute ``node`` by this replay; False if that failed (then it is forgotten, and the
         planned path runs the trace again, warning and falling back if it must)."""
         try:
-            if self.direct:  # the common case, in line: this is every cached small trace's launch
-                leaves = node.leaves
+            leaves = node.leaves
+            if self.direct:  # the common case: every cached small trace's launch
                 values = [leaves[position].buffer for position in self.positions]
                 loads = len(self.loads)
-                outputs = [np.empty(shape, dtype) for shape, dtype in self.kernel.output_layouts]
-                self.compiled(values[:loads], values[loads:], outputs)
-                result = outputs[self.output]
-                if self.shape is not None:
-                    result = result.reshape(self.shape)
+                inputs, params = values[:loads], values[loads:]
             else:
-                result = self.run(node.leaves)
+                shape = self.kernel.shape
+                inputs = [
+                    read(leaf_value(leaves[position]), source, shape) for position, source in self.loads
+                ]
+                params = [leaves[position].buffer for position in self.params]
+            result = launch(self.kernel, self.compiled, inputs, params, held=self.direct)[self.output]
+            if self.shape is not None:
+                result = result.reshape(self.shape)
             if self.result_key is None:  # the same every time: the kernel allocates it
                 self.result_key = trace.structure_id(trace.buffer_key(result))
             node.become_leaf(result, self.result_key)
@@ -264,14 +267,6 @@ class Replay:
         counters["fused_ops"] += self.fused_ops
         counters["materializations"] += 1
         return True
-
-    def run(self, leaves: tuple[Node, ...]) -> np.ndarray:
-        """The result computed from ``leaves`` read through the kernel's sources."""
-        kernel = self.kernel
-        inputs = [read(leaf_value(leaves[position]), source, kernel.shape) for position, source in self.loads]
-        params = [leaves[position].buffer for position in self.params]
-        result = launch(kernel, self.compiled, inputs, params)[self.output]
-        return result if self.shape is None else result.reshape(self.shape)
 
 
 def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool) -> bool:
@@ -294,14 +289,15 @@ def read(value: np.ndarray, source: Source, shape: tuple[int, ...] | None) -> np
 
 
 def launch(
-    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list
+    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list, held: bool = False
 ) -> list[np.ndarray]:
-    """Run a compiled kernel on its inputs, first copied into the layout it was built for where
-    they are not in it; its fresh outputs."""
-    inputs = [
-        np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
-        for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
-    ]
+    """Run a compiled kernel on its inputs, first copied into the layout it was built for unless
+    they are ``held`` in it already; its fresh outputs."""
+    if not held:
+        inputs = [
+            np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+            for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+        ]
     outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
     compiled(inputs, params, outputs)
     return outputs
