@@ -197,6 +197,17 @@ UNARY_NAMES = sorted(name for name, ufunc in UFUNCS.items() if ufunc.nin == 1)
 BINARY_NAMES = sorted(name for name, ufunc in UFUNCS.items() if ufunc.nin == 2)
 
 
+def undefined_cast(value: np.ndarray, to: np.dtype) -> bool:
+    """A float outside the integer's range (NaN, inf): NumPy flags it invalid and its answer depends
+    on the loop it picks (4 elements of float32 -inf give uint32 2**31, one gives 0)."""
+    with np.errstate(all="ignore", invalid="raise"):
+        try:
+            value.astype(to)
+        except FloatingPointError:
+            return True
+    return False
+
+
 @settings(max_examples=120)
 @given(data=st.data(), steps=st.lists(PROGRAM_STEPS, min_size=1, max_size=12))
 def test_random_programs_with_shared_subexpressions(data, steps):
@@ -240,6 +251,8 @@ def test_random_programs_with_shared_subexpressions(data, steps):
                 function, arguments = (lambda a: a[..., ::-1] if np.ndim(a) else a.T), (i,)
             else:
                 to = data.draw(st.sampled_from(DTYPES))
+                if undefined_cast(expected[i], to):
+                    continue
                 function, arguments = (lambda a, to=to: a.astype(to)), (i,)
             want = outcome(function, *(expected[n] for n in arguments))
             if isinstance(want, type):
