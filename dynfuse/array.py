@@ -27,7 +27,8 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
 
     ``a ** 2`` is ``square(a)`` for every dtype (so ``bool ** 2`` is int8, where ``power`` gives
     int64); on floating arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is ``sqrt`` (which
-    differs from ``power`` at -0.0 and -inf).
+    differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse records it as
+    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``).
     """
     if type(exponent) is int and exponent == 2:
         return _E("square")
@@ -36,6 +37,8 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
             return _E("reciprocal")
         if type(exponent) is float and exponent == 0.5:
             return _E("sqrt")
+        if type(exponent) in (int, float) and exponent == 3:
+            return _E("cube")
     return None
 
 
@@ -429,7 +432,7 @@ for _name in dir(np.ndarray):
 
 
 def _from_numpy(array: np.ndarray) -> LazyArray:
-    return LazyArray(Node.leaf(array, exposed=False))
+    return LazyArray(execute.new_leaf(array, exposed=False))
 
 
 def asarray(obj: Any, dtype: Any = None, copy: bool | None = None) -> LazyArray:
@@ -447,10 +450,10 @@ def asarray(obj: Any, dtype: Any = None, copy: bool | None = None) -> LazyArray:
         return record.astype(obj, target)
     if isinstance(obj, np.ndarray) and not copy:
         if dtype is None or np.dtype(dtype) == obj.dtype:
-            return LazyArray(Node.leaf(obj, exposed=True))
+            return LazyArray(execute.new_leaf(obj, exposed=True))
         if copy is False:
             raise ValueError("asarray: unable to avoid a copy while converting to the requested dtype")
-    return LazyArray(Node.leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
+    return LazyArray(execute.new_leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
 
 
 def array(obj: Any, dtype: Any = None, copy: bool = True) -> LazyArray:

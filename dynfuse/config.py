@@ -8,6 +8,10 @@ DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default `
 DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a
                      long loop of ``x = x * c`` keeps a bounded graph
+DYNFUSE_PENDING_MEMORY
+                     MiB that traces not yet materialized may keep alive on their own (arrays the
+                     program dropped once it recorded over them); past it they are materialized
+                     (default 64)
 DYNFUSE_TIERS        1 (default): tiny work is interpreted and small kernels compile when seen again;
                      0: every kernel compiles at once (to test a backend on small arrays)
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
@@ -80,6 +84,7 @@ backend: str = _backend_from_environment()
 cache_dir: Path = Path(os.environ.get("DYNFUSE_CACHE_DIR") or Path.home() / ".cache" / "dynfuse").expanduser()
 disk_cache: bool = os.environ.get("DYNFUSE_DISK_CACHE", "1").strip() != "0"
 max_depth: int = _positive_int_from_environment("DYNFUSE_MAX_DEPTH", 256)
+pending_memory: int = _positive_int_from_environment("DYNFUSE_PENDING_MEMORY", 64) << 20
 tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
 plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
 kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)

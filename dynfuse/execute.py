@@ -75,6 +75,31 @@ def materialize(nodes: Sequence[Node]) -> None:
 
 _counters = stats.thread_counters
 
+# Bytes of buffer leaves made since pending traces were last looked at (``new_leaf``)
+_new_leaf_bytes = 0
+
+
+def new_leaf(array: np.ndarray, exposed: bool) -> Node:
+    """A buffer leaf over ``array`` (``exposed``: code outside dynfuse may hold its memory).
+
+    New memory is when lazy traces can come to hold too much: a program that drops each array it
+    made once a lazy result is recorded over it (a loop of ``f(rng.random(n))``) would, NumPy having
+    freed each, keep them all until its results are asked for. Every quarter of
+    ``DYNFUSE_PENDING_MEMORY`` made, the pending traces are looked at, and materialized if what they
+    alone keep alive has passed it (``trace.pending_memory``): as ``DYNFUSE_MAX_DEPTH`` bounds a
+    trace's depth, this bounds its memory.
+    """
+    global _new_leaf_bytes
+    node = Node.leaf(array, exposed)
+    _new_leaf_bytes += array.nbytes
+    if _new_leaf_bytes >= config.pending_memory // 4:
+        _new_leaf_bytes = 0
+        held, sinks = trace.pending_memory()
+        if held > config.pending_memory:
+            materialize(sinks)
+    return node
+
+
 # An intermediate this deep costs a chain of ops to compute again, more than storing it now and
 # reading it back later (two passes).
 HELD_DEPTH = 4
@@ -361,15 +386,21 @@ class _Run:
             self.buffers[number] = output.reshape(self.nodes[number].shape)
 
     def _interpreted_tier(self, step: KernelStep) -> bool:
-        """Decided by what interpreting would cost: every node of the group computed whole, a pass
-        each. A kernel may compute far less (one element of a long chain, through an index map)."""
+        """Decided by what interpreting would cost: every node of the group computed whole, a NumPy
+        pass each, as dear as its op (an exp is ten adds) and its elements' bytes (float64 twice
+        float32). A kernel may compute far less (one element of a long chain, through an index map)."""
         if not config.tiers:
             return False
         target = self.backend.target
-        sizes = [views.size_of(self.nodes[number].shape) for number in step.nodes]
+        nodes = [self.nodes[number] for number in step.nodes]
+        sizes = [views.size_of(node.shape) for node in nodes]
         if max(views.size_of(step.kernel.shape), *sizes) < target.tiny_elements:
             return not self.compile_small
-        if sum(sizes) >= target.first_sight_work:
+        work = sum(
+            size * node.op.cost * max(node.dtype.itemsize, 4) / 4
+            for size, node in zip(sizes, nodes, strict=True)
+        )
+        if work >= target.first_sight_work:
             return False
         return _sighted((self.backend.name, step.kernel.signature)) == 1
 

@@ -189,6 +189,15 @@ ELEMENTWISE: dict[str, Op] = {
     )
     for name in UFUNC_NAMES
 }
+
+
+def _cube(a: Any) -> Any:
+    """``a ** 3`` of a float array: NumPy's operator calls the power ufunc (powf, pow) for it.
+    Backends compute it without pow, as exactly (``array._fast_power_op`` records it)."""
+    return np.power(a, 3)
+
+
+ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)

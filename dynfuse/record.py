@@ -37,7 +37,9 @@ def is_lazy(value: Any) -> bool:
 
 def array_node(value: Any) -> Node:
     """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it)."""
-    return Node.leaf(np.asarray(value), exposed=False) if dtypes.is_weak_scalar(value) else as_node(value)
+    return (
+        execute.new_leaf(np.asarray(value), exposed=False) if dtypes.is_weak_scalar(value) else as_node(value)
+    )
 
 
 def as_node(value: Any) -> Node:
@@ -46,8 +48,8 @@ def as_node(value: Any) -> Node:
     if dtypes.is_weak_scalar(value):
         return Node.scalar(value)
     if isinstance(value, np.ndarray):
-        return Node.leaf(value, exposed=True)
-    return Node.leaf(np.asarray(value), exposed=False)
+        return execute.new_leaf(value, exposed=True)
+    return execute.new_leaf(np.asarray(value), exposed=False)
 
 
 def bound_depth(array: Any) -> Any:
@@ -481,9 +483,9 @@ def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool) -> Any:
         if result is buffer:
             return out
     if isinstance(result, np.ndarray):
-        return array_module.LazyArray(Node.leaf(result, exposed=exposed))
+        return array_module.LazyArray(execute.new_leaf(result, exposed=exposed))
     if isinstance(result, np.generic):  # 0-d results are arrays, as everywhere in dynfuse
-        return array_module.LazyArray(Node.leaf(np.asarray(result), exposed=False))
+        return array_module.LazyArray(execute.new_leaf(np.asarray(result), exposed=False))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(_wrap(item, outs, out_buffers, exposed) for item in result)
     return result

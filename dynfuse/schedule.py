@@ -29,7 +29,6 @@ by type only. A loop that rebuilds the same trace, with changing scalars, plans 
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -353,16 +352,23 @@ class _Planner:
     def _worth_storing(self, builders: list[_KernelBuilder]) -> set[int]:
         """Nodes computed by several kernels that are cheaper written once and read back.
 
-        Recomputing a node in ``k`` kernels costs ``(k - 1)`` times the work of its inlined region
-        per element (op costs from the op table, weighted by ``Target.compute_weight``); storing
-        it costs one write and ``k`` reads per element. A reduction computed twice re-reads its
-        whole input: always stored. Units: one element loaded or stored.
+        A kernel computes a node it inlines once per element of its iteration space: ``s_j``
+        elements in kernel ``j``, each costing the work of the node's inlined region (op costs from
+        the op table, weighted by ``Target.compute_weight``), ``w`` in all. Recomputing costs
+        ``w * sum(s_j)``; storing costs ``w * size`` once, a write of ``size`` and reads of
+        ``sum(s_j)``. So a node that one kernel reads through a small view (a column of it) is
+        computed again there rather than stored whole. A reduction computed twice re-reads its whole
+        input: always stored. Units: one element loaded or stored.
         """
         weight = self.target.compute_weight
-        kernels_computing = Counter(n for builder in builders for n in builder.computed)
+        computed_over: dict[int, list[int]] = {}  # node -> the iteration size of each kernel computing it
+        for builder in builders:
+            size = views.size_of(builder.shape)
+            for n in builder.computed:
+                computed_over.setdefault(n, []).append(size)
         region_cost: dict[int, float] = {}
         winners = set()
-        for n in sorted(kernels_computing):
+        for n in sorted(computed_over):
             node = self.nodes[n]
             inner = sum(
                 region_cost.get(self.number(child), 0.0)
@@ -370,10 +376,11 @@ class _Planner:
                 if not self.is_source(self.number(child))
             )
             region_cost[n] = min(node.op.cost + inner if node.op.kind is OpKind.ELEMENTWISE else inner, 1e12)
-            k = kernels_computing[n]
-            if k < 2 or node.op.kind is OpKind.VIEW:
+            sizes = computed_over[n]
+            if len(sizes) < 2 or node.op.kind is OpKind.VIEW:
                 continue
-            if node.op.kind is OpKind.REDUCTION or (k - 1) * weight * region_cost[n] > k + 1:
+            work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
+            if node.op.kind is OpKind.REDUCTION or work * reads > work * size + size + reads:
                 winners.add(n)
         # Store the outermost winners first: storing them may make the inner ones single-use.
         inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -243,6 +245,42 @@ def pending_readers(memory: np.ndarray) -> list[Node]:
             for source in node.inputs
         )
     ]
+
+
+# References to a leaf that ``pending_memory`` itself holds while it counts: its ``leaves`` dict, the
+# loop variable, and ``sys.getrefcount``'s argument.
+_COUNTING_REFERENCES = 3
+
+
+def pending_memory() -> tuple[int, list[Node]]:
+    """What unmaterialized traces alone keep alive: the bytes of their buffer leaves that nothing
+    else references (``f(rng.random(n))`` drops the array; NumPy would have freed it after ``f``),
+    and the sinks of those traces (the pending nodes no other pending node reads), whose
+    materializing lets go of them.
+
+    "Nothing else": a leaf node's reference count less the trace's own references to it (inputs
+    and leaves of pending nodes), and a buffer that owns its memory and is held by its node alone.
+    A miscount only moves when a trace is materialized, never what it computes.
+    """
+    nodes = _pending.alive()
+    read: Counter[int] = Counter()
+    listed: Counter[int] = Counter()
+    leaves: dict[int, Node] = {}
+    for node in nodes:
+        for source in node.inputs:
+            read[id(source)] += 1
+            if source.op.kind is OpKind.BUFFER:
+                leaves[id(source)] = source
+        listed.update(map(id, node.leaves))
+    held = 0
+    for leaf in leaves.values():
+        if (
+            sys.getrefcount(leaf) <= read[id(leaf)] + listed[id(leaf)] + _COUNTING_REFERENCES
+            and leaf.buffer.base is None
+            and sys.getrefcount(leaf.buffer) <= 2  # its node's reference and the argument
+        ):
+            held += leaf.buffer.nbytes
+    return held, [node for node in nodes if id(node) not in read]
 
 
 def topological_order(outputs: Iterable[Node]) -> list[Node]:

@@ -34,16 +34,14 @@ from pathlib import Path
 import numpy as np
 from bench_workloads import WORKLOADS, Workload
 from compile_probe import ELEMENTS as COMPILE_PROBE_ELEMENTS
-from timing import Timing, measure, measure_interleaved
+from timing import Timing, measure, measure_interleaved, write_results_section
 
 import dynfuse
 from dynfuse import config
 
 PERF = Path(__file__).resolve().parent
-RESULTS = PERF / "RESULTS.md"
 CHART = PERF / "bench_bandwidth.png"
 COMPILE_PROBE = PERF / "compile_probe.py"
-SECTION_START, SECTION_END = "<!-- bench:start -->", "<!-- bench:end -->"
 TEXT_WIDTH = 100  # RESULTS.md's prose is wrapped; its tables are not
 
 IMPLEMENTATIONS = ("dynfuse", "NumPy", "numexpr", "Numba")
@@ -424,18 +422,6 @@ def draw_chart(rows, limit):
     pyplot.close(figure)
 
 
-def write_section(section):
-    """Replace the bench section of RESULTS.md, or add it at the end; the rest stays."""
-    text = RESULTS.read_text()
-    block = f"{SECTION_START}\n{section}\n{SECTION_END}"
-    if SECTION_START in text and SECTION_END in text:
-        before, rest = text.split(SECTION_START, 1)
-        text = before + block + rest.split(SECTION_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
-
-
 def versions():
     found = [f"Python {platform.python_version()}", f"NumPy {np.__version__}"]
     for name, peer, package in (("numexpr", NUMEXPR_PEER, "numexpr"), ("Numba", NUMBA_PEER, "numba")):
@@ -562,7 +548,7 @@ def main() -> None:
         chart_line = f"No chart: {error.name} is not installed."
     section = results_section(run, chart_line)
     print("\n" + section)
-    write_section(section)
+    write_results_section("bench", section)
 
 
 if __name__ == "__main__":

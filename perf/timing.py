@@ -7,6 +7,9 @@ noisy machine.
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,10 @@ def measure_interleaved(contenders: dict, repeats: int) -> dict:
             start = time.perf_counter()
             function()
             samples[name].append(time.perf_counter() - start)
-    return {name: _summary(times) for name, times in samples.items()}
+    return {name: summarize(times) for name, times in samples.items()}
 
 
-def _summary(samples: list[float]) -> Timing:
+def summarize(samples: list[float]) -> Timing:
     if len(samples) == 1:
         return Timing(samples[0], samples[0], samples[0])
     low, _, high = statistics.quantiles(samples, n=4, method="inclusive")
@@ -56,3 +59,17 @@ def _summary(samples: list[float]) -> Timing:
 def median_time(function, repeats, before=None) -> float:
     """Median seconds of ``function()`` over ``repeats`` runs; ``before()`` runs untimed before each."""
     return measure(function, repeats, before).median
+
+
+def write_results_section(name: str, section: str) -> None:
+    """Replace the section of perf/RESULTS.md between ``<!-- name:start -->`` and
+    ``<!-- name:end -->``, or add it at the end; the rest stays."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = RESULTS.read_text()
+    block = f"{start}\n{section}\n{end}"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        text = before + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    RESULTS.write_text(text)

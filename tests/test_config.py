@@ -28,15 +28,17 @@ def run_with_environment(code, **environment):
 def test_environment_variables_are_read_at_import(tmp_path):
     result = run_with_environment(
         "from dynfuse import config as c; "
-        "print(c.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size)",
+        "print(c.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size, "
+        "c.pending_memory)",
         DYNFUSE_BACKEND="numpy",
         DYNFUSE_CACHE_DIR=str(tmp_path),
         DYNFUSE_MAX_DEPTH="17",
         DYNFUSE_TIERS="0",
         DYNFUSE_PLAN_CACHE="5",
         DYNFUSE_KERNEL_CACHE="6",
+        DYNFUSE_PENDING_MEMORY="3",
     )
-    assert result.stdout.split() == ["numpy", str(tmp_path), "17", "False", "5", "6"]
+    assert result.stdout.split() == ["numpy", str(tmp_path), "17", "False", "5", "6", str(3 << 20)]
 
 
 def test_bad_environment_values_warn_and_use_defaults():

@@ -36,12 +36,22 @@ def test_float32_chains_compile_to_vector_instructions():
 
 
 def test_a_chain_with_a_float_power_vectorizes_around_the_pow_calls():
-    """``x**3`` calls the C library's powf per element, as NumPy does; through the llvm.pow
+    """``x**2.5`` calls the C library's powf per element, as NumPy does; through the llvm.pow
     intrinsic (no errno), the rest of the loop still vectorizes, with the calls scalarized."""
     x = dynfuse.asarray(np.ones(4096, np.float32))
-    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**3 * 0.5) + x))
+    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**2.5 * 0.5) + x))
     assert "powf" in assembly
     assert any(op in assembly for op in ("vmulps", "mulps", "vaddps", "addps")), assembly
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_cube_is_computed_without_pow_in_vector_instructions(dtype):
+    """GELU's ``x**3``: the float32 cube in double (packed conversions), the float64 one by fmas."""
+    x = dynfuse.asarray(np.ones(4096, dtype))
+    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**3 * 0.5) + x))
+    assert "pow" not in assembly
+    packed = "cvtps2pd" if dtype == np.float32 else "fmadd"
+    assert packed in assembly, assembly
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -499,6 +499,20 @@ def test_float_power_by_a_scalar_half_two_or_minus_one(dtype, exponent, kind):
     assert_exact(actual, expected)
 
 
+@pytest.mark.parametrize("exponent", [3, 3.0])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_a_cube_is_within_an_ulp_of_numpys_pow(dtype, exponent):
+    """``x ** 3`` is NumPy's pow(x, 3); dynfuse multiplies (float32 in double, float64 with fmas):
+    within an ulp, and overflow to ±inf, signed zeros, subnormals, NaN and ±inf as pow gives them."""
+    rng = np.random.default_rng(9)
+    scales = [1.0, 1e-3, 1e3] if dtype == "float16" else [1.0, 1e-30, 1e12, 1e100]
+    finite = np.concatenate([rng.standard_normal(2000) * scale for scale in scales])
+    with np.errstate(over="ignore"):
+        x = np.concatenate([edge_values_and_more(dtype), finite.astype(dtype)])
+    actual, expected = run_fused(lambda v: keep(v) ** exponent, x)
+    assert_ulp_close(actual, expected, max_ulp=1)
+
+
 @pytest.mark.parametrize("name", ["less", "greater_equal", "equal", "not_equal"])
 @pytest.mark.parametrize("dtype", INTEGER_DTYPES, ids=str)
 def test_comparisons_with_python_ints_of_any_size_in_one_kernel(dtype, name):

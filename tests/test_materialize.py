@@ -356,3 +356,39 @@ def test_what_the_program_dropped_or_is_cheap_to_recompute_is_not_kept(case, mon
         view = deep[::2]  # held through a view: what it views is kept
         total, kept = view.sum() + deep.max(), [deep._node]
     assert stored_with(total, monkeypatch) == kept
+
+
+MiB = 1 << 20
+
+
+def test_only_arrays_that_pending_traces_alone_hold_are_counted():
+    gc.collect()
+    before, _ = trace.pending_memory()
+    held_by_the_program = np.ones(MiB // 8)
+    on_held = dynfuse.asarray(held_by_the_program) * 2
+    on_dropped = dnp.ones(MiB // 8) * 2  # the array ``ones`` made is referenced by the trace alone
+    held, sinks = trace.pending_memory()
+    assert held - before == MiB
+    assert {id(on_held._node), id(on_dropped._node)} <= set(map(id, sinks))
+
+
+def test_pending_traces_that_alone_hold_too_much_are_materialized(monkeypatch):
+    """A loop of ``f(rng.standard_normal(n))`` whose results are only collected: NumPy frees each
+    draw after ``f``; dynfuse materializes the pending results once the draws they alone keep
+    alive pass DYNFUSE_PENDING_MEMORY, rather than keep every draw until the end."""
+    monkeypatch.setattr(dynfuse.config, "pending_memory", 4 * MiB)
+    rng, numpy_rng = dnp.random.default_rng(0), np.random.default_rng(0)
+    means, expected = [], []
+    for _ in range(20):
+        means.append((dnp.exp(rng.standard_normal(MiB // 8)) * 2).mean())
+        expected.append((np.exp(numpy_rng.standard_normal(MiB // 8)) * 2).mean())
+        assert trace.pending_memory()[0] <= 5 * MiB
+    assert sum(mean._node.is_materialized for mean in means) >= 15
+    np.testing.assert_allclose([float(mean) for mean in means], expected, rtol=1e-12)
+
+
+def test_arrays_the_program_holds_never_force_a_materialization(monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "pending_memory", MiB)
+    data = [np.full(MiB // 8, float(value)) for value in range(10)]
+    doubled = [dynfuse.asarray(values) * 2 for values in data]
+    assert not any(array._node.is_materialized for array in doubled)

@@ -300,6 +300,20 @@ def test_expensive_shared_work_is_stored_once():
     close(by_columns, S.sum(axis=0))
 
 
+def test_expensive_work_read_through_a_small_view_is_computed_again_there():
+    """A Monte-Carlo pricer's paths: their row means, and their last column. Storing the paths for
+    the column would write all of them; the column's kernel computes its 6 elements instead."""
+    x = lazy(6, 200)
+    paths = np.exp(np.sin(x) * np.log1p(np.abs(x)))
+    means, last = paths.mean(axis=1), paths[:, -1] - 1
+    nodes, plan = plan_of(means, last)
+    assert all(nodes[n] is not paths._node for step in plan.kernels for n in step.stores)
+    dynfuse.evaluate(means, last)
+    P = np.exp(np.sin(np.asarray(x)) * np.log1p(np.abs(np.asarray(x))))
+    close(means, P.mean(axis=1))
+    close(last, P[:, -1] - 1)
+
+
 def test_a_deep_shared_dag_plans_in_linear_work(monkeypatch):
     """200 levels of ``x = x + x*0.5``, both operands shared: 2**200 paths, 400 values."""
     monkeypatch.setattr(config, "max_depth", 10_000)
@@ -383,20 +397,24 @@ def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "program, compiled_at_once",
+    "program, dtype, compiled_at_once",
     [
-        (lambda x: ((x * 2 + 1) * x - 3) * 0.5, True),  # 5 ops over 40 elements: 200 element-ops
-        (lambda x: x * 2 + 1, False),  # 2 ops over 40: 80
-        (lambda x: (((x * 2 + 1) * x - 3) * 0.5)[7], True),  # one element, but 200 to interpret
+        (lambda x: ((x * 2 + 1) * x - 3) * 0.5, np.float32, True),  # 5 ops over 40 elements: 200
+        (lambda x: x * 2 + 1, np.float32, False),  # 2 ops over 40: 80
+        (lambda x: x * 2 + 1, np.float64, True),  # 2 ops over 40 elements of 8 bytes: 160
+        (lambda x: np.exp(x), np.float32, True),  # an exp is ten adds: 400
+        (lambda x: (((x * 2 + 1) * x - 3) * 0.5)[7], np.float32, True),  # one element, but 200 to interpret
     ],
-    ids=["long chain", "short chain", "one element of a long chain"],
+    ids=["long chain", "short chain", "short chain of float64", "exp", "one element of a long chain"],
 )
-def test_first_sight_is_decided_by_what_interpreting_would_cost(program, compiled_at_once, monkeypatch):
+def test_first_sight_is_decided_by_what_interpreting_would_cost(
+    program, dtype, compiled_at_once, monkeypatch
+):
     """Interpreting runs each op over its whole array; a kernel reading one element through an
     index map does one element's work, so the kernel's own size does not decide."""
     monkeypatch.setattr(config, "tiers", True)
     monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=10, first_sight_work=100))
-    values = np.arange(40.0)
+    values = np.arange(40, dtype=dtype)
     y = program(dynfuse.asarray(values))
     dynfuse.evaluate(y)
     close(y, program(values))

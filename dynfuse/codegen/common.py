@@ -54,7 +54,7 @@ _CLIP = np._core.umath.clip
 @functools.lru_cache(maxsize=4096)
 def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
     """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
-    if name == "astype":
+    if name in ("astype", "cube"):
         return (*operands, result)
     if name == "where":
         return (BOOL, result, result, result)

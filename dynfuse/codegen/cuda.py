@@ -289,6 +289,8 @@ class _Scalars:
                 pi = np.float32(np.pi)
                 factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
             return f"({x} * {literal(dtype, factor)})", False
+        if name == "cube":
+            return f"df_cube({x})", False
         if name in ("logaddexp", "logaddexp2", "power_by_one_value"):
             return f"df_{name}({x}, {a[1]})", False
         if name == "isnan":

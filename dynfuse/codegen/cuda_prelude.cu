@@ -202,6 +202,18 @@ __device__ __forceinline__ float df_power_by_one_value(float x, float y) {
 __device__ __forceinline__ double df_power_by_one_value(double x, double y) {
   return y == 0.5 ? sqrt(x) : (y == 2.0 ? x * x : (y == -1.0 ? 1.0 / x : pow(x, y)));
 }
+// x**3 within half an ulp and a hair, as pow: a float32 square is exact in double, so the cube rounds
+// there once; a float64 square splits into its rounded value and the exact error (an fma), and the cube
+// is one fma of the two, unless the square overflows (the split would give inf - inf).
+__device__ __forceinline__ float df_cube(float x) {
+  double wide = (double)x;
+  return (float)(wide * wide * wide);
+}
+__device__ __forceinline__ double df_cube(double x) {
+  double square = x * x;
+  if (isinf(square)) return square * x;
+  return fma(square, x, fma(x, x, -square) * x);
+}
 
 // ---- argmax/argmin: the first extreme wins, and the first NaN wins and stays
 template <typename T> __device__ __forceinline__ bool df_arg_takes(T best, df_i64 best_index, T value, df_i64 index,
