@@ -12,8 +12,8 @@ DYNFUSE_PENDING_MEMORY
                      MiB that traces not yet materialized may keep alive on their own (arrays the
                      program dropped once it recorded over them); past it they are materialized
                      (default 64)
-DYNFUSE_TIERS        1 (default): tiny work is interpreted and small kernels compile when seen again;
-                     0: every kernel compiles at once (to test a backend on small arrays)
+DYNFUSE_TIERS        1 (default): tiny work is interpreted, and small kernels until interpreting them has
+                     cost a compile; 0: every kernel compiles at once (to test a backend on small arrays)
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
 DYNFUSE_THREADS      threads a large kernel is split across (default: every core)
 DYNFUSE_KERNEL_CACHE compiled kernels kept in memory, one per kernel signature (default 1024)

@@ -3,9 +3,9 @@
 With a kernel backend the trace is planned (``schedule``), and the plan runs step by step: library
 calls for barriers, kernels for fusion groups. A kernel runs compiled or interpreted by the tier
 policy: below ``Target.tiny_elements`` always interpreted (a compiled launch costs more than
-NumPy's few calls); below ``Target.first_sight_work`` (elements times ops) interpreted the first
-time its signature is seen and compiled from the second (tiered, like a JIT: one-off small work
-pays no compile); otherwise compiled at once. A kernel that fails to compile or to run is
+NumPy's few calls); otherwise interpreted until the work of its signature's interpreted runs
+reaches ``Target.first_sight_work``, what a compile costs (tiered, like a JIT: one-off small work
+pays no compile), and compiled from then on. A kernel that fails to compile or to run is
 interpreted instead, with a warning: a fault in dynfuse never turns into a wrong answer.
 """
 
@@ -133,10 +133,10 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
     return [node for node in deep if sys.getrefcount(node) > inside[id(node)] + _COUNTING_REFERENCES]
 
 
-def _sighted(key: Hashable) -> int:
-    """How often ``key`` (a trace's replay key, or a kernel's signature) has been seen, this time
-    included: what the tier policy decides by."""
-    seen = _sightings.get(key, 0) + 1
+def _sighted(key: Hashable, amount: float = 1) -> float:
+    """How much of ``key`` has been seen, this time's ``amount`` included: sightings of a trace
+    (its replay key), or the work of a kernel (its signature). What the tier policy decides by."""
+    seen = _sightings.get(key, 0) + amount
     _sightings[key] = seen
     return seen
 
@@ -386,9 +386,14 @@ class _Run:
             self.buffers[number] = output.reshape(self.nodes[number].shape)
 
     def _interpreted_tier(self, step: KernelStep) -> bool:
-        """Decided by what interpreting would cost: every node of the group computed whole, a NumPy
-        pass each, as dear as its op (an exp is ten adds) and its elements' bytes (float64 twice
-        float32). A kernel may compute far less (one element of a long chain, through an index map)."""
+        """Interpreted until interpreting this kernel's signature has cost as much as compiling it
+        would (``Target.first_sight_work``), then compiled: the ski-rental rule, which never pays
+        more than twice the best choice made knowing how often the kernel will run. A one-off
+        statistic stays interpreted; a loop's body compiles after a few iterations, or at once.
+
+        Interpreting costs every node of the group computed whole, a NumPy pass each, as dear as
+        its op (an exp is ten adds) and its elements' bytes (float64 twice float32). A kernel may
+        compute far less (one element of a long chain, through an index map)."""
         if not config.tiers:
             return False
         target = self.backend.target
@@ -402,7 +407,7 @@ class _Run:
         )
         if work >= target.first_sight_work:
             return False
-        return _sighted((self.backend.name, step.kernel.signature)) == 1
+        return _sighted((self.backend.name, step.kernel.signature), work) < target.first_sight_work
 
     def interpret(self, step: KernelStep) -> None:
         known = {self.nodes[number]: value for number, value in self.buffers.items()}

@@ -167,10 +167,11 @@ class Target:
     persistent_row_elements: int = 32768
     # Kernels with fewer elements always run interpreted: a compiled launch would not be faster.
     tiny_elements: int = 0
-    # A kernel seen for the first time with less work than this runs interpreted; seen again, it
-    # compiles. Work: the elements of each fused op, times the op's cost (an add 1, an exp 10), in
-    # units of 4 bytes (float64 counts twice). Interpreting costs a NumPy pass per op, and compiling
-    # grows far slower with the ops: a long chain over a few million elements pays at once.
+    # What compiling a kernel costs, in the work of interpreting it: a kernel runs interpreted until
+    # the work of its signature's runs reaches this, then compiles (at once if one run does).
+    # Work: the elements of each fused op, times the op's cost (an add 1, an exp 10), in units of 4
+    # bytes (float64 counts twice). Interpreting costs a NumPy pass per op, and compiling grows far
+    # slower with the ops: a long chain over a few million elements pays at once.
     first_sight_work: int = 0
     # A trace of tiny kernels seen this many times compiles after all (0: never): replayed without
     # planning, one launch costs less than NumPy's calls, and the repeats pay for the compile.

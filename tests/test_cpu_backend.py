@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config, execute
+from dynfuse import cache, config, execute
 from dynfuse.backends import cpu
 
 from .test_schedule import check_layouts_in_every_order
@@ -52,6 +52,23 @@ def test_a_cube_is_computed_without_pow_in_vector_instructions(dtype):
     assert "pow" not in assembly
     packed = "cvtps2pd" if dtype == np.float32 else "fmadd"
     assert packed in assembly, assembly
+
+
+def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows(monkeypatch):
+    """PARTIAL and FINISH are two thirds of a reduction's compile time: built the first time a
+    launch shares rows between threads, and then kept."""
+    data = np.random.default_rng(4).standard_normal(1 << 12)
+    total = dynfuse.asarray(data) * 2
+    kernel = kernel_of(total.sum())
+    launcher = cache.compiled_kernel(cpu.BACKEND, kernel)
+    np.testing.assert_allclose(float((dynfuse.asarray(data) * 2).sum()), (data * 2).sum())
+    assert launcher.layout.splittable and launcher.partial is None
+    monkeypatch.setattr(config, "threads", 2)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)  # split however small the work
+    for _ in range(2):
+        np.testing.assert_allclose(float((dynfuse.asarray(data) * 2).sum()), (data * 2).sum())
+        assert launcher.partial is not None and launcher.finish is not None
+    assert cache.compiled_kernel(cpu.BACKEND, kernel) is launcher
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -9,8 +9,11 @@ releases the GIL: large work is split across a pool of threads, one range per th
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +21,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from .. import config, disk_cache
+from .. import config, disk_cache, stats
 from ..codegen import llvm as codegen
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 
@@ -164,14 +167,20 @@ def _run_in_threads(calls: list) -> None:
 class _Launcher:
     """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
 
-    def __init__(self, layout: codegen.Layout, engine: llvm.ExecutionEngine) -> None:
+    def __init__(
+        self,
+        layout: codegen.Layout,
+        engine: llvm.ExecutionEngine,
+        load_split: Callable[[], tuple[codegen.Layout, llvm.ExecutionEngine]] | None = None,
+    ) -> None:
         self.layout = layout
         self.engine = engine  # owns the code: it lives as long as this launcher
         self.entry = _ENTRY(engine.get_function_address(codegen.ENTRY))
-        self.partial = self.finish = None
-        if layout.splittable:
-            self.partial = _PARTIAL(engine.get_function_address(codegen.PARTIAL))
-            self.finish = _FINISH(engine.get_function_address(codegen.FINISH))
+        # PARTIAL and FINISH, and the engine that owns them: loaded by ``load_split`` the first
+        # time a launch shares rows between threads
+        self.load_split = load_split
+        self.partial = self.finish = self.split_engine = None
+        self.split_scratch_bytes = 0
         self.cell_count = max(
             layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses), 1
         )
@@ -292,9 +301,14 @@ class _Launcher:
     def split_rows(self, address: int, rows: int, threads: int) -> None:
         """Every row on several threads: partial states of each over ranges of its elements,
         combined in order."""
+        if self.partial is None:
+            layout, self.split_engine = self.load_split()
+            self.partial = _PARTIAL(self.split_engine.get_function_address(codegen.PARTIAL))
+            self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
+            self.split_scratch_bytes = layout.scratch_bytes
         ranges = _ranges(self.layout.row_elements, threads)
         states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
-        scratches = self.scratch(len(ranges))
+        scratches = self.scratch(len(ranges), self.split_scratch_bytes)
         calls = [
             _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
             for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
@@ -302,11 +316,12 @@ class _Launcher:
         _run_in_threads(calls)
         self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
 
-    def scratch(self, calls: int) -> list:
+    def scratch(self, calls: int, size: int | None = None) -> list:
         """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
         a chunk's lanes, since a thread's stack may be too small for them. Pointers that keep their
-        buffer alive; null, with nothing allocated, for a kernel that needs none."""
-        size = self.layout.scratch_bytes
+        buffer alive; null, with nothing allocated, for a kernel that needs none. ``size``: each
+        call's bytes, if not ENTRY's."""
+        size = self.layout.scratch_bytes if size is None else size
         if size == 0:
             return [None] * calls
         buffer = ctypes.c_char.from_buffer(np.empty(size * calls + codegen.SCRATCH_ALIGNMENT, np.uint8))
@@ -326,14 +341,17 @@ class CpuBackend:
     target = Target(name, tiny_elements=1 << 14, first_sight_work=1 << 24, tiny_repeats=1024)
 
     def source(self, kernel: Kernel) -> str:
-        module, _ = codegen.generate(kernel)
-        return str(module)
+        """ENTRY's module, and, for a reduction whose rows threads may share, PARTIAL and FINISH's."""
+        module, layout = codegen.generate(kernel)
+        if not layout.splittable:
+            return str(module)
+        return f"{module}\n{codegen.generate(kernel, split=True)[0]}"
 
     def assembly(self, kernel: Kernel) -> str:
-        """The optimized machine code, as assembly: to check what LLVM made of a kernel."""
+        """ENTRY's optimized machine code, as assembly: to check what LLVM made of a kernel."""
         host = _host()
         with host.lock:
-            return host.assembly(self.source(kernel))
+            return host.assembly(str(codegen.generate(kernel)[0]))
 
     def supports(self, kernel: Kernel) -> bool:
         """Everything but complex Python scalars (complex arrays never reach a kernel)."""
@@ -342,8 +360,15 @@ class CpuBackend:
         )
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
+        layout, engine = self.load(kernel)
+        load_split = functools.partial(self.load, kernel, split=True) if layout.splittable else None
+        return _Launcher(layout, engine, load_split)
+
+    def load(self, kernel: Kernel, split: bool = False) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
+        started = time.perf_counter()
         host = _host()
-        module, layout = codegen.generate(kernel)
+        module, layout = codegen.generate(kernel, split)
         text = str(module)  # the key is the code itself: a change to the code generator is a miss
         key = disk_cache.key_of(self.name, text, host.identity)
         object_code = disk_cache.load(self.name, key)
@@ -353,7 +378,9 @@ class CpuBackend:
             disk_cache.store(self.name, key, object_code)
         with host.lock:
             engine = host.load(object_code)
-        return _Launcher(layout, engine)
+        if split:  # the kernel's first compile counted ENTRY's time (``cache.compiled_kernel``)
+            stats.count("compile_seconds", time.perf_counter() - started)
+        return layout, engine
 
 
 BACKEND = CpuBackend()

@@ -18,7 +18,9 @@ running at the same time must not share.
 - For a one-pass reducing kernel, ``PARTIAL(cells, scratch, first, last, begin, end, state)``
   accumulates elements ``[begin, end)`` of rows ``[first, last)`` into ``state`` (a state per
   row), and ``FINISH(cells, scratch, first, last, states, count)`` combines ``count`` such states,
-  in order, and writes the rows: so threads can share long rows.
+  in order, and writes the rows: so threads can share long rows. They are a module of their own
+  (``generate(kernel, split=True)``), built only when a launch shares rows: they are two thirds of
+  a reduction's compile time, and most reductions never need them.
 
 A reducing kernel works in one of two modes, with the same code:
 
@@ -103,11 +105,11 @@ class Layout:
     param_uses: tuple[ParamUse, ...]
     extent: int  # what ENTRY iterates over: elements, or rows of a reducing kernel
     row_elements: int
-    splittable: bool  # PARTIAL and FINISH exist
+    splittable: bool  # PARTIAL and FINISH can be built (``generate(kernel, split=True)``)
     state_cells: int  # cells of one row's PARTIAL state
     columns: bool  # column mode: rows are reduced in chunks of adjacent ones (see the module's doc)
     lanes: int  # rows reduced together: a chunk of columns, or 1
-    scratch_bytes: int  # the scratch each call needs, at a multiple of SCRATCH_ALIGNMENT; 0: none
+    scratch_bytes: int  # the scratch each call of the module needs, a multiple of SCRATCH_ALIGNMENT; 0: none
 
     @property
     def param_cell(self) -> int:
@@ -925,11 +927,13 @@ class _KernelModule(KernelFacts):
     def extent(self) -> int:
         return int(np.prod([self.shape[axis] for axis in self.kept_axes], dtype=np.int64))
 
-    def build(self) -> ir.Module:
-        self.entry()
-        if self.splittable:
+    def build(self, split: bool) -> ir.Module:
+        if split:
+            assert self.splittable, "PARTIAL and FINISH of a kernel that cannot share its rows"
             self.partial()
             self.finish()
+        else:
+            self.entry()
         return self.module
 
     # -- per function --
@@ -1488,8 +1492,9 @@ def reads_columns(kernel: Kernel) -> bool:
     return columns >= MIN_COLUMNS or columns * widest >= MIN_COLUMN_BYTES
 
 
-def generate(kernel: Kernel) -> tuple[ir.Module, Layout]:
-    """The LLVM module of ``kernel`` and what its launcher must pass."""
+def generate(kernel: Kernel, split: bool = False) -> tuple[ir.Module, Layout]:
+    """The LLVM module of ``kernel`` (its ENTRY; with ``split``, its PARTIAL and FINISH) and what
+    its launcher must pass."""
     builder = _KernelModule(kernel)
-    module = builder.build()
+    module = builder.build(split)
     return module, builder.layout()
