@@ -71,6 +71,19 @@ def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows
     assert cache.compiled_kernel(cpu.BACKEND, kernel) is launcher
 
 
+def test_a_reduction_whose_rows_threads_share_builds_its_entry_only_when_called(monkeypatch):
+    monkeypatch.setattr(config, "threads", 2)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
+    data = np.random.default_rng(5).standard_normal(1 << 12)
+    kernel = kernel_of((dynfuse.asarray(data) - 1).max())
+    launcher = cache.compiled_kernel(cpu.BACKEND, kernel)
+    assert launcher.partial is not None and launcher.entry is None
+    assert float((dynfuse.asarray(data) - 1).max()) == (data - 1).max()
+    monkeypatch.setattr(config, "threads", 1)
+    assert float((dynfuse.asarray(data) - 1).max()) == (data - 1).max()
+    assert launcher.entry is not None
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
     """Ranges of elements, of rows, and within each row (three rows, more threads than rows)."""

@@ -168,17 +168,14 @@ class _Launcher:
     """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
 
     def __init__(
-        self,
-        layout: codegen.Layout,
-        engine: llvm.ExecutionEngine,
-        load_split: Callable[[], tuple[codegen.Layout, llvm.ExecutionEngine]] | None = None,
+        self, layout: codegen.Layout, load: Callable[[bool], tuple[codegen.Layout, llvm.ExecutionEngine]]
     ) -> None:
         self.layout = layout
-        self.engine = engine  # owns the code: it lives as long as this launcher
-        self.entry = _ENTRY(engine.get_function_address(codegen.ENTRY))
-        # PARTIAL and FINISH, and the engine that owns them: loaded by ``load_split`` the first
-        # time a launch shares rows between threads
-        self.load_split = load_split
+        # ``load(split)``: a module of the kernel, compiled or from the disk cache, and the engine
+        # that owns its code (kept as long as this launcher): ENTRY's, or PARTIAL and FINISH's.
+        # Each is loaded the first time a launch calls it.
+        self.load = load
+        self.entry = self.native = self.engine = None
         self.partial = self.finish = self.split_engine = None
         self.split_scratch_bytes = 0
         self.cell_count = max(
@@ -201,9 +198,46 @@ class _Launcher:
         uses = layout.param_uses
         in_order = all(use.slot == slot and not use.compared for slot, use in enumerate(uses))
         self.fields_are_params = len(uses) if in_order else -1
+        self.param_codes = param_codes
         self.rows = layout.extent
         self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
-        self.native = self.kernel_call(param_codes)
+        # Now, what launches with the threads configured now will call: a kernel whose rows they
+        # share never calls ENTRY.
+        if self.shares_rows(config.threads):
+            self.load_split(counted=False)
+        else:
+            self.load_entry(counted=False)
+
+    def shares_rows(self, threads: int) -> bool:
+        """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
+        when each would not get enough rows (in column mode, whole cache lines of every row of
+        memory it reads), or all rows fit one chunk of columns (then each thread reads whole rows
+        of memory, in order)."""
+        layout = self.layout
+        if threads == 1 or self.work < PARALLEL_ELEMENTS or not layout.splittable:
+            return False
+        rows_per_thread = _ALIGNMENT if layout.columns else 1
+        return self.rows < threads * rows_per_thread or self.rows <= layout.lanes
+
+    def load_entry(self, counted: bool = True) -> None:
+        _, self.engine = self.timed_load(False, counted)
+        self.entry = _ENTRY(self.engine.get_function_address(codegen.ENTRY))
+        self.native = self.kernel_call(self.param_codes)
+
+    def load_split(self, counted: bool = True) -> None:
+        layout, self.split_engine = self.timed_load(True, counted)
+        self.partial = _PARTIAL(self.split_engine.get_function_address(codegen.PARTIAL))
+        self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
+        self.split_scratch_bytes = layout.scratch_bytes
+
+    def timed_load(self, split: bool, counted: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """``load(split)``, its time ``counted`` as compile time: a load a launch asks for (the load
+        in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
+        started = time.perf_counter()
+        loaded = self.load(split)
+        if counted:
+            stats.count("compile_seconds", time.perf_counter() - started)
+        return loaded
 
     def kernel_call(self, param_codes: str) -> Any:
         """The call on one thread done in C (``KernelCall``), where it was built and the cells are
@@ -278,19 +312,18 @@ class _Launcher:
         threads = config.threads
         if threads == 1 or self.work < PARALLEL_ELEMENTS:
             if self.native is None or not self.native.run(inputs, params, outputs):
+                if self.entry is None:
+                    self.load_entry()
                 cells = self.cells(inputs, params, outputs)
                 self.entry(cells, self.scratch(1)[0] if self.layout.scratch_bytes else None, 0, rows)
             return
         cells = self.cells(inputs, params, outputs)
-        layout = self.layout
-        # Threads share rows when each gets enough (in column mode, whole cache lines of every row
-        # of memory it reads), and the reduced elements of every row when not, or when all rows fit
-        # one chunk of columns: then each thread reads whole rows of memory, in order.
-        rows_per_thread = _ALIGNMENT if layout.columns else 1
         address = ctypes.addressof(cells)
-        if layout.splittable and (rows < threads * rows_per_thread or rows <= layout.lanes):
+        if self.shares_rows(threads):
             self.split_rows(address, rows, threads)
         else:
+            if self.entry is None:
+                self.load_entry()
             ranges = _ranges(rows, threads)
             calls = [
                 _bind(self.entry, address, scratch, start, stop)
@@ -302,10 +335,7 @@ class _Launcher:
         """Every row on several threads: partial states of each over ranges of its elements,
         combined in order."""
         if self.partial is None:
-            layout, self.split_engine = self.load_split()
-            self.partial = _PARTIAL(self.split_engine.get_function_address(codegen.PARTIAL))
-            self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
-            self.split_scratch_bytes = layout.scratch_bytes
+            self.load_split()
         ranges = _ranges(self.layout.row_elements, threads)
         states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
         scratches = self.scratch(len(ranges), self.split_scratch_bytes)
@@ -360,15 +390,16 @@ class CpuBackend:
         )
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
-        layout, engine = self.load(kernel)
-        load_split = functools.partial(self.load, kernel, split=True) if layout.splittable else None
-        return _Launcher(layout, engine, load_split)
+        module, layout = codegen.generate(kernel)
+        return _Launcher(layout, functools.partial(self.load, kernel, entry=(module, layout)))
 
-    def load(self, kernel: Kernel, split: bool = False) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
-        started = time.perf_counter()
+    def load(
+        self, kernel: Kernel, split: bool, entry: tuple[Any, codegen.Layout] | None = None
+    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """One module of ``kernel`` loaded (``entry``: ENTRY's, already generated): from the disk
+        cache, or compiled and stored there."""
         host = _host()
-        module, layout = codegen.generate(kernel, split)
+        module, layout = codegen.generate(kernel, split) if split or entry is None else entry
         text = str(module)  # the key is the code itself: a change to the code generator is a miss
         key = disk_cache.key_of(self.name, text, host.identity)
         object_code = disk_cache.load(self.name, key)
@@ -378,8 +409,6 @@ class CpuBackend:
             disk_cache.store(self.name, key, object_code)
         with host.lock:
             engine = host.load(object_code)
-        if split:  # the kernel's first compile counted ENTRY's time (``cache.compiled_kernel``)
-            stats.count("compile_seconds", time.perf_counter() - started)
         return layout, engine
 
 
