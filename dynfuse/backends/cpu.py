@@ -390,16 +390,15 @@ class CpuBackend:
         )
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
-        module, layout = codegen.generate(kernel)
-        return _Launcher(layout, functools.partial(self.load, kernel, entry=(module, layout)))
+        _, layout = codegen.generate(kernel)
+        # The launcher generates the module it loads again rather than keep this one: a kept
+        # module would hold its IR for as long as the kernel is cached.
+        return _Launcher(layout, functools.partial(self.load, kernel))
 
-    def load(
-        self, kernel: Kernel, split: bool, entry: tuple[Any, codegen.Layout] | None = None
-    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """One module of ``kernel`` loaded (``entry``: ENTRY's, already generated): from the disk
-        cache, or compiled and stored there."""
+    def load(self, kernel: Kernel, split: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
         host = _host()
-        module, layout = codegen.generate(kernel, split) if split or entry is None else entry
+        module, layout = codegen.generate(kernel, split)
         text = str(module)  # the key is the code itself: a change to the code generator is a miss
         key = disk_cache.key_of(self.name, text, host.identity)
         object_code = disk_cache.load(self.name, key)
