@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from collections import Counter
 from collections.abc import Hashable, Sequence
 
 import cachetools
@@ -115,8 +114,8 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
 
     "Held": referenced from outside this trace, by a lazy array the program keeps or by a graph
     recorded over the node. That is what is left of its reference count once the trace's own
-    references (inputs and ancestors of its nodes) are taken away, as NumPy's temporary elision
-    reads reference counts. A miscount can only cost speed: a kept node holds its own value.
+    references (``trace.references_within``) are taken away, as NumPy's temporary elision reads
+    reference counts. A miscount can only cost speed: a kept node holds its own value.
     """
     requested = set(map(id, outputs))
     deep = [
@@ -126,10 +125,7 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
     ]
     if not deep:
         return []
-    inside: Counter[int] = Counter()
-    for node in order:
-        inside.update(map(id, node.inputs))
-        inside.update(map(id, node.ancestors))
+    inside = trace.references_within(order)
     return [node for node in deep if sys.getrefcount(node) > inside[id(node)] + _COUNTING_REFERENCES]
 
 

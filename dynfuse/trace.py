@@ -263,24 +263,31 @@ def pending_memory() -> tuple[int, list[Node]]:
     A miscount only moves when a trace is materialized, never what it computes.
     """
     nodes = _pending.alive()
-    read: Counter[int] = Counter()
-    listed: Counter[int] = Counter()
-    leaves: dict[int, Node] = {}
-    for node in nodes:
-        for source in node.inputs:
-            read[id(source)] += 1
-            if source.op.kind is OpKind.BUFFER:
-                leaves[id(source)] = source
-        listed.update(map(id, node.leaves))
+    inside = references_within(nodes)
+    leaves = {
+        id(source): source for node in nodes for source in node.inputs if source.op.kind is OpKind.BUFFER
+    }
     held = 0
     for leaf in leaves.values():
         if (
-            sys.getrefcount(leaf) <= read[id(leaf)] + listed[id(leaf)] + _COUNTING_REFERENCES
+            sys.getrefcount(leaf) <= inside[id(leaf)] + _COUNTING_REFERENCES
             and leaf.buffer.base is None
             and sys.getrefcount(leaf.buffer) <= 2  # its node's reference and the argument
         ):
             held += leaf.buffer.nbytes
-    return held, [node for node in nodes if id(node) not in read]
+    return held, [node for node in nodes if id(node) not in inside]
+
+
+def references_within(nodes: Iterable[Node]) -> Counter[int]:
+    """How often the graph of ``nodes`` itself references each node, by id: in their inputs,
+    leaves and ancestors. What a node's reference count holds beyond that (less the counter's own
+    references) is held from outside: by a lazy array the program keeps, or another graph."""
+    inside: Counter[int] = Counter()
+    for node in nodes:
+        inside.update(map(id, node.inputs))
+        inside.update(map(id, node.leaves))
+        inside.update(map(id, node.ancestors))
+    return inside
 
 
 def topological_order(outputs: Iterable[Node]) -> list[Node]:

@@ -167,13 +167,12 @@ def _run_in_threads(calls: list) -> None:
 class _Launcher:
     """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
 
-    def __init__(
-        self, layout: codegen.Layout, load: Callable[[bool], tuple[codegen.Layout, llvm.ExecutionEngine]]
-    ) -> None:
+    def __init__(self, entry: tuple[Any, codegen.Layout], load: Callable[..., Any]) -> None:
+        _, layout = entry
         self.layout = layout
-        # ``load(split)``: a module of the kernel, compiled or from the disk cache, and the engine
-        # that owns its code (kept as long as this launcher): ENTRY's, or PARTIAL and FINISH's.
-        # Each is loaded the first time a launch calls it.
+        # ``load(split, generated=None)``: a module of the kernel (given ``generated``, that one),
+        # compiled or from the disk cache, and the engine that owns its code (kept as long as this
+        # launcher): ENTRY's, or PARTIAL and FINISH's. Each is loaded the first time a launch calls it.
         self.load = load
         self.entry = self.native = self.engine = None
         self.partial = self.finish = self.split_engine = None
@@ -202,11 +201,12 @@ class _Launcher:
         self.rows = layout.extent
         self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
         # Now, what launches with the threads configured now will call: a kernel whose rows they
-        # share never calls ENTRY.
+        # share never calls ENTRY. ENTRY's module (``entry``) is loaded now or dropped: kept, it
+        # would hold its IR for as long as the kernel is cached.
         if self.shares_rows(config.threads):
             self.load_split(counted=False)
         else:
-            self.load_entry(counted=False)
+            self.load_entry(counted=False, generated=entry)
 
     def shares_rows(self, threads: int) -> bool:
         """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
@@ -219,8 +219,8 @@ class _Launcher:
         rows_per_thread = _ALIGNMENT if layout.columns else 1
         return self.rows < threads * rows_per_thread or self.rows <= layout.lanes
 
-    def load_entry(self, counted: bool = True) -> None:
-        _, self.engine = self.timed_load(False, counted)
+    def load_entry(self, counted: bool = True, generated: tuple[Any, codegen.Layout] | None = None) -> None:
+        _, self.engine = self.timed_load(False, counted, generated)
         self.entry = _ENTRY(self.engine.get_function_address(codegen.ENTRY))
         self.native = self.kernel_call(self.param_codes)
 
@@ -230,11 +230,13 @@ class _Launcher:
         self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
         self.split_scratch_bytes = layout.scratch_bytes
 
-    def timed_load(self, split: bool, counted: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """``load(split)``, its time ``counted`` as compile time: a load a launch asks for (the load
-        in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
+    def timed_load(
+        self, split: bool, counted: bool, generated: tuple[Any, codegen.Layout] | None = None
+    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """``load(split, generated)``, its time ``counted`` as compile time: a load a launch asks for
+        (the load in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
         started = time.perf_counter()
-        loaded = self.load(split)
+        loaded = self.load(split, generated)
         if counted:
             stats.count("compile_seconds", time.perf_counter() - started)
         return loaded
@@ -390,15 +392,15 @@ class CpuBackend:
         )
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
-        _, layout = codegen.generate(kernel)
-        # The launcher generates the module it loads again rather than keep this one: a kept
-        # module would hold its IR for as long as the kernel is cached.
-        return _Launcher(layout, functools.partial(self.load, kernel))
+        return _Launcher(codegen.generate(kernel), functools.partial(self.load, kernel))
 
-    def load(self, kernel: Kernel, split: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
+    def load(
+        self, kernel: Kernel, split: bool, generated: tuple[Any, codegen.Layout] | None = None
+    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """One module of ``kernel`` loaded (``generated``: that module and its layout, generated
+        already): from the disk cache, or compiled and stored there."""
         host = _host()
-        module, layout = codegen.generate(kernel, split)
+        module, layout = generated or codegen.generate(kernel, split)
         text = str(module)  # the key is the code itself: a change to the code generator is a miss
         key = disk_cache.key_of(self.name, text, host.identity)
         object_code = disk_cache.load(self.name, key)
