@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow fuzz lint bench clean
 
 # The bytecode is compiled at install, as a wheel install does: where PYTHONDONTWRITEBYTECODE is set,
 # every process would otherwise compile dynfuse's sources again (0.15 s of each `dynfuse run`).
@@ -23,6 +23,10 @@ test: $(INSTALLED) lint
 
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -m slow
+
+# A long fuzzing session (CI runs a bounded one in `make test`); a fresh seed each time, printed.
+fuzz: $(INSTALLED)
+	$(BIN)/python -m dynfuse fuzz --examples 20000 --max-depth 12 --time 1800
 
 bench: $(INSTALLED)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'

@@ -45,6 +45,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.set_defaults(run=_run, usage_error=run.error)
 
+    fuzz = commands.add_parser(
+        "fuzz",
+        help="check random array programs against NumPy",
+        description="Run random array programs through dynfuse and through NumPy and compare them; "
+        "print each failure, shrunk, as a snippet to paste into a test. Exit status 1 on any failure.",
+    )
+    fuzz.add_argument("--examples", type=int, default=500, help="how many programs (default 500)")
+    fuzz.add_argument("--seed", type=int, help="repeat a session (default: a fresh seed, printed)")
+    fuzz.add_argument(
+        "--backend",
+        type=_available_backend,
+        metavar="{" + ",".join(config.BACKENDS) + "}",
+        help=f"the backend to check (default: DYNFUSE_BACKEND, else {config.DEFAULT_BACKEND})",
+    )
+    fuzz.add_argument("--max-depth", type=int, default=8, help="steps per program, at most (default 8)")
+    fuzz.add_argument("--time", type=float, metavar="SECONDS", help="stop after this long")
+    fuzz.set_defaults(run=_fuzz)
+
     arguments = parser.parse_args(argv)
     return arguments.run(arguments)
 
@@ -80,6 +98,14 @@ def _run(arguments: argparse.Namespace) -> int:
     if arguments.backend is not None:
         config.set_backend(arguments.backend)
     return runner.run(command_line[0], command_line[1:], arguments.report, arguments.report_file)
+
+
+def _fuzz(arguments: argparse.Namespace) -> int:
+    from .testing import fuzz
+
+    return fuzz.main(
+        arguments.examples, arguments.seed, arguments.backend, arguments.max_depth, arguments.time
+    )
 
 
 def _entries(count: int) -> str:

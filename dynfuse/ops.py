@@ -46,6 +46,11 @@ class Op:
     # None for a barrier that only moves elements: NumPy's own call on zero-byte stand-ins gives
     # it (``views.shape_by_reference``). A barrier's dtype is always its reference's, probed.
     shape_rule: Callable[..., tuple[int, ...]] | None = None
+    # Whether every correct implementation gives NumPy's float results bit for bit: IEEE's correctly
+    # rounded operations and exact ones. Not libm-style functions (their last bit varies between
+    # libraries) nor float sums and products (their rounding depends on the order of the terms).
+    # What a differential test may compare exactly, and feed to a comparison or a floor.
+    reproducible: bool = True
 
     def __repr__(self) -> str:
         return self.name
@@ -185,7 +190,12 @@ def _cost(name: str) -> float:
 
 ELEMENTWISE: dict[str, Op] = {
     name: Op(
-        name, OpKind.ELEMENTWISE, getattr(np, name), value_check=_VALUE_CHECKS.get(name), cost=_cost(name)
+        name,
+        OpKind.ELEMENTWISE,
+        getattr(np, name),
+        value_check=_VALUE_CHECKS.get(name),
+        cost=_cost(name),
+        reproducible=name not in _TRANSCENDENTAL,
     )
     for name in UFUNC_NAMES
 }
@@ -197,7 +207,7 @@ def _cube(a: Any) -> Any:
     return np.power(a, 3)
 
 
-ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0)
+ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0, reproducible=False)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
@@ -273,8 +283,15 @@ def _expand_std(emit: Any, operand: Any, axes: tuple, keepdims: bool, dtype: Any
 
 
 _EXPANSIONS = {"mean": _expand_mean, "var": _expand_var, "std": _expand_std}
+_ACCUMULATING = frozenset({"sum", "prod", "mean", "var", "std"})
 REDUCTIONS: dict[str, Op] = {
-    name: Op(name, OpKind.REDUCTION, getattr(np, name), expand=_EXPANSIONS.get(name))
+    name: Op(
+        name,
+        OpKind.REDUCTION,
+        getattr(np, name),
+        expand=_EXPANSIONS.get(name),
+        reproducible=name not in _ACCUMULATING,
+    )
     for name in ["sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "var", "std"]
 }
 # Reductions that accept ``dtype=`` and ``ddof=``, as their NumPy references do.

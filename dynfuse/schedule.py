@@ -16,9 +16,12 @@ What is stored:
 - a node that several kernels would each recompute, when the cost model says that writing it once
   and reading it back costs less (see ``_worth_storing``).
 
-Kernels of the same iteration space share one step when no dependency forbids it, so several
-outputs that read the same inputs (``evaluate(a, b)``, the mean and variance of one array) come
-out of one kernel.
+Kernels of the same iteration space share one step when they are related (one reads a buffer the
+other reads, or a value the other computes) and no dependency forbids it, so several outputs that
+read the same inputs (``evaluate(a, b)``, the mean and variance of one array) come out of one
+kernel. Unrelated work stays apart: joined, it would save no memory traffic, and every way a plan
+happens to group it would be another signature to compile (a loop's iterations, materialized two
+or three at a time).
 
 Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
 trace's structural signature: op names, params, edges, shapes and dtypes, the strides of buffers
@@ -163,6 +166,7 @@ class _Group:
     axes: tuple[int, ...]
     roots: list[int] = field(default_factory=list)
     row_roots: set[int] = field(default_factory=set)  # reductions, and values per row
+    sources: set[int] = field(default_factory=set)  # the buffers its roots read, and the roots
 
 
 class _Planner:
@@ -265,16 +269,17 @@ class _Planner:
 
     # -- grouping stored nodes into kernels --
 
-    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
-        """The iteration space of the kernel computing ``root``, and the stored nodes it reads.
+    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int], set[int]]:
+        """The iteration space of the kernel computing ``root``, and the buffers it reads.
 
-        Returns (shape, reduce axes, whether root is per row, stored nodes read).
+        Returns (shape, reduce axes, whether root is per row, stored nodes read, all sources read).
         """
         node = self.nodes[root]
         domain = None
         if node.op.kind is OpKind.REDUCTION:
             domain = (node.inputs[0].shape, reduction_axes(node), True)
         reads: set[int] = set()
+        sources: set[int] = set()
         seen = {root}
         stack = [(child, True) for child in node.inputs]  # (node, reached through same-shape elementwise)
         while stack:
@@ -284,6 +289,7 @@ class _Planner:
                 continue
             seen.add(n)
             if self.is_source(n):
+                sources.add(n)
                 if not child.is_materialized:
                     reads.add(n)
                 continue
@@ -295,7 +301,7 @@ class _Planner:
             plain = plain and child.op.kind is OpKind.ELEMENTWISE and child.shape == node.shape
             stack.extend((grandchild, plain) for grandchild in child.inputs)
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
-        return shape, axes, row, reads
+        return shape, axes, row, reads, sources
 
     def _group(self) -> list[_Group | int]:
         """Stored nodes in order, each joining the latest compatible kernel that it may join."""
@@ -306,15 +312,18 @@ class _Planner:
                 producers[n] = len(steps)
                 steps.append(n)
             elif n in self.stored and not self.nodes[n].is_materialized:
-                shape, axes, row, reads = self._survey(n)
+                shape, axes, row, reads, sources = self._survey(n)
                 after = {producers[read] for read in reads}
-                position = self._joinable(steps, reads, after, shape, axes, row) if self.join else None
+                position = None
+                if self.join:
+                    position = self._joinable(steps, reads, sources, after, shape, axes, row)
                 if position is None:
                     position = len(steps)
                     steps.append(_Group(shape, axes))
                 group = steps[position]
                 assert isinstance(group, _Group)
                 group.roots.append(n)
+                group.sources |= sources | {n}
                 group.axes = group.axes or axes
                 if row:
                     group.row_roots.add(n)
@@ -322,9 +331,17 @@ class _Planner:
         return steps
 
     def _joinable(
-        self, steps: list, reads: set[int], after: set[int], shape: tuple, axes: tuple, row: bool
+        self,
+        steps: list,
+        reads: set[int],
+        sources: set[int],
+        after: set[int],
+        shape: tuple,
+        axes: tuple,
+        row: bool,
     ) -> int | None:
-        """The latest kernel this stored node can join: same iteration space, after what it reads.
+        """The latest related kernel this stored node can join: same iteration space, after what it
+        reads, reading a buffer it reads or computing a value it reads.
 
         It may read what that kernel stores only where the value can be computed inline: an
         elementwise node, not a reduction or a per-row value.
@@ -332,7 +349,7 @@ class _Planner:
         latest_read = max(after, default=-1)
         for position in range(len(steps) - 1, max(latest_read, 0) - 1, -1):
             group = steps[position]
-            if not isinstance(group, _Group) or group.shape != shape:
+            if not isinstance(group, _Group) or group.shape != shape or not group.sources & sources:
                 continue
             elementwise_only = not axes and not row
             if not (group.axes == axes or elementwise_only or (not group.axes and not group.row_roots)):

@@ -3,19 +3,9 @@
 import numpy as np
 
 import dynfuse
+from dynfuse.testing.compare import ulp_distance
 
 DTYPES = list(dynfuse.dtypes.SUPPORTED_DTYPES)
-
-
-def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """How many representable floats lie between the two (0 for equal values, both zeros included)."""
-    bits = {2: np.int16, 4: np.int32, 8: np.int64}[expected.dtype.itemsize]
-
-    def ordered(values):
-        raw = np.ascontiguousarray(values).view(bits).astype(np.int64)
-        return np.where(raw < 0, np.iinfo(bits).min - raw, raw)
-
-    return np.abs(ordered(actual) - ordered(expected))
 
 
 def assert_same(actual, expected, max_ulp=4, zero_signs=True):

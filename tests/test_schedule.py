@@ -243,6 +243,20 @@ def test_outputs_that_share_inputs_come_out_of_one_kernel():
         close(got, want)
 
 
+def test_unrelated_work_of_one_shape_stays_in_its_own_kernels():
+    """Joined, unrelated kernels would save no traffic, and each grouping a plan happened to make
+    (a loop's iterations materialized two or three at a time) would be one more signature."""
+    first, second = lazy(5, 7), lazy(5, 7)
+    a, b = np.exp(first).sum(axis=1), np.exp(second).sum(axis=1)
+    steps = kernels(a, b)
+    assert len(steps) == 2
+    assert steps[0].kernel.signature == steps[1].kernel.signature
+    assert kernels(a)[0].kernel.signature == steps[0].kernel.signature
+    dynfuse.evaluate(a, b)
+    close(a, np.exp(np.asarray(first)).sum(axis=1))
+    close(b, np.exp(np.asarray(second)).sum(axis=1))
+
+
 def test_an_output_that_reads_another_is_computed_inline():
     x = lazy(5, 7)
     y = x * 2

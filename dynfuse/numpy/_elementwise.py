@@ -46,10 +46,19 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs
     """``numpy.clip``; a missing bound is the one-sided ``maximum``/``minimum`` NumPy computes."""
     a_min = kwargs.pop("min", a_min)
     a_max = kwargs.pop("max", a_max)
-    if kwargs or (a_min is None and a_max is None):
+    if kwargs:
         return record.fallback(
             "clip", np.clip, (a, a_min, a_max), {**kwargs, "out": out} if out is not None else kwargs
         )
+    dtype = getattr(a, "dtype", None)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        # As NumPy: a Python int bound beyond an integer array's range bounds nothing (NEP 50 would
+        # refuse it as an operand), while one beyond the other end still raises.
+        limits = np.iinfo(dtype)
+        a_min = None if type(a_min) is int and a_min <= limits.min else a_min
+        a_max = None if type(a_max) is int and a_max >= limits.max else a_max
+    if a_min is None and a_max is None:
+        return record.elementwise(ops.ELEMENTWISE["positive"], (a,), out=out)
     if a_min is None:
         return record.elementwise(ops.ELEMENTWISE["minimum"], (a, a_max), out=out)
     if a_max is None:

@@ -1,0 +1,394 @@
+"""Differential checking: a program run lazily through dynfuse against the same program run op by op
+through NumPy.
+
+Bools and integers must be equal, and so must floats that every correct implementation computes bit
+for bit (``Program.reproducible``), the sign of zeros included. A float that comes from an op whose
+last bit varies between implementations (exp, a float sum) may differ, but only as far as such
+differences can carry: the reference program is run again with the result of each such op moved by
+``max_ulp`` units in the last place (a sum or a product by its rounding-error bound), upwards,
+downwards and in random directions per element, and dynfuse's value must lie within the spread
+those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes equal;
+an exception of the type NumPy raises where NumPy raises one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import config
+from .programs import Program, input_source
+
+_RANDOM_RUNS = 2
+
+
+class UndefinedCast(Exception):
+    """The program casts a float NumPy cannot represent in the target type (NaN, inf, out of range):
+    NumPy leaves the result undefined, so there is nothing to compare."""
+
+
+def snippet(program: Program, arrays: Sequence[np.ndarray]) -> str:
+    """A failing case as Python a test can paste: the program, its inputs, and the check."""
+    lines = [
+        "import numpy as np",
+        "from dynfuse.testing import assert_matches_numpy",
+        "",
+        "",
+        program.source(),
+        "",
+    ]
+    lines += [
+        input_source(f"x{n}", array, spec.layout)
+        for n, (array, spec) in enumerate(zip(arrays, program.inputs, strict=True))
+    ]
+    names = ", ".join(f"x{n}" for n in range(len(arrays)))
+    lines.append(f"assert_matches_numpy(program, [{names}])")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def compiling(backend: str | None = None) -> Iterator[None]:
+    """Every kernel compiled, however small its arrays (the tier policy would interpret test-sized
+    ones), on ``backend`` if given; the configuration is restored after."""
+    saved = config.backend, config.tiers
+    try:
+        if backend is not None:
+            config.set_backend(backend)
+        config.tiers = False
+        yield
+    finally:
+        config.backend, config.tiers = saved
+
+
+def assert_matches_numpy(
+    program: Program | Callable[..., Any],
+    inputs: Sequence[Any],
+    backend: str | None = None,
+    max_ulp: int = 4,
+) -> None:
+    """Run ``program(xp, *inputs)`` with ``xp`` dynfuse.numpy on lazy arrays and with ``xp`` NumPy,
+    and raise AssertionError, with a runnable snippet, where they differ (see the module docstring).
+
+    ``program`` is a ``Program`` (from ``programs()``) or any function of a namespace and arrays.
+    A plain function's ops cannot be replayed with their rounding moved: its floats may differ by
+    ``max_ulp`` units in the last place, or by ``max_ulp`` roundings of the largest finite value
+    among its float inputs and result (what cancellation leaves). A kernel that falls back to NumPy
+    is a failure too: it is a fault inside dynfuse."""
+    arrays = [np.asarray(value) if isinstance(value, np.ndarray | np.generic) else value for value in inputs]
+    problem = _problem(program, arrays, backend, max_ulp)
+    if problem is None:
+        return
+    if not isinstance(program, Program):
+        raise AssertionError(problem)
+    pruned = program.pruned()
+    if pruned != program:  # the same failure without the steps no output reads, if it still fails
+        problem_when_pruned = _problem(pruned, arrays, backend, max_ulp)
+        if problem_when_pruned is not None:
+            program, problem = pruned, problem_when_pruned
+    raise AssertionError(f"{problem}\n\n{snippet(program, arrays)}")
+
+
+def _problem(program: Any, arrays: list, backend: str | None, max_ulp: int) -> str | None:
+    """How dynfuse's run of ``program`` differs from NumPy's, or None."""
+    described = program if isinstance(program, Program) else None
+    try:
+        expected = _reference(program, arrays)
+    except UndefinedCast:
+        return None
+    actual, faults = _lazy(program, arrays, backend)
+    if faults:
+        return f"dynfuse fell back to NumPy after a fault of its own: {faults}"
+    if isinstance(expected, type) or isinstance(actual, type):
+        if expected is not actual:
+            return f"NumPy gives {_outcome_name(expected)}, dynfuse {_outcome_name(actual)}"
+        return None
+    if len(actual) != len(expected):
+        return f"{len(expected)} outputs from NumPy, {len(actual)} from dynfuse"
+    spreads = _spreads(described, arrays, max_ulp) if described is not None else None
+    for number, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        name = described.outputs[number] if described is not None else f"output {number}"
+        exact = described is not None and described.reproducible(name)
+        spread = spreads[number] if spreads is not None else None
+        scale = 0.0 if described is not None else _scale(arrays, want)
+        problem = compare(got, want, exact=exact, max_ulp=max_ulp, spread=spread, scale=scale)
+        if problem:
+            return f"{name}: {problem}"
+    return None
+
+
+def _outcome_name(outcome: Any) -> str:
+    return f"{outcome.__name__}" if isinstance(outcome, type) else "a result"
+
+
+def _reference(program: Any, arrays: list, after_step: Any = None) -> tuple | type:
+    """NumPy's outputs (as arrays), or the type of the exception it raises."""
+    hook = after_step or _undefined_casts_raise
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            outputs = program.run(np, arrays, hook) if isinstance(program, Program) else program(np, *arrays)
+        except UndefinedCast:
+            raise
+        except Exception as error:
+            return type(error)
+    return tuple(np.asarray(output) for output in _as_tuple(outputs))
+
+
+def _undefined_casts_raise(step: Any, value: Any, values: dict) -> Any:
+    if step.name == "astype" and np.dtype(step.args[1]).kind in "biu":
+        source = np.asarray(values[step.args[0].name])
+        if source.dtype.kind == "f":
+            with np.errstate(invalid="raise"):
+                try:
+                    source.astype(step.args[1])
+                except FloatingPointError as error:
+                    raise UndefinedCast(step.source()) from error
+    return value
+
+
+def _lazy(program: Any, arrays: list, backend: str | None) -> tuple[tuple | type, list[str]]:
+    """dynfuse's outputs, materialized in one plan, or the type of the exception it raises; and the
+    warnings of any fault inside dynfuse (a kernel that failed and fell back to NumPy)."""
+    import dynfuse
+
+    with compiling(backend), np.errstate(all="ignore"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in arrays]
+            outputs = _as_tuple(program(dynfuse.numpy, *lazy))
+            dynfuse.evaluate(*[output for output in outputs if isinstance(output, dynfuse.LazyArray)])
+            result: tuple | type = tuple(np.asarray(output) for output in outputs)
+        except Exception as error:
+            result = type(error)
+    faults = [str(warning.message) for warning in caught if str(warning.message).startswith("dynfuse:")]
+    return result, faults
+
+
+def _as_tuple(outputs: Any) -> tuple:
+    return tuple(outputs) if isinstance(outputs, tuple | list) else (outputs,)
+
+
+# ---- how far rounding can carry ----------------------------------------------------------------
+
+
+def _spreads(
+    program: Program, arrays: list, max_ulp: int
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """Per output, the lowest and highest value (NaN ignored) and where any is NaN, over reference
+    runs with each irreproducible float op's result moved within its rounding; None if the program
+    has no such op."""
+    if all(step.reproducible for step in program.steps):
+        return None
+    generator = np.random.default_rng(0)
+    directions: list[Any] = [1.0, -1.0, *(generator for _ in range(_RANDOM_RUNS))]
+    runs = []
+    for direction in directions:
+        outcome = _reference(program, arrays, _moving(direction, max_ulp))
+        if isinstance(outcome, type):
+            return None  # moved this far, the program fails: there is no spread to speak of
+        runs.append(outcome)
+    spreads = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for values in zip(*runs, strict=True):
+            stacked = np.stack(
+                [np.asarray(value, np.float64) if value.dtype.kind != "c" else value for value in values]
+            )
+            nan = np.isnan(stacked) if stacked.dtype.kind == "f" else np.zeros(stacked.shape, bool)
+            spreads.append((np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0), nan.any(axis=0)))
+    return spreads
+
+
+def _moving(direction: Any, max_ulp: int) -> Callable[..., Any]:
+    """A hook that moves each irreproducible float result by its rounding, in ``direction`` (+1, -1,
+    or a random generator: a random sign per element)."""
+
+    def move(step: Any, value: Any, values: dict) -> Any:
+        _undefined_casts_raise(step, value, values)
+        value = np.asarray(value)
+        if step.reproducible or value.dtype.kind != "f" or not value.size:
+            return value
+        sign = (
+            direction.choice([-1.0, 1.0], size=value.shape)
+            if isinstance(direction, np.random.Generator)
+            else direction
+        )
+        return (value + sign * _rounding(step, value, values, max_ulp)).astype(value.dtype)
+
+    return move
+
+
+def _rounding(step: Any, value: np.ndarray, values: dict, max_ulp: int) -> np.ndarray:
+    """How far an implementation's result may lie from NumPy's: ``max_ulp`` units in the last place
+    for a function; for a sum, ``n · eps · Σ|x|`` (the classic bound, whatever the order); for a
+    product, ``n · eps · |result|``."""
+    eps = np.finfo(value.dtype).eps
+    magnitude = np.abs(value)
+    kwargs = dict(step.kwargs)
+    if step.name not in ("sum", "mean", "var", "std", "prod", "cumsum", "einsum", "@"):
+        return max_ulp * np.spacing(magnitude.astype(value.dtype))
+    operand = np.asarray(values[step.args[1 if step.name == "einsum" else 0].name])
+    if step.name in ("einsum", "@"):
+        terms = operand.shape[-1] if operand.ndim else 1
+    elif step.name == "cumsum":
+        axis = kwargs.get("axis")
+        terms = operand.size if axis is None else operand.shape[axis]
+    else:
+        terms = operand.size // max(value.size, 1)
+    terms = max(terms, 1)
+    if step.name == "prod":
+        return 2 * terms * eps * magnitude
+    absolute = np.abs(operand).astype(np.float64)
+    if step.name in ("var", "std"):
+        second_moment = np.mean(
+            absolute * absolute, axis=kwargs.get("axis"), keepdims=kwargs.get("keepdims", False)
+        )
+        variance_error = 4 * terms * eps * second_moment * (1 + kwargs.get("ddof", 0))
+        if step.name == "var":
+            return variance_error
+        return np.sqrt(magnitude.astype(np.float64) ** 2 + variance_error) - magnitude
+    if step.name == "einsum":
+        bound = np.einsum(step.args[0], absolute, absolute)
+    elif step.name == "@":
+        bound = absolute @ absolute
+    else:
+        bound = getattr(np, step.name)(absolute, **kwargs)
+    return 2 * terms * eps * np.asarray(bound)
+
+
+# ---- comparing one output ----------------------------------------------------------------------
+
+
+def compare(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    exact: bool = True,
+    max_ulp: int = 4,
+    spread: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    scale: float = 0.0,
+) -> str | None:
+    """What is wrong with ``actual`` as a result for ``expected``, or None: see the module docstring."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        given = f"shape {actual.shape} and dtype {actual.dtype}"
+        return f"{given}, where NumPy gives shape {expected.shape} and dtype {expected.dtype}"
+    if expected.dtype.kind != "f":
+        wrong = actual != expected
+    else:
+        wrong = _float_mismatches(actual, expected, exact, max_ulp, spread)
+        if scale:  # what cancellation leaves of values of this size: max_ulp roundings of them
+            with np.errstate(all="ignore"):
+                allowed = max_ulp * np.finfo(expected.dtype).eps * scale
+                wrong &= ~(np.abs(actual.astype(np.float64) - expected) <= allowed)
+    if not np.any(wrong):
+        return None
+    where = np.argwhere(wrong)[:3]
+    shown = ", ".join(
+        f"at {tuple(int(i) for i in index)}: {actual[tuple(index)]!r} for {expected[tuple(index)]!r}"
+        for index in where
+    )
+    return f"{int(np.count_nonzero(wrong))} of {expected.size} elements differ from NumPy's ({shown})"
+
+
+def _scale(arrays: list, expected: np.ndarray) -> float:
+    """The largest finite magnitude among a plain function's float inputs and its result: the size
+    of the values whose roundings a result may carry, however much of them cancelled."""
+    values = [np.asarray(value) for value in [*arrays, expected]]
+    finite = [np.abs(value[np.isfinite(value)]) for value in values if value.dtype.kind == "f" and value.size]
+    return float(max((value.max() for value in finite if value.size), default=0.0))
+
+
+def _float_mismatches(actual, expected, exact, max_ulp, spread) -> np.ndarray:
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    same = (actual == expected) | both_nan
+    if exact:
+        zeros = expected == 0
+        return ~same | (zeros & (np.signbit(actual) != np.signbit(expected)))
+    with np.errstate(all="ignore"):
+        close = same | (ulp_distance(actual, expected) <= max_ulp) & ~np.isnan(actual) & ~np.isnan(expected)
+        if spread is not None:
+            low, high, any_nan = spread
+            width = np.where(np.isfinite(high - low), high - low, 0)
+            value = actual.astype(np.float64)
+            inside = (value >= low - width) & (value <= high + width)
+            close |= inside | (np.isnan(actual) & any_nan)
+    return ~close
+
+
+def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """How many representable floats lie between the two (0 for equal values, both zeros included)."""
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[expected.dtype.itemsize]
+
+    def ordered(values: np.ndarray) -> np.ndarray:
+        raw = np.ascontiguousarray(values).view(bits).astype(np.int64)
+        return np.where(raw < 0, np.iinfo(bits).min - raw, raw)
+
+    return np.abs(ordered(actual) - ordered(expected))
+
+
+# ---- a user's own function ---------------------------------------------------------------------
+
+
+def check_function(
+    function: Callable[..., Any],
+    *strategies: Any,
+    max_examples: int = 100,
+    backend: str | None = None,
+    max_ulp: int = 4,
+) -> None:
+    """Check ``function``, written against ``dynfuse.numpy``, against the same function on NumPy, on
+    arguments drawn from ``strategies`` (Hypothesis strategies of arrays or scalars).
+
+    A function with an ``xp`` parameter is given ``xp=dynfuse.numpy`` and ``xp=numpy``; otherwise the
+    NumPy run is a copy of the function whose module globals that name ``dynfuse.numpy`` (or its
+    ``linalg``, ``fft``, ``random`` or one of its functions) name NumPy's instead. Floats may differ
+    by ``max_ulp``; the rest must be equal, errors included. Raises Hypothesis' shrunk failure."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    on_numpy = _on_numpy(function)
+    takes_namespace = "xp" in inspect.signature(function).parameters
+
+    def dynfuse_call(xp: Any, *arguments: Any) -> Any:
+        return function(*arguments, xp=xp) if takes_namespace else function(*arguments)
+
+    def numpy_call(xp: Any, *arguments: Any) -> Any:
+        if xp is np:
+            return function(*arguments, xp=np) if takes_namespace else on_numpy(*arguments)
+        return dynfuse_call(xp, *arguments)
+
+    numpy_call.__name__ = getattr(function, "__name__", "function")
+
+    @settings(max_examples=max_examples, deadline=None, database=None)
+    @given(st.tuples(*strategies))
+    def check(arguments: tuple) -> None:
+        assert_matches_numpy(numpy_call, list(arguments), backend=backend, max_ulp=max_ulp)
+
+    check()
+
+
+def _on_numpy(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with the dynfuse.numpy names of its globals bound to NumPy's."""
+    if not isinstance(function, types.FunctionType):
+        return function
+    rebound = {name: _numpy_twin(value) for name, value in function.__globals__.items()}
+    return types.FunctionType(
+        function.__code__, rebound, function.__name__, function.__defaults__, function.__closure__
+    )
+
+
+def _numpy_twin(value: Any) -> Any:
+    import dynfuse.numpy as dnp
+
+    modules = {dnp: np, dnp.linalg: np.linalg, dnp.fft: np.fft, dnp.random: np.random}
+    if isinstance(value, types.ModuleType):
+        return modules.get(value, value)
+    module = getattr(value, "__module__", None) or ""
+    if module.startswith("dynfuse.numpy") and hasattr(np, getattr(value, "__name__", "")):
+        return getattr(np, value.__name__)
+    return value

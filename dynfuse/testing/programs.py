@@ -1,0 +1,508 @@
+"""Random array programs as data: drawn by Hypothesis, run on any NumPy-like namespace, printed as
+Python that a failing test can paste.
+
+A program is a list of steps over named values: its inputs ``x0, x1, ...`` and one value ``v0, v1,
+...`` per step. Steps are calls into the namespace (``xp.exp(x0)``), methods (``v1.sum(axis=0)``),
+operators (``v2 * 0.5``) and basic indexing (``v3[::-1, None]``), so the one program exercises both
+what NumPy's functions and what its operators do (Python scalars promote differently there).
+
+Each step is drawn against stand-ins of the values it reads (arrays of their shapes and dtypes), so
+NumPy accepts every step for its shapes and dtypes; what depends on the data (an integer raised to
+a negative power) is left to the comparison, which then expects the same error from dynfuse.
+
+A float value is *reproducible* when every op it comes from gives NumPy's result bit for bit in any
+correct implementation (``ops.Op.reproducible``). Ops whose result jumps (comparisons, floor, casts to
+integers, argmax) read only reproducible floats: applied to a value that may differ from NumPy's in
+its last bit, they could differ in every bit, and the difference would not be a bug.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from .. import dtypes, ops
+
+FAMILIES = ("elementwise", "reduction", "view", "barrier")
+LAYOUTS = ("contiguous", "reversed", "strided")
+
+_UNARY = sorted(name for name, op in ops.ELEMENTWISE.items() if getattr(op.reference, "nin", 0) == 1)
+_BINARY = sorted(name for name, op in ops.ELEMENTWISE.items() if getattr(op.reference, "nin", 0) == 2)
+_BINARY_OPERATORS = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "@": operator.matmul,
+}
+_UNARY_OPERATORS = {"-": operator.neg, "~": operator.invert, "abs": abs}
+# Ops whose result jumps where their float operand crosses a value (see the module's docstring).
+_DISCONTINUOUS = frozenset(
+    [
+        "floor",
+        "ceil",
+        "trunc",
+        "rint",
+        "sign",
+        "floor_divide",
+        "remainder",
+        "fmod",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "logical_not",
+        "isfinite",
+        "isinf",
+        "isnan",
+        "signbit",
+        "heaviside",
+        "//",
+        "%",
+        "<",
+        "<=",
+        "==",
+        "!=",
+        ">",
+        ">=",
+        "argmax",
+        "argmin",
+        "any",
+        "all",
+    ]
+)
+_REDUCTIONS = sorted(ops.REDUCTIONS)
+_SCALARS = st.sampled_from([0, 1, 2, -1, 3, 0.5, -2.0, 1.5, 1e-3, 100.0, True, False])
+
+
+@dataclass(frozen=True)
+class Input:
+    """An input array: its shape, dtype (a name) and memory layout."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str = "contiguous"  # or "reversed" (negative strides), "strided" (every other element)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A named value of the program, as a step's argument."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """``target = <form of name>(args, kwargs)``; ``reproducible``: see the module's docstring."""
+
+    target: str
+    form: str  # "call": xp.name(...); "method": args[0].name(...); "operator"; "index": args[0][key]
+    name: str
+    args: tuple = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    reproducible: bool = True
+
+    def apply(self, xp: Any, values: dict[str, Any]) -> Any:
+        args = [values[arg.name] if isinstance(arg, Ref) else arg for arg in self.args]
+        kwargs = dict(self.kwargs)
+        if self.form == "call":
+            return getattr(xp, self.name)(*args, **kwargs)
+        if self.form == "method":
+            return getattr(args[0], self.name)(*args[1:], **kwargs)
+        if self.form == "index":
+            return args[0][args[1]]
+        if len(args) == 1:
+            return _UNARY_OPERATORS[self.name](args[0])
+        return _BINARY_OPERATORS[self.name](*args)
+
+    def source(self) -> str:
+        args = [_literal(arg) for arg in self.args]
+        keywords = [f"{key}={_literal(value)}" for key, value in self.kwargs]
+        if self.form == "call":
+            return f"{self.target} = xp.{self.name}({', '.join(args + keywords)})"
+        if self.form == "method":
+            return f"{self.target} = {args[0]}.{self.name}({', '.join(args[1:] + keywords)})"
+        if self.form == "index":
+            return f"{self.target} = {args[0]}[{_index_source(self.args[1])}]"
+        if len(args) == 1:
+            return (
+                f"{self.target} = abs({args[0]})"
+                if self.name == "abs"
+                else f"{self.target} = {self.name}{args[0]}"
+            )
+        return f"{self.target} = {args[0]} {self.name} {args[1]}"
+
+
+@dataclass(frozen=True)
+class Program:
+    """A random array program: call it as ``program(xp, *arrays)`` with any NumPy-like namespace."""
+
+    inputs: tuple[Input, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
+
+    def __call__(self, xp: Any, *arrays: Any) -> tuple:
+        return self.run(xp, arrays)
+
+    def run(self, xp: Any, arrays: Any, after_step: Any = None) -> tuple:
+        """The outputs; ``after_step(step, value, values)``, if given, may replace each step's value."""
+        values = {f"x{number}": array for number, array in enumerate(arrays)}
+        for step in self.steps:
+            value = step.apply(xp, values)
+            values[step.target] = value if after_step is None else after_step(step, value, values)
+        return tuple(values[name] for name in self.outputs)
+
+    def reproducible(self, name: str) -> bool:
+        """Whether the float value ``name`` is NumPy's bit for bit in any correct implementation."""
+        return all(step.reproducible for step in self._ancestry(name))
+
+    def _ancestry(self, name: str) -> list[Step]:
+        by_target = {step.target: step for step in self.steps}
+        found, stack = {}, [name]
+        while stack:
+            step = by_target.get(stack.pop())
+            if step is not None and step.target not in found:
+                found[step.target] = step
+                stack.extend(arg.name for arg in step.args if isinstance(arg, Ref))
+        return list(found.values())
+
+    def pruned(self) -> Program:
+        """The program without the steps that no output reads."""
+        needed = {step.target for name in self.outputs for step in self._ancestry(name)}
+        return Program(self.inputs, tuple(step for step in self.steps if step.target in needed), self.outputs)
+
+    def source(self, name: str = "program") -> str:
+        """The program as a Python function of a namespace and the inputs."""
+        parameters = ", ".join(["xp", *(f"x{number}" for number in range(len(self.inputs)))])
+        body = [f"    {step.source()}" for step in self.steps]
+        body.append(f"    return {', '.join(self.outputs)}{',' if len(self.outputs) == 1 else ''}")
+        return "\n".join([f"def {name}({parameters}):", *body])
+
+    def __str__(self) -> str:
+        return self.source()
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, Ref):
+        return value.name
+    if isinstance(value, float) and not np.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def _index_source(key: tuple) -> str:
+    items = []
+    for item in key:
+        if item is None:
+            items.append("None")
+        elif item is Ellipsis:
+            items.append("...")
+        elif isinstance(item, slice):
+            parts = ["" if part is None else str(part) for part in (item.start, item.stop, item.step)]
+            items.append(":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else ""))
+        else:
+            items.append(str(item))
+    return ", ".join(items) + ("," if len(items) == 1 else "")
+
+
+# ---- drawing programs --------------------------------------------------------------------------
+
+
+@dataclass
+class _Value:
+    name: str
+    stand_in: np.ndarray  # zeros of the value's shape and dtype: what NumPy checks a step against
+    reproducible: bool
+
+    @property
+    def float_like(self) -> bool:
+        return self.stand_in.dtype.kind in "fc"
+
+
+def _stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.zeros(shape, dtype)
+
+
+def programs(
+    max_depth: int = 8,
+    dtypes: list | None = None,
+    max_rank: int = 3,
+    max_side: int = 5,
+    families: tuple[str, ...] = FAMILIES,
+    max_inputs: int = 3,
+) -> st.SearchStrategy[Program]:
+    """Random programs: up to ``max_depth`` steps over 1 to ``max_inputs`` inputs of up to ``max_rank``
+    axes of 0 to ``max_side`` elements (mutually broadcastable), of ``dtypes`` (default: all that
+    dynfuse supports), with steps from ``families`` (``FAMILIES``: elementwise, reduction, view,
+    barrier). Draw its inputs with ``inputs(program)``."""
+    unknown = set(families) - set(FAMILIES)
+    if unknown or not families:
+        raise ValueError(f"programs: families must be some of {FAMILIES}, not {sorted(unknown) or families}")
+    chosen = [np.dtype(dtype) for dtype in (dtypes or _default_dtypes())]
+    return _programs(max_depth, chosen, max_rank, max_side, tuple(families), max_inputs)
+
+
+def _default_dtypes() -> list[np.dtype]:
+    return list(dtypes.SUPPORTED_DTYPES)
+
+
+@st.composite
+def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_inputs) -> Program:
+    count = draw(st.integers(1, max_inputs))
+    shapes = draw(
+        hnp.mutually_broadcastable_shapes(
+            num_shapes=count, min_dims=0, max_dims=max_rank, min_side=0, max_side=max_side
+        )
+    ).input_shapes
+    program_inputs = tuple(
+        Input(tuple(shape), draw(st.sampled_from(dtype_choices)).name, draw(st.sampled_from(LAYOUTS)))
+        for shape in shapes
+    )
+    values = [
+        _Value(f"x{number}", _stand_in(spec.shape, np.dtype(spec.dtype)), True)
+        for number, spec in enumerate(program_inputs)
+    ]
+    steps: list[Step] = []
+    for _ in range(draw(st.integers(1, max_depth))):
+        family = draw(st.sampled_from(families))
+        candidate = _DRAWERS[family](draw, values, f"v{len(steps)}")
+        if candidate is None:
+            continue
+        step, reads = candidate
+        if any(value.float_like and not value.reproducible for value in reads) and (
+            step.name in _DISCONTINUOUS or _casts_to_integer(step)
+        ):
+            continue
+        stand_in = _probe(step, values)
+        if stand_in is None:
+            continue
+        reproducible = step.reproducible and all(value.reproducible for value in reads)
+        values.append(_Value(step.target, stand_in, reproducible))
+        steps.append(step)
+    computed = [value.name for value in values[len(program_inputs) :]]
+    if not computed:
+        return Program(program_inputs, (), ("x0",))
+    outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3, unique=True))
+    if computed[-1] not in outputs:
+        outputs.append(computed[-1])
+    return Program(program_inputs, tuple(steps), tuple(outputs))
+
+
+def _casts_to_integer(step: Step) -> bool:
+    return step.name == "astype" and np.dtype(step.args[1]).kind in "biu"
+
+
+def _probe(step: Step, values: list[_Value]) -> np.ndarray | None:
+    """The step's result on stand-ins, as an array of its shape and dtype; None if NumPy refuses it."""
+    stand_ins = {value.name: value.stand_in for value in values}
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = step.apply(np, stand_ins)
+    except Exception:
+        return None
+    if not isinstance(result, np.ndarray | np.generic):
+        return None
+    result = np.asarray(result)
+    return _stand_in(result.shape, result.dtype) if result.dtype.kind in "biuf" else None
+
+
+def _pick(draw, values: list[_Value]) -> _Value:
+    """Any value, the latest first: programs grow chains, and shrink towards them."""
+    return values[len(values) - 1 - draw(st.integers(0, len(values) - 1))]
+
+
+def _elementwise(draw, values: list[_Value], target: str):
+    a = _pick(draw, values)
+    kind = draw(st.sampled_from(["unary", "binary", "scalar", "operator", "where", "clip", "astype"]))
+    if kind == "unary":
+        name = draw(st.sampled_from(_UNARY))
+        if draw(st.booleans()) and name == "negative":
+            return Step(target, "operator", "-", (Ref(a.name),)), [a]
+        return Step(target, "call", name, (Ref(a.name),), reproducible=ops.ELEMENTWISE[name].reproducible), [
+            a
+        ]
+    if kind == "binary":
+        name = draw(st.sampled_from(_BINARY))
+        b = _pick(draw, values)
+        step = Step(
+            target, "call", name, (Ref(a.name), Ref(b.name)), reproducible=ops.ELEMENTWISE[name].reproducible
+        )
+        return step, [a, b]
+    if kind in ("scalar", "operator"):
+        symbol = draw(st.sampled_from(sorted(set(_BINARY_OPERATORS) - {"@"})))
+        other = draw(_SCALARS) if kind == "scalar" else Ref(_pick(draw, values).name)
+        operands = (Ref(a.name), other) if draw(st.booleans()) else (other, Ref(a.name))
+        reads = [value for value in values if Ref(value.name) in operands]
+        return Step(target, "operator", symbol, operands, reproducible=symbol != "**"), reads
+    if kind == "where":
+        b, c = _pick(draw, values), _pick(draw, values)
+        return Step(target, "call", "where", (Ref(a.name), Ref(b.name), Ref(c.name))), [a, b, c]
+    if kind == "clip":
+        low, high = sorted([draw(_SCALARS), draw(_SCALARS)], key=float)
+        return Step(target, "call", "clip", (Ref(a.name), low, high)), [a]
+    dtype = draw(st.sampled_from(sorted({d.name for d in _default_dtypes()})))
+    return Step(target, "method", "astype", (Ref(a.name), dtype)), [a]
+
+
+def _reduction(draw, values: list[_Value], target: str):
+    a = _pick(draw, values)
+    name = draw(st.sampled_from(_REDUCTIONS))
+    ndim = a.stand_in.ndim
+    kwargs: dict[str, Any] = {}
+    if ndim:
+        if name in ops.SINGLE_AXIS_REDUCTIONS:
+            kwargs["axis"] = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1)))
+        else:
+            axes = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim))
+            kwargs["axis"] = None if not axes else axes[0] - ndim if len(axes) == 1 else tuple(axes)
+            kwargs["keepdims"] = draw(st.booleans())
+    if name in ops.REDUCTIONS_WITH_DDOF and draw(st.booleans()):
+        kwargs["ddof"] = 1
+    form = draw(st.sampled_from(["call", "method"]))
+    step = Step(target, form, name, (Ref(a.name),), tuple(kwargs.items()), ops.REDUCTIONS[name].reproducible)
+    return step, [a]
+
+
+def _view(draw, values: list[_Value], target: str):
+    a = _pick(draw, values)
+    ndim = a.stand_in.ndim
+    kind = draw(
+        st.sampled_from(
+            [
+                "index",
+                "transpose",
+                "flip",
+                "expand_dims",
+                "squeeze",
+                "reshape",
+                "broadcast_to",
+                "swapaxes",
+                "moveaxis",
+            ]
+        )
+    )
+    if kind == "index":
+        key = tuple(_index_item(draw, side) for side in a.stand_in.shape[: draw(st.integers(0, ndim))])
+        key = key + ((None,) if draw(st.booleans()) else ())
+        return Step(target, "index", "getitem", (Ref(a.name), key or (Ellipsis,))), [a]
+    if kind == "transpose":
+        axes = tuple(draw(st.permutations(range(ndim))))
+        return Step(target, "call", "transpose", (Ref(a.name), axes)), [a]
+    if kind == "flip":
+        axis = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1))) if ndim else None
+        return Step(target, "call", "flip", (Ref(a.name),), (("axis", axis),)), [a]
+    if kind == "expand_dims":
+        return Step(target, "call", "expand_dims", (Ref(a.name), draw(st.integers(0, ndim)))), [a]
+    if kind == "squeeze":
+        return Step(target, "call", "squeeze", (Ref(a.name),)), [a]
+    if kind == "reshape":
+        return Step(target, "method", "reshape", (Ref(a.name), -1)), [a]
+    if kind == "broadcast_to":
+        return Step(target, "call", "broadcast_to", (Ref(a.name), (2, *a.stand_in.shape))), [a]
+    if ndim < 2:
+        return None
+    name, other = ("swapaxes", 0) if kind == "swapaxes" else ("moveaxis", 0)
+    return Step(target, "call", name, (Ref(a.name), other, -1)), [a]
+
+
+def _index_item(draw, side: int) -> Any:
+    if side and draw(st.booleans()):
+        return draw(st.integers(-side, side - 1))
+    start = draw(st.one_of(st.none(), st.integers(-side - 1, side + 1)))
+    stop = draw(st.one_of(st.none(), st.integers(-side - 1, side + 1)))
+    return slice(start, stop, draw(st.sampled_from([None, 2, -1, -2, 3])))
+
+
+def _barrier(draw, values: list[_Value], target: str):
+    a = _pick(draw, values)
+    kind = draw(st.sampled_from(["matmul", "cumsum", "concatenate", "sort"]))
+    if kind == "matmul":  # a with itself: a 1-d dot product, or each matrix times its transpose
+        if a.stand_in.ndim < 2:
+            return Step(target, "operator", "@", (Ref(a.name), Ref(a.name)), reproducible=not a.float_like), [
+                a
+            ]
+        arguments = ("...ij,...kj->...ik", Ref(a.name), Ref(a.name))
+        return Step(target, "call", "einsum", arguments, reproducible=not a.float_like), [a]
+    if kind == "cumsum":
+        axis = draw(st.integers(-a.stand_in.ndim, a.stand_in.ndim - 1)) if a.stand_in.ndim else None
+        return Step(
+            target, "call", "cumsum", (Ref(a.name),), (("axis", axis),), reproducible=not a.float_like
+        ), [a]
+    if kind == "sort":
+        if not a.stand_in.ndim or (a.float_like and not a.reproducible):
+            return None
+        return Step(target, "call", "sort", (Ref(a.name),), (("axis", -1),)), [a]
+    b = _pick(draw, values)
+    axis = draw(st.integers(0, max(a.stand_in.ndim - 1, 0)))
+    return Step(target, "call", "concatenate", ((Ref(a.name), Ref(b.name)),), (("axis", axis),)), [a, b]
+
+
+_DRAWERS = {"elementwise": _elementwise, "reduction": _reduction, "view": _view, "barrier": _barrier}
+
+
+# ---- drawing inputs ----------------------------------------------------------------------------
+
+
+@st.composite
+def inputs(draw, program: Program) -> list[np.ndarray]:
+    """Arrays for ``program``'s inputs, with Hypothesis' edge values for each dtype (NaN, ±inf,
+    -0.0, subnormals, integer extremes) laid out in memory as each input says."""
+    return [
+        _laid_out(draw(hnp.arrays(np.dtype(spec.dtype), spec.shape)), spec.layout) for spec in program.inputs
+    ]
+
+
+def _laid_out(values: np.ndarray, layout: str) -> np.ndarray:
+    if not values.ndim or layout == "contiguous":
+        return values
+    if layout == "reversed":
+        return np.flip(np.ascontiguousarray(np.flip(values)))
+    spread = np.zeros((*values.shape[:-1], 2 * values.shape[-1]), values.dtype)
+    spread[..., ::2] = values
+    return spread[..., ::2]
+
+
+def input_source(name: str, array: np.ndarray, layout: str) -> str:
+    """A line of Python that rebuilds ``array`` as input ``name``, in its layout."""
+    dtype = f"np.{array.dtype.name}"
+    if not array.ndim or layout == "contiguous":
+        return f"{name} = np.array({_values_source(array)}, dtype={dtype})"
+    if layout == "reversed":
+        return f"{name} = np.flip(np.array({_values_source(np.flip(array))}, dtype={dtype}))"
+    return f"{name} = np.repeat(np.array({_values_source(array)}, dtype={dtype}), 2, axis=-1)[..., ::2]"
+
+
+def _values_source(array: np.ndarray) -> str:
+    if array.dtype.kind != "f":
+        return repr(array.tolist())
+    text = repr(array.astype(np.float64).tolist())
+    return text.replace("nan", "float('nan')").replace("inf", "float('inf')")
+
+
+def cases(**options: Any) -> st.SearchStrategy[tuple[Program, list[np.ndarray]]]:
+    """``(program, arrays)`` pairs: ``programs(**options)`` with ``inputs`` drawn for each."""
+    return programs(**options).flatmap(lambda program: st.tuples(st.just(program), inputs(program)))

@@ -1,0 +1,175 @@
+"""dynfuse.testing and ``dynfuse fuzz``: random programs checked against NumPy on every backend this
+machine has, with a fixed seed and a fresh one; that the checker catches wrong kernels; and the
+regressions the fuzzer found, as the snippets it printed."""
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import dynfuse
+import dynfuse.numpy as dnp
+from dynfuse import config, execute
+from dynfuse.__main__ import main
+from dynfuse.testing import (
+    FAMILIES,
+    Input,
+    Program,
+    Ref,
+    Step,
+    assert_matches_numpy,
+    cases,
+    check_function,
+    programs,
+    snippet,
+)
+from dynfuse.testing.fuzz import fuzz
+
+BACKENDS = [name for name in config.BACKENDS if config.unavailable_reason(name) is None]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fuzzing_with_a_fixed_seed_finds_nothing(backend):
+    report = fuzz(examples=150, seed_value=20261121, backend=backend)
+    assert report.examples == 150
+    assert not report.failures, report.summary()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fuzzing_with_a_fresh_seed_finds_nothing(backend):
+    fresh = random.randrange(1 << 32)
+    print(f"fresh fuzz seed: {fresh}")  # shown by pytest with the failure
+    report = fuzz(examples=100, seed_value=fresh, backend=backend)
+    assert not report.failures, report.summary()
+    assert report.examples == 100
+    assert config.BACKENDS[backend] is None or report.kernels_compiled > 0
+
+
+@pytest.fixture
+def wrong_kernels(monkeypatch):
+    """Every compiled kernel's float outputs off by one in their second element."""
+    original = execute.launch
+
+    def wrong(*arguments, **keywords):
+        results = original(*arguments, **keywords)
+        for result in results:
+            if result.dtype.kind == "f" and result.size > 1:
+                result.reshape(-1)[1] += 1
+        return results
+
+    monkeypatch.setattr(execute, "launch", wrong)
+
+
+def test_the_checker_catches_a_wrong_kernel_and_prints_a_runnable_snippet(wrong_kernels):
+    report = fuzz(examples=100, seed_value=1)
+    assert report.failures
+    failure = report.failures[0]
+    assert "def program(xp" in failure and "assert_matches_numpy(program" in failure
+    code = failure[failure.index("import numpy") :]
+    with pytest.raises(AssertionError, match="differ from NumPy"):
+        exec(code, {})
+
+
+def test_a_snippet_runs_and_passes_where_dynfuse_is_right():
+    program = Program(
+        inputs=(Input((2, 3), "float32", "reversed"),),
+        steps=(
+            Step("v0", "call", "exp", (Ref("x0"),), reproducible=False),
+            Step("v1", "method", "sum", (Ref("v0"),), (("axis", -1),), False),
+        ),
+        outputs=("v1",),
+    )
+    x0 = np.flip(np.array([[1.0, np.nan, -0.0], [np.inf, 2.5, -3.0]], np.float32))
+    text = snippet(program, [x0])
+    namespace: dict = {}
+    exec(text, namespace)  # runs assert_matches_numpy
+    assert np.array_equal(namespace["x0"], x0, equal_nan=True) and namespace["x0"].strides[0] < 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(max_depth=6, dtypes=["float32", "int16"], families=("elementwise", "reduction")))
+def test_the_strategies_keep_to_their_parameters(case):
+    program, arrays = case
+    assert all(array.dtype.name in ("float32", "int16") for array in arrays)
+    assert all(array.ndim <= 3 and max(array.shape, default=0) <= 5 for array in arrays)
+    assert all(
+        step.form != "index" and step.name not in ("einsum", "cumsum", "sort") for step in program.steps
+    )
+    assert len(program.steps) <= 6
+    assert_matches_numpy(program, arrays)
+
+
+def test_unknown_families_are_refused():
+    with pytest.raises(ValueError, match="families must be some of"):
+        programs(families=("elementwise", "loops"))
+    assert set(FAMILIES) == {"elementwise", "reduction", "view", "barrier"}
+
+
+def softmax(x):
+    shifted = x - dnp.max(x, axis=-1, keepdims=True)
+    exponentials = dnp.exp(shifted)
+    return exponentials / dnp.sum(exponentials, axis=-1, keepdims=True)
+
+
+def test_check_function_runs_a_users_function_on_both():
+    floats = hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=2), elements=st.floats(-50, 50))
+    check_function(softmax, floats, max_examples=30)
+
+
+def test_check_function_reports_a_difference(wrong_kernels):
+    floats = hnp.arrays(np.float64, st.just((4, 3)), elements=st.floats(-50, 50))
+    with pytest.raises(AssertionError, match="differ from NumPy"):
+        check_function(softmax, floats, max_examples=10)
+
+
+def test_check_function_passes_xp_to_a_function_that_takes_it():
+    def normalized(x, xp):
+        return (x - x.mean()) / xp.sqrt(x.var() + 1.0)
+
+    check_function(
+        normalized, hnp.arrays(np.float32, (3, 4), elements=st.floats(-9, 9, width=32)), max_examples=20
+    )
+
+
+def test_the_command_line_reports_and_sets_the_exit_status(capsys, wrong_kernels):
+    assert main(["fuzz", "--examples", "50", "--seed", "3"]) == 1
+    output = capsys.readouterr().out
+    assert "failures:" in output and "def program(xp" in output
+
+
+def test_the_command_line_passes_on_a_clean_run():
+    finished = subprocess.run(
+        [sys.executable, "-m", "dynfuse", "fuzz", "--examples", "30", "--seed", "5", "--max-depth", "4"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "30 examples on the cpu backend" in finished.stdout and "failures: 0" in finished.stdout
+
+
+# ---- regressions the fuzzer found ---------------------------------------------------------------
+
+
+def test_clip_of_an_unsigned_array_to_a_negative_python_int():
+    """Found by ``dynfuse fuzz --seed 2``: the kernel could not take -1 as a uint8 bound and fell
+    back; NumPy drops a Python int bound beyond the array's range."""
+
+    def program(xp, x0):
+        v0 = x0 @ x0
+        v5 = xp.clip(v0, -1, 0)
+        return v0, v5
+
+    x0 = np.array([3, 200], dtype=np.uint8)
+    assert_matches_numpy(program, [x0])
+    assert_matches_numpy(lambda xp, x: (xp.clip(x, -1, 300), xp.clip(x, None, 7)), [x0])
+    for bounds in [(300, None), (None, -1)]:
+        with pytest.raises(OverflowError):
+            np.clip(x0, *bounds)
+        with pytest.raises(OverflowError):
+            dynfuse.evaluate(dnp.clip(dynfuse.asarray(x0), *bounds))
