@@ -359,6 +359,8 @@ def _elementwise(draw, values: list[_Value], target: str):
         reads = [value for value in values if Ref(value.name) in operands]
         return Step(target, "operator", symbol, operands, reproducible=symbol != "**"), reads
     if kind == "where":
+        if a.float_like and not a.reproducible:  # a condition that jumps where the float crosses 0
+            return None
         b, c = _pick(draw, values), _pick(draw, values)
         return Step(target, "call", "where", (Ref(a.name), Ref(b.name), Ref(c.name))), [a, b, c]
     if kind == "clip":
