@@ -269,16 +269,15 @@ class _Planner:
 
     # -- grouping stored nodes into kernels --
 
-    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int], set[int]]:
+    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
         """The iteration space of the kernel computing ``root``, and the buffers it reads.
 
-        Returns (shape, reduce axes, whether root is per row, stored nodes read, all sources read).
+        Returns (shape, reduce axes, whether root is per row, sources read: inputs and stored nodes).
         """
         node = self.nodes[root]
         domain = None
         if node.op.kind is OpKind.REDUCTION:
             domain = (node.inputs[0].shape, reduction_axes(node), True)
-        reads: set[int] = set()
         sources: set[int] = set()
         seen = {root}
         stack = [(child, True) for child in node.inputs]  # (node, reached through same-shape elementwise)
@@ -290,8 +289,6 @@ class _Planner:
             seen.add(n)
             if self.is_source(n):
                 sources.add(n)
-                if not child.is_materialized:
-                    reads.add(n)
                 continue
             if child.op.kind is OpKind.REDUCTION:
                 if domain is None and child.inputs[0].shape == node.shape:
@@ -301,7 +298,7 @@ class _Planner:
             plain = plain and child.op.kind is OpKind.ELEMENTWISE and child.shape == node.shape
             stack.extend((grandchild, plain) for grandchild in child.inputs)
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
-        return shape, axes, row, reads, sources
+        return shape, axes, row, sources
 
     def _group(self) -> list[_Group | int]:
         """Stored nodes in order, each joining the latest compatible kernel that it may join."""
@@ -312,7 +309,8 @@ class _Planner:
                 producers[n] = len(steps)
                 steps.append(n)
             elif n in self.stored and not self.nodes[n].is_materialized:
-                shape, axes, row, reads, sources = self._survey(n)
+                shape, axes, row, sources = self._survey(n)
+                reads = {read for read in sources if not self.nodes[read].is_materialized}
                 after = {producers[read] for read in reads}
                 position = None
                 if self.join:

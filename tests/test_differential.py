@@ -13,6 +13,8 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 from dynfuse import ops
+from dynfuse.testing.programs import LAYOUTS
+from dynfuse.testing.programs import laid_out as in_layout
 
 from .helpers import DTYPES, assert_same, outcome
 
@@ -23,15 +25,7 @@ UFUNCS = {name: op.reference for name, op in ops.ELEMENTWISE.items() if isinstan
 @st.composite
 def laid_out(draw, dtype, shape):
     """An array of ``shape`` with edge values, contiguous, reversed or strided in memory."""
-    values = draw(hnp.arrays(dtype, shape))
-    layout = draw(st.sampled_from(["contiguous", "reversed", "strided"]))
-    if not shape or layout == "contiguous":
-        return values
-    if layout == "reversed":
-        return np.flip(values)
-    spread = np.empty((*shape[:-1], 2 * shape[-1]), dtype)
-    spread[..., ::2] = values
-    return spread[..., ::2]
+    return in_layout(draw(hnp.arrays(dtype, shape)), draw(st.sampled_from(LAYOUTS)))
 
 
 @st.composite

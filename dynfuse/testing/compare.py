@@ -123,7 +123,7 @@ def _problem(program: Any, arrays: list, backend: str | None, max_ulp: int) -> s
 
 
 def _outcome_name(outcome: Any) -> str:
-    return f"{outcome.__name__}" if isinstance(outcome, type) else "a result"
+    return outcome.__name__ if isinstance(outcome, type) else "a result"
 
 
 def _reference(program: Any, arrays: list, after_step: Any = None) -> tuple | type:

@@ -427,8 +427,7 @@ def _view(draw, values: list[_Value], target: str):
         return Step(target, "call", "broadcast_to", (Ref(a.name), (2, *a.stand_in.shape))), [a]
     if ndim < 2:
         return None
-    name, other = ("swapaxes", 0) if kind == "swapaxes" else ("moveaxis", 0)
-    return Step(target, "call", name, (Ref(a.name), other, -1)), [a]
+    return Step(target, "call", kind, (Ref(a.name), 0, -1)), [a]
 
 
 def _index_item(draw, side: int) -> Any:
@@ -474,11 +473,12 @@ def inputs(draw, program: Program) -> list[np.ndarray]:
     """Arrays for ``program``'s inputs, with Hypothesis' edge values for each dtype (NaN, ±inf,
     -0.0, subnormals, integer extremes) laid out in memory as each input says."""
     return [
-        _laid_out(draw(hnp.arrays(np.dtype(spec.dtype), spec.shape)), spec.layout) for spec in program.inputs
+        laid_out(draw(hnp.arrays(np.dtype(spec.dtype), spec.shape)), spec.layout) for spec in program.inputs
     ]
 
 
-def _laid_out(values: np.ndarray, layout: str) -> np.ndarray:
+def laid_out(values: np.ndarray, layout: str) -> np.ndarray:
+    """``values`` in memory laid out as ``layout`` says (one of ``LAYOUTS``)."""
     if not values.ndim or layout == "contiguous":
         return values
     if layout == "reversed":
