@@ -61,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     fuzz.add_argument("--max-depth", type=int, default=8, help="steps per program, at most (default 8)")
     fuzz.add_argument("--time", type=float, metavar="SECONDS", help="stop after this long")
+    fuzz.add_argument(
+        "--faults",
+        type=_fault_rate,
+        default=0.0,
+        metavar="RATE",
+        help="make planning, compiles and launches fail at this rate (0 to 1): every program must "
+        "still give NumPy's result (default 0)",
+    )
     fuzz.set_defaults(run=_fuzz)
 
     arguments = parser.parse_args(argv)
@@ -104,8 +112,20 @@ def _fuzz(arguments: argparse.Namespace) -> int:
     from .testing import fuzz
 
     return fuzz.main(
-        arguments.examples, arguments.seed, arguments.backend, arguments.max_depth, arguments.time
+        arguments.examples,
+        arguments.seed,
+        arguments.backend,
+        arguments.max_depth,
+        arguments.time,
+        arguments.faults,
     )
+
+
+def _fault_rate(text: str) -> float:
+    rate = float(text)
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"a rate lies in [0, 1], not {text}")
+    return rate
 
 
 def _entries(count: int) -> str:

@@ -3,6 +3,7 @@ and replays (``execute.Replay``) by the structure recorded with a node."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -21,6 +22,7 @@ class CountedCache:
     def __init__(self, maxsize: int, hits: str, misses: str) -> None:
         self._entries: cachetools.LRUCache = cachetools.LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._lock._at_fork_reinit)  # as execute.lock
         self._hits, self._misses = hits, misses
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:

@@ -40,6 +40,7 @@ _OWN_FILE = re.compile(r"(?P<key>[0-9a-f]{64})\.bin(?P<temporary>\.\d+-\d+-[0-9a
 _STALE_TEMPORARY_SECONDS = 600
 
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)  # free in a forked child, as in execute
 _warned: set[tuple[str, Path]] = set()
 
 

@@ -11,6 +11,7 @@ interpreted instead, with a warning: a fault in dynfuse never turns into a wrong
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -25,8 +26,10 @@ from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .trace import Node, topological_order
 
-# Materializing mutates nodes shared between arrays; one plan runs at a time.
+# Materializing mutates nodes shared between arrays; one plan runs at a time. A process forked while
+# another thread held it starts with it free (that thread does not exist there).
 lock = threading.RLock()
+os.register_at_fork(after_in_child=lock._at_fork_reinit)
 
 # How often each kernel signature has been seen, for the tier policy.
 _sightings: cachetools.LRUCache = cachetools.LRUCache(maxsize=4 * config.kernel_cache_size)
@@ -76,6 +79,9 @@ _counters = stats.thread_counters
 
 # Bytes of buffer leaves made since pending traces were last looked at (``new_leaf``)
 _new_leaf_bytes = 0
+# Pending traces whose results are this many times smaller than what they alone keep alive have
+# reduced their data: materialized early, they let it go and lose little fusion (``new_leaf``).
+SHRINKING = 8
 
 
 def new_leaf(array: np.ndarray, exposed: bool) -> Node:
@@ -84,17 +90,25 @@ def new_leaf(array: np.ndarray, exposed: bool) -> Node:
     New memory is when lazy traces can come to hold too much: a program that drops each array it
     made once a lazy result is recorded over it (a loop of ``f(rng.random(n))``) would, NumPy having
     freed each, keep them all until its results are asked for. Every quarter of
-    ``DYNFUSE_PENDING_MEMORY`` made, the pending traces are looked at, and materialized if what they
-    alone keep alive has passed it (``trace.pending_memory``): as ``DYNFUSE_MAX_DEPTH`` bounds a
-    trace's depth, this bounds its memory.
+    ``DYNFUSE_PENDING_MEMORY`` made, the pending traces are looked at (``trace.pending_memory``), and
+    materialized if what they alone keep alive has passed it: as ``DYNFUSE_MAX_DEPTH`` bounds a
+    trace's depth, this bounds its memory. They are materialized at a quarter of it already when
+    their results (the sinks) are ``SHRINKING`` times smaller than that memory: a loop of
+    ``f(rng.random(n)).mean(axis=1)`` then holds one draw at a time, as NumPy does, rather than
+    several (whose memory, freed together, the allocator returns to the system and faults in again).
+    The fusion given up is only with what later reads those small results.
     """
     global _new_leaf_bytes
     node = Node.leaf(array, exposed)
     _new_leaf_bytes += array.nbytes
-    if _new_leaf_bytes >= config.pending_memory // 4:
+    check = config.pending_memory // 4
+    if _new_leaf_bytes >= check:
         _new_leaf_bytes = 0
         held, sinks = trace.pending_memory()
-        if held > config.pending_memory:
+        if held > config.pending_memory or (
+            held > check
+            and SHRINKING * sum(sink.dtype.itemsize * views.size_of(sink.shape) for sink in sinks) <= held
+        ):
             materialize(sinks)
     return node
 
@@ -168,6 +182,8 @@ def run_planned(
     trace = schedule.number_trace(order, outputs)
     try:
         plan = schedule.plan_for(trace, backend.target)
+    except MemoryError:  # the program's to handle, as under NumPy: not a fault of dynfuse's
+        raise
     except Exception as error:  # a fault of the scheduler's: the trace still runs, op by op
         _warn_fault("planning", error)
         stats.count_fallback("plan")
@@ -279,6 +295,8 @@ class Replay:
             if self.result_key is None:  # the same every time: the kernel allocates it
                 self.result_key = trace.structure_id(trace.buffer_key(result))
             node.become_leaf(result, self.result_key)
+        except MemoryError:
+            raise
         except Exception:
             cache.forget_replay(key)
             return False
@@ -319,9 +337,15 @@ def launch(
             np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
             for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
         ]
-    outputs = [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+    outputs = allocate_outputs(kernel)
     compiled(inputs, params, outputs)
     return outputs
+
+
+def allocate_outputs(kernel: Kernel) -> list[np.ndarray]:
+    """A kernel's fresh outputs. Running out of memory here raises MemoryError, as NumPy would for
+    the same arrays: the program's to handle, never a fault that falls back."""
+    return [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
 
 
 class _Run:
@@ -368,6 +392,8 @@ class _Run:
                 if compiled is not None:
                     inputs = [self.array(source, kernel.shape) for source in step.loads]
                     outputs = launch(kernel, compiled, inputs, [self.nodes[n].buffer for n in step.params])
+            except MemoryError:
+                raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
                 _warn_fault(f"a {self.backend.name} kernel", error)
                 stats.count_fallback(f"kernel:{self.backend.name}")

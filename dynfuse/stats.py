@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from typing import Any
@@ -30,6 +31,7 @@ _COUNTER_NAMES = (
 # Counting happens on every recorded op and launch, from any thread: each thread adds to counters of
 # its own, without a lock, and a snapshot sums them all. A count racing a reset lands on either side.
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)  # free in a forked child, as in execute
 _local = threading.local()
 _per_thread: list[dict[str, float]] = []
 _fallback_names: Counter[str] = Counter()

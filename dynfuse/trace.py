@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import os
 import sys
 import threading
 import weakref
@@ -216,6 +217,7 @@ class _PendingNodes:
     def __init__(self) -> None:
         self._recordings: list[_Recording] = []
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._lock._at_fork_reinit)  # as execute.lock
 
     def start_thread(self) -> _Recording:
         recording = _thread.recording = _Recording()

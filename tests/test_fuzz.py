@@ -5,6 +5,7 @@ regressions the fuzzer found, as the snippets it printed."""
 import random
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from dynfuse.testing import (
     programs,
     snippet,
 )
+from dynfuse.testing.faults import injected_faults
 from dynfuse.testing.fuzz import fuzz
 
 BACKENDS = [name for name in config.BACKENDS if config.unavailable_reason(name) is None]
@@ -48,6 +50,38 @@ def test_fuzzing_with_a_fresh_seed_finds_nothing(backend):
     assert not report.failures, report.summary()
     assert report.examples == 100
     assert config.BACKENDS[backend] is None or report.kernels_compiled > 0
+
+
+COMPILING_BACKENDS = [name for name in BACKENDS if config.BACKENDS[name] is not None]
+
+
+@pytest.mark.parametrize("backend", COMPILING_BACKENDS)
+def test_fuzzing_with_injected_faults_finds_nothing(backend):
+    """Planning, compiles and launches failing a third of the time: every program still gives
+    NumPy's result, through the reference executor, and the faults were there to recover from."""
+    report = fuzz(examples=100, seed_value=20261122, backend=backend, faults=0.3)
+    assert not report.failures, report.summary()
+    assert set(report.faults_injected) == {"a compile", "a launch", "planning"}, report.summary()
+    assert "faults injected at rate 0.3" in report.summary()
+
+
+def test_injected_faults_leave_nothing_behind():
+    """After the block, kernels and plans run as before: none made inside fails later."""
+    x = dynfuse.asarray(np.arange(10.0))
+    with injected_faults(1.0) as injected, pytest.warns(RuntimeWarning, match="injected fault"):
+        np.testing.assert_array_equal(np.asarray(np.exp(x) + 1), np.exp(np.arange(10.0)) + 1)
+    assert injected["planning"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(np.asarray(np.exp(x) + 1), np.exp(np.arange(10.0)) + 1, rtol=1e-15)
+    assert dynfuse.stats()["kernels_compiled"] == 1
+    with pytest.raises(ValueError, match="rate"), injected_faults(1.5):
+        pass
+
+
+def test_injected_faults_do_not_hide_a_wrong_kernel(wrong_kernels):
+    report = fuzz(examples=100, seed_value=1, faults=0.2)
+    assert report.failures and sum(report.faults_injected.values()) > 0
 
 
 @pytest.fixture
@@ -140,6 +174,9 @@ def test_the_command_line_reports_and_sets_the_exit_status(capsys, wrong_kernels
     assert main(["fuzz", "--examples", "50", "--seed", "3"]) == 1
     output = capsys.readouterr().out
     assert "failures:" in output and "def program(xp" in output
+    with pytest.raises(SystemExit):
+        main(["fuzz", "--faults", "2"])
+    assert "a rate lies in [0, 1]" in capsys.readouterr().err
 
 
 def test_the_command_line_passes_on_a_clean_run():

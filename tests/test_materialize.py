@@ -387,6 +387,30 @@ def test_pending_traces_that_alone_hold_too_much_are_materialized(monkeypatch):
     np.testing.assert_allclose([float(mean) for mean in means], expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("reduced", [True, False])
+def test_traces_that_reduce_what_they_alone_hold_are_materialized_early(monkeypatch, reduced):
+    """Row means of each draw of a loop (a Monte-Carlo pricer's batches): the results are far
+    smaller than the draws, so the traces are materialized at a quarter of the bound already, and
+    no more than two draws are alive at once. Results as large as the draws wait for the bound."""
+    monkeypatch.setattr(dynfuse.config, "pending_memory", 8 * MiB)
+    rng, numpy_rng = dnp.random.default_rng(1), np.random.default_rng(1)
+    results, expected, most_held = [], [], 0
+    for _ in range(12):
+        draw, numpy_draw = rng.standard_normal((2048, 128)), numpy_rng.standard_normal((2048, 128))
+        if reduced:
+            results.append(np.exp(draw).mean(axis=1))
+            expected.append(np.exp(numpy_draw).mean(axis=1))
+        else:
+            results.append(np.exp(draw) + 1)
+            expected.append(np.exp(numpy_draw) + 1)
+        del draw
+        most_held = max(most_held, trace.pending_memory()[0])
+    assert most_held <= (4 * MiB if reduced else 10 * MiB)
+    assert most_held > (2 * MiB if reduced else 4 * MiB)
+    for result, value in zip(results, expected, strict=True):
+        np.testing.assert_allclose(np.asarray(result), value, rtol=1e-12)
+
+
 def test_arrays_the_program_holds_never_force_a_materialization(monkeypatch):
     monkeypatch.setattr(dynfuse.config, "pending_memory", MiB)
     data = [np.full(MiB // 8, float(value)) for value in range(10)]

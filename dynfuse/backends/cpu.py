@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import struct
 import threading
 import time
@@ -89,6 +90,7 @@ class _Llvm:
         self.triple = llvm.get_process_triple()
         self.data_layout = str(self.machine.target_data)
         self.lock = threading.Lock()
+        os.register_at_fork(after_in_child=self.lock._at_fork_reinit)  # as execute.lock
         # What object code depends on, besides the kernel: part of every disk-cache key.
         from .. import __version__
 
@@ -139,6 +141,17 @@ def _host() -> _Llvm:
 
 
 _pool: ThreadPoolExecutor | None = None
+
+
+def _forget_parent_threads() -> None:
+    """In a forked child: the pool's threads were the parent's and do not exist here (work handed
+    to them would wait forever), and a lock another thread held is free."""
+    global _pool
+    _pool = None
+    _setup_lock._at_fork_reinit()
+
+
+os.register_at_fork(after_in_child=_forget_parent_threads)
 
 
 def _threads() -> ThreadPoolExecutor:

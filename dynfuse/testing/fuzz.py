@@ -2,14 +2,18 @@
 
 Hypothesis runs in rounds of ``ROUND`` examples, each round seeded from the session's seed, so a run
 is repeatable from its seed and stops between rounds when its time is up. A round that finds a
-failure shrinks it; the report gives each shrunk program as a snippet to paste into a test.
+failure shrinks it; the report gives each shrunk program as a snippet to paste into a test. With
+``faults``, planning, compiles and launches fail at random throughout (``faults.injected_faults``):
+every program must still give NumPy's result, through the reference executor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -18,6 +22,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from .. import config
 from ..stats import stats as counters
 from .compare import assert_matches_numpy
+from .faults import injected_faults
 from .programs import cases
 
 ROUND = 50
@@ -32,14 +37,21 @@ class FuzzReport:
     signatures: int = 0  # distinct kernel signatures the examples planned and ran compiled
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    fault_rate: float = 0.0
+    faults_injected: Counter[str] = field(default_factory=Counter)  # by place: compile, launch, planning
 
     def summary(self) -> str:
         lines = [
             f"fuzz: {self.examples} examples on the {self.backend} backend in {self.seconds:.1f} s "
             f"(seed {self.seed})",
             f"  kernels: {self.kernels_compiled} compiled, {self.signatures} distinct signatures",
-            f"  failures: {len(self.failures)}",
         ]
+        if self.fault_rate:
+            injected = sorted(self.faults_injected.items())
+            places = ", ".join(f"{count} in {place}" for place, count in injected) or "none"
+            total = sum(self.faults_injected.values())
+            lines.append(f"  faults injected at rate {self.fault_rate}: {total} ({places})")
+        lines += [f"  failures: {len(self.failures)}"]
         for number, failure in enumerate(self.failures, start=1):
             lines += ["", f"--- failure {number} ---", failure]
         return "\n".join(lines)
@@ -52,15 +64,31 @@ def fuzz(
     max_depth: int = 8,
     time_limit: float | None = None,
     progress: TextIO | None = None,
+    faults: float = 0.0,
 ) -> FuzzReport:
     """Run up to ``examples`` random programs (fewer if ``time_limit`` seconds pass first) through
-    dynfuse's ``backend`` against NumPy. ``progress``: a stream for a progress bar."""
+    dynfuse's ``backend`` against NumPy; with ``faults``, planning, compiles and launches failing at
+    that rate. ``progress``: a stream for a progress bar."""
     chosen = backend or config.backend
     reason = config.unavailable_reason(chosen)
     if reason is not None:
         raise ValueError(f"fuzz: {reason}")
     session_seed = random.randrange(1 << 32) if seed_value is None else seed_value
-    report = FuzzReport(session_seed, chosen)
+    report = FuzzReport(session_seed, chosen, fault_rate=faults)
+    with (
+        injected_faults(faults, session_seed, chosen)
+        if faults
+        else contextlib.nullcontext(Counter()) as injected
+    ):
+        _run_rounds(report, examples, max_depth, time_limit, progress)
+    report.faults_injected = injected
+    return report
+
+
+def _run_rounds(
+    report: FuzzReport, examples: int, max_depth: int, time_limit: float | None, progress: TextIO | None
+) -> None:
+    chosen, session_seed = report.backend, report.seed
     before = counters()
     started = time.perf_counter()
     strategy = cases(max_depth=max_depth)
@@ -100,7 +128,6 @@ def fuzz(
     report.failures = list(failures)
     if progress is not None:
         progress.write("\n" if progress.isatty() else "")
-    return report
 
 
 def _show_progress(stream: TextIO | None, done: int, total: int, failures: int, seconds: float) -> None:
@@ -115,8 +142,13 @@ def _show_progress(stream: TextIO | None, done: int, total: int, failures: int, 
 
 
 def main(
-    examples: int, seed_value: int | None, backend: str | None, max_depth: int, time_limit: float | None
+    examples: int,
+    seed_value: int | None,
+    backend: str | None,
+    max_depth: int,
+    time_limit: float | None,
+    faults: float = 0.0,
 ) -> int:
-    report = fuzz(examples, seed_value, backend, max_depth, time_limit, progress=sys.stderr)
+    report = fuzz(examples, seed_value, backend, max_depth, time_limit, progress=sys.stderr, faults=faults)
     print(report.summary())
     return 1 if report.failures else 0
