@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-slow fuzz lint bench clean
+.PHONY: demo test test-slow fuzz soak lint bench clean
 
 # The bytecode is compiled at install, as a wheel install does: where PYTHONDONTWRITEBYTECODE is set,
 # every process would otherwise compile dynfuse's sources again (0.15 s of each `dynfuse run`).
@@ -27,6 +27,10 @@ test-slow: $(INSTALLED)
 # A long fuzzing session (CI runs a bounded one in `make test`); a fresh seed each time, printed.
 fuzz: $(INSTALLED)
 	$(BIN)/python -m dynfuse fuzz --examples 20000 --max-depth 12 --time 1800
+
+# Issue 8's load test: 10,000 distinct traces and 100,000 repeats in one process (minutes, not in CI).
+soak: $(INSTALLED)
+	$(BIN)/python perf/soak.py
 
 bench: $(INSTALLED)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'

@@ -71,7 +71,22 @@ def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnin
     return np.asarray(result)
 
 
-_result_dtypes: dict[tuple, np.dtype] = {}
+class _BoundedCache(dict):
+    """A dict emptied when full. Keys may hold values (a Python int beyond [0, 127]) and params (a
+    reshape's shape), so a long program would otherwise grow it without end; a probe costs
+    microseconds, so starting afresh now and then costs nothing measurable."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if len(self) >= self.limit:
+            self.clear()
+        super().__setitem__(key, value)
+
+
+_result_dtypes: _BoundedCache = _BoundedCache(limit=1 << 14)
 
 
 def result_dtype(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple) -> np.dtype:

@@ -1,9 +1,11 @@
 """Reliability (issue 8): out of memory, interrupts, threads and processes never give a wrong answer,
 never hang, and leave every array and cache usable."""
 
+import gc
 import multiprocessing
 import threading
 import time
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -314,3 +316,55 @@ def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
     assert not list(tmp_path.rglob("*.bin*"))
     assert dynfuse.stats()["disk_cache_writes"] == 0
     cache.clear()
+
+
+# ---- a long-running program ---------------------------------------------------------------------
+
+
+def test_promotion_probes_stay_bounded(monkeypatch):
+    """NEP 50 asks about a Python int beyond [0, 127] by value: a loop over such scalars must not
+    grow the cache of promotion probes without end (``make soak`` runs this at length)."""
+    from dynfuse import dtypes
+
+    monkeypatch.setattr(dtypes._result_dtypes, "limit", 8)
+    data = np.arange(5, dtype=np.int16)
+    x = dynfuse.asarray(data)
+    for value in range(1000, 1040):
+        assert_same(x * value, data * value)
+        assert len(dtypes._result_dtypes) <= 8
+    with pytest.raises(OverflowError):
+        x + 100_000  # still asked of NumPy after the cache was emptied
+
+
+def test_a_loop_of_large_temporaries_does_not_grow():
+    """Each iteration's fused result is dropped: memory in use returns to where it was."""
+    data = inputs(size=1 << 20)
+    x = dynfuse.asarray(data)
+    in_use = []
+    tracemalloc.start()
+    try:
+        for _ in range(12):
+            y = chain(x) * 2
+            assert float(y.sum()) == pytest.approx(float((chain(data) * 2).sum()), rel=1e-12)
+            del y
+            gc.collect()
+            in_use.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert max(in_use[4:]) - min(in_use[4:]) < 1 << 20, in_use
+
+
+def test_a_fused_chain_allocates_only_its_output():
+    """Peak memory of a six-op chain over 8 MB: its output, not a temporary per op."""
+    data = inputs(size=1 << 20)
+    x = dynfuse.asarray(data)
+    np.asarray(((x * 2 + 1) * x - 3) / (x * x + 1))  # compiled once, outside the measurement
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = np.asarray(((x * 2 + 1) * x - 3) / (x * x + 1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < result.nbytes * 1.1, (peak, result.nbytes)
+    np.testing.assert_allclose(result, ((data * 2 + 1) * data - 3) / (data * data + 1), rtol=1e-15)
