@@ -74,7 +74,8 @@ def _run_probe(op: Op, operands: list[Any], params: dict[str, Any], quiet_warnin
 class _BoundedCache(dict):
     """A dict emptied when full. Keys may hold values (a Python int beyond [0, 127]) and params (a
     reshape's shape), so a long program would otherwise grow it without end; a probe costs
-    microseconds, so starting afresh now and then costs nothing measurable."""
+    microseconds, so starting afresh now and then costs nothing measurable. Not an LRU: a lookup is
+    on the recording path, where a plain dict's ``get`` is all it may cost."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()

@@ -75,11 +75,8 @@ def fuzz(
         raise ValueError(f"fuzz: {reason}")
     session_seed = random.randrange(1 << 32) if seed_value is None else seed_value
     report = FuzzReport(session_seed, chosen, fault_rate=faults)
-    with (
-        injected_faults(faults, session_seed, chosen)
-        if faults
-        else contextlib.nullcontext(Counter()) as injected
-    ):
+    injecting = injected_faults(faults, session_seed, chosen) if faults else contextlib.nullcontext(Counter())
+    with injecting as injected:
         _run_rounds(report, examples, max_depth, time_limit, progress)
     report.faults_injected = injected
     return report
