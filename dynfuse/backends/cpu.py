@@ -14,6 +14,7 @@ import os
 import struct
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 from .. import config, disk_cache, stats
 from ..codegen import llvm as codegen
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
+from . import llvm_compiler
 
 # Work below this many elements runs on one thread: handing a range to another thread costs more
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
@@ -78,17 +80,19 @@ _FINISH = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _POINTER, _
 
 
 class _Llvm:
-    """LLVM set up once per process: the host target machine, and a lock (LLVM's JIT is not
-    re-entrant)."""
+    """LLVM set up once per process: the host target machine, the compiler, and a lock (LLVM is not
+    re-entrant). The first ``llvm_compiler.IN_PROCESS_COMPILES`` compiles run in this process, the
+    rest in the compiler process (see ``llvm_compiler``)."""
 
     def __init__(self) -> None:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
+        llvm_compiler.initialize()
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
         self.machine = self.target_machine()
-        self.triple = llvm.get_process_triple()
-        self.data_layout = str(self.machine.target_data)
+        self.compiler: llvm_compiler.CompilerProcess | None = llvm_compiler.CompilerProcess(
+            self.cpu, self.features
+        )
+        self.in_process_left = llvm_compiler.IN_PROCESS_COMPILES
         self.lock = threading.Lock()
         os.register_at_fork(after_in_child=self.lock._at_fork_reinit)  # as execute.lock
         # What object code depends on, besides the kernel: part of every disk-cache key.
@@ -97,28 +101,24 @@ class _Llvm:
         self.identity = (__version__, llvmlite.__version__, llvm.llvm_version_info, self.cpu, self.features)
 
     def target_machine(self) -> llvm.TargetMachine:
-        target = llvm.Target.from_triple(llvm.get_process_triple())
-        return target.create_target_machine(
-            cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="jitdefault"
-        )
+        return llvm_compiler.target_machine(self.cpu, self.features)
 
-    def optimize(self, text: str) -> llvm.ModuleRef:
-        module = llvm.parse_assembly(text)
-        module.triple = self.triple
-        module.data_layout = self.data_layout
-        module.verify()
-        options = llvm.create_pipeline_tuning_options(speed_level=3)
-        options.loop_vectorization = True
-        options.slp_vectorization = True
-        builder = llvm.create_pass_builder(self.machine, options)
-        builder.getModulePassManager().run(module, builder)
-        return module
-
-    def object_code(self, text: str) -> bytes:
-        return self.machine.emit_object(self.optimize(text))
-
-    def assembly(self, text: str) -> str:
-        return self.machine.emit_assembly(self.optimize(text))
+    def emit(self, text: str, output: str) -> bytes:
+        """``llvm_compiler.compile_ir``'s ``output`` for the kernel module ``text``."""
+        with self.lock:
+            if self.in_process_left > 0 or self.compiler is None:
+                self.in_process_left -= 1
+                return llvm_compiler.compile_ir(self.machine, text, output)
+        try:
+            return self.compiler.compile(text, output)
+        except llvm_compiler.CompilerUnavailable as error:
+            warnings.warn(
+                f"dynfuse cannot start its LLVM compiler process ({error}); compiling in this process",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.compiler = None
+            return self.emit(text, output)
 
     def load(self, object_code: bytes) -> llvm.ExecutionEngine:
         # An engine owns (and frees) its target machine: each gets its own.
@@ -394,9 +394,7 @@ class CpuBackend:
 
     def assembly(self, kernel: Kernel) -> str:
         """ENTRY's optimized machine code, as assembly: to check what LLVM made of a kernel."""
-        host = _host()
-        with host.lock:
-            return host.assembly(str(codegen.generate(kernel)[0]))
+        return _host().emit(str(codegen.generate(kernel)[0]), "assembly").decode()
 
     def supports(self, kernel: Kernel) -> bool:
         """Everything but complex Python scalars (complex arrays never reach a kernel)."""
@@ -418,8 +416,7 @@ class CpuBackend:
         key = disk_cache.key_of(self.name, text, host.identity)
         object_code = disk_cache.load(self.name, key)
         if object_code is None:
-            with host.lock:
-                object_code = host.object_code(text)
+            object_code = host.emit(text, "object")
             disk_cache.store(self.name, key, object_code)
         with host.lock:
             engine = host.load(object_code)
