@@ -60,7 +60,7 @@ def test_the_child_compiles_what_this_process_would(compiler):
 
 
 def test_a_compile_error_is_raised_and_the_child_goes_on(compiler):
-    compiler.start()
+    compiler.compile(module_text(1), "object")
     pid = compiler.process.pid
     with pytest.raises(RuntimeError, match=r"LLVM could not compile a kernel: (?s:.*)expected type"):
         compiler.compile("define void @broken( {", "object")
@@ -78,9 +78,12 @@ def test_a_child_that_died_between_compiles_is_replaced(compiler):
 
 
 def test_a_kernel_that_kills_the_compiler_falls_back(compiler, monkeypatch):
-    """Here the child exits at once, as it would if LLVM crashed on the kernel: asked twice, then the
-    kernel runs in the reference executor, with a warning, and is counted."""
-    monkeypatch.setattr(compiler, "command", [sys.executable, "-c", "import sys; sys.exit(3)"])
+    """Here the child says it is ready, then exits when asked, as it would if LLVM crashed on the
+    kernel: asked twice, then the kernel runs in the reference executor, with a warning, counted."""
+    crashing = (
+        "import sys; sys.stdout.buffer.write(b'R'); sys.stdout.flush(); sys.stdin.buffer.read(9); sys.exit(3)"
+    )
+    monkeypatch.setattr(compiler, "command", [sys.executable, "-c", crashing])
     with pytest.warns(RuntimeWarning, match=r"compiler process exited \(code 3\) twice"):
         assert_same(chain(dynfuse.asarray(data())), chain(data()))
     assert dynfuse.stats()["fallbacks"] == 1
@@ -102,7 +105,7 @@ def test_the_child_is_replaced_after_so_many_compiles(compiler, monkeypatch):
 
 def test_an_interrupt_while_waiting_for_the_child(compiler, monkeypatch):
     """The reply would come out of step with the next request: the child is ended, and replaced."""
-    compiler.start()
+    compiler.compile(module_text(1), "object")
     interrupted = compiler.process
     reads = []
 
@@ -122,12 +125,17 @@ def test_an_interrupt_while_waiting_for_the_child(compiler, monkeypatch):
     assert compiler.process is not interrupted
 
 
-def test_where_no_child_can_start_this_process_compiles(compiler, monkeypatch):
+@pytest.mark.parametrize(
+    "command",
+    [[os.path.join(os.sep, "nonexistent", "python")], [sys.executable, "-c", "import sys; sys.exit(3)"]],
+    ids=["no executable", "exits before it is ready"],
+)
+def test_where_no_child_can_run_this_process_compiles(compiler, monkeypatch, command):
     host = cpu._host()
-    monkeypatch.setattr(compiler, "command", [os.path.join(os.sep, "nonexistent", "python")])
+    monkeypatch.setattr(compiler, "command", command)
     with pytest.warns(RuntimeWarning, match="cannot start its LLVM compiler process"):
         assert_same(chain(dynfuse.asarray(data())), chain(data()))
-    assert host.compiler is None
+    assert host.compiler is None and dynfuse.stats()["fallbacks"] == 0
     assert_same(chain(dynfuse.asarray(data()), 2), chain(data(), 2))
 
 

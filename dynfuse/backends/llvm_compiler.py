@@ -11,7 +11,8 @@ three or four compiles' time, which most scripts' whole compile time would not r
 
 The child runs this file as a script, so it imports nothing but the standard library and llvmlite;
 the parent only sends IR and reads back bytes. Requests and replies are a header (a tag byte, a
-payload length) then the payload.
+payload length) then the payload. The child writes one byte once LLVM is set up: a child that exits
+before it (its Python cannot import llvmlite) cannot run here, and compiles stay in the program.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import llvmlite.binding as llvm
 # A compile asks for one of these: object code to load, or text for people (``explain``, tests).
 OUTPUTS = {b"o": "object", b"s": "assembly", b"i": "ir"}
 _OUTPUT_TAGS = {name: tag for tag, name in OUTPUTS.items()}
-_DONE, _FAILED = b"+", b"!"
+_DONE, _FAILED, _READY = b"+", b"!", b"R"
 _HEADER = struct.Struct("<cQ")
 
 # At most a few MiB of leaked native memory in either process; a restart of the child (0.1 s) every
@@ -73,7 +74,8 @@ class CompilerDied(RuntimeError):
 
 
 class CompilerUnavailable(RuntimeError):
-    """The child cannot be started here (no executable, no processes left)."""
+    """No child can run here: it cannot be started (no executable, no processes left), or it exits
+    before it is ready (its Python cannot import llvmlite)."""
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes:
@@ -90,23 +92,20 @@ class CompilerProcess:
     def __init__(self, cpu: str, features: str) -> None:
         self.command = [sys.executable, "-P", os.path.abspath(__file__), cpu, features]
         self.process: subprocess.Popen | None = None
+        self.ready = False  # whether the child has said it set LLVM up
         self.compiles = 0
         self.lock = threading.Lock()
         os.register_at_fork(after_in_child=self._leave_to_parent)
-        atexit.register(self.close)
-
-    def start(self) -> None:
-        """Start the child if none runs: it sets LLVM up while this process goes on."""
-        with self.lock:
-            self._start()
+        atexit.register(self.close, timeout=1.0)
 
     def _start(self) -> None:
+        """Start the child if none runs: it sets LLVM up while this process goes on."""
         if self.process is None:
             try:
                 self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             except OSError as error:
                 raise CompilerUnavailable(str(error)) from error
-            self.compiles = 0
+            self.ready, self.compiles = False, 0
 
     def compile(self, text: str, output: str) -> bytes:
         """``compile_ir``'s bytes, from the child. A child that dies is replaced and asked once more;
@@ -126,6 +125,11 @@ class CompilerProcess:
                 except BaseException:  # an interrupt mid-exchange: the reply would be out of step
                     self._stop(kill=True)
                     raise
+                self.compiles += 1
+                if self.compiles >= RECYCLE_COMPILES:
+                    self._stop()
+                    with contextlib.suppress(CompilerUnavailable):  # the next compile says so
+                        self._start()
                 if status == _FAILED:
                     raise RuntimeError(f"LLVM could not compile a kernel: {payload.decode()}")
                 return payload
@@ -134,20 +138,19 @@ class CompilerProcess:
     def _exchange(self, request: bytes, tag: bytes) -> tuple[bytes, bytes]:
         """Send one request, and read its reply: a status and a payload."""
         process = self.process
+        if not self.ready:
+            if process.stdout.read(1) != _READY:
+                raise CompilerUnavailable(f"it exited with code {process.wait()} before it was ready")
+            self.ready = True
         try:
             process.stdin.write(_HEADER.pack(tag, len(request)) + request)
             process.stdin.flush()
         except OSError:  # a broken pipe: the child is gone
             raise CompilerDied from None
         status, length = _HEADER.unpack(_read_exactly(process.stdout, _HEADER.size))
-        payload = _read_exactly(process.stdout, length)
-        self.compiles += 1
-        if self.compiles >= RECYCLE_COMPILES:
-            self._stop()
-            self._start()
-        return status, payload
+        return status, _read_exactly(process.stdout, length)
 
-    def _stop(self, kill: bool = False) -> int | None:
+    def _stop(self, kill: bool = False, timeout: float | None = None) -> int | None:
         """End the child (closing its input ends it once it has replied) and reap it: its exit code."""
         process, self.process = self.process, None
         if process is None:
@@ -155,11 +158,20 @@ class CompilerProcess:
         if kill:
             process.kill()
         _close_pipes(process)
-        return process.wait()
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
 
-    def close(self) -> None:
-        with self.lock:
-            self._stop()
+    def close(self, timeout: float | None = None) -> None:
+        """End the child. At exit (``timeout`` given), a compile another thread has left in flight
+        is not waited for beyond ``timeout``."""
+        if self.lock.acquire(timeout=-1 if timeout is None else timeout):
+            try:
+                self._stop(timeout=timeout)
+            finally:
+                self.lock.release()
 
     def _leave_to_parent(self) -> None:
         """In a forked child: the compiler is the parent's. Close this process's ends of its pipes and
@@ -189,6 +201,8 @@ def _serve(cpu: str, features: str) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else writes to stdout: to stderr
     initialize()
     machine = target_machine(cpu, features)
+    replies.write(_READY)
+    replies.flush()
     with contextlib.suppress(CompilerDied, BrokenPipeError):
         while True:
             tag, length = _HEADER.unpack(_read_exactly(requests, _HEADER.size))
