@@ -125,14 +125,18 @@ def test_an_interrupt_while_waiting_for_the_child(compiler, monkeypatch):
     assert compiler.process is not interrupted
 
 
-@pytest.mark.parametrize(
-    "command",
-    [[os.path.join(os.sep, "nonexistent", "python")], [sys.executable, "-c", "import sys; sys.exit(3)"]],
-    ids=["no executable", "exits before it is ready"],
-)
-def test_where_no_child_can_run_this_process_compiles(compiler, monkeypatch, command):
+# Commands of a child that cannot run, made from the command of one that can.
+UNRUNNABLE = {
+    "no executable": lambda command: [os.path.join(os.sep, "nonexistent", "python")],
+    "exits before it is ready": lambda command: [sys.executable, "-c", "import sys; sys.exit(3)"],
+    "upgraded under the program": lambda command: [*command[:3], "0" * 64, *command[4:]],
+}
+
+
+@pytest.mark.parametrize("unrunnable", UNRUNNABLE.values(), ids=UNRUNNABLE.keys())
+def test_where_no_child_can_run_this_process_compiles(compiler, monkeypatch, unrunnable):
     host = cpu._host()
-    monkeypatch.setattr(compiler, "command", command)
+    monkeypatch.setattr(compiler, "command", unrunnable(compiler.command))
     with pytest.warns(RuntimeWarning, match="cannot start its LLVM compiler process"):
         assert_same(chain(dynfuse.asarray(data())), chain(data()))
     assert host.compiler is None and dynfuse.stats()["fallbacks"] == 0

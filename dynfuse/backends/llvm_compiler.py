@@ -12,13 +12,16 @@ three or four compiles' time, which most scripts' whole compile time would not r
 The child runs this file as a script, so it imports nothing but the standard library and llvmlite;
 the parent only sends IR and reads back bytes. Requests and replies are a header (a tag byte, a
 payload length) then the payload. The child writes one byte once LLVM is set up: a child that exits
-before it (its Python cannot import llvmlite) cannot run here, and compiles stay in the program.
+before it (its Python cannot import llvmlite, or this file changed since the program imported it,
+as when dynfuse is upgraded under a running program) cannot run here, and compiles stay in the
+program.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import signal
 import struct
@@ -39,6 +42,15 @@ _HEADER = struct.Struct("<cQ")
 # RECYCLE_COMPILES compiles (each 20 to 100 ms) costs a few percent of the compile time.
 IN_PROCESS_COMPILES = 32
 RECYCLE_COMPILES = 100
+
+
+def _source_digest() -> str:
+    """What the parent and the child check they both run: this file, as each read it."""
+    with open(os.path.abspath(__file__), "rb") as source:
+        return hashlib.sha256(source.read()).hexdigest()
+
+
+_SOURCE = _source_digest()
 
 
 def initialize() -> None:
@@ -90,7 +102,7 @@ class CompilerProcess:
     and replaced when it has compiled ``RECYCLE_COMPILES`` kernels or died."""
 
     def __init__(self, cpu: str, features: str) -> None:
-        self.command = [sys.executable, "-P", os.path.abspath(__file__), cpu, features]
+        self.command = [sys.executable, "-P", os.path.abspath(__file__), _SOURCE, cpu, features]
         self.process: subprocess.Popen | None = None
         self.ready = False  # whether the child has said it set LLVM up
         self.compiles = 0
@@ -193,8 +205,10 @@ def _close_pipes(process: subprocess.Popen) -> None:
 _parents_processes: list[subprocess.Popen] = []
 
 
-def _serve(cpu: str, features: str) -> None:
+def _serve(source: str, cpu: str, features: str) -> None:
     """The child: compile requests until the parent closes its input (or goes)."""
+    if source != _SOURCE:
+        sys.exit("dynfuse's LLVM compiler process: its source changed since the program started")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the parent's to handle
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
