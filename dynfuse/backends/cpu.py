@@ -1,9 +1,10 @@
 """The CPU backend: each kernel as LLVM IR, optimized at O3 for the host CPU, run on all cores.
 
-``codegen.llvm`` writes the module; this module compiles it (LLVM's new pass manager at O3 with
-loop and SLP vectorization, for the host CPU's name and features), keeps the object code in the
-disk cache so a later process loads it instead of compiling, and launches it through ctypes, which
-releases the GIL: large work is split across a pool of threads, one range per thread.
+``codegen.llvm`` writes the module; ``llvm_compiler`` compiles it (LLVM's new pass manager at O3
+with loop and SLP vectorization, for the host CPU's name and features; past a program's first
+kernels, in a child process). This module keeps the object code in the disk cache so a later
+process loads it instead of compiling, and launches it through ctypes, which releases the GIL:
+large work is split across a pool of threads, one range per thread.
 """
 
 from __future__ import annotations
@@ -106,11 +107,12 @@ class _Llvm:
     def emit(self, text: str, output: str) -> bytes:
         """``llvm_compiler.compile_ir``'s ``output`` for the kernel module ``text``."""
         with self.lock:
-            if self.in_process_left > 0 or self.compiler is None:
+            compiler = self.compiler
+            if self.in_process_left > 0 or compiler is None:
                 self.in_process_left -= 1
                 return llvm_compiler.compile_ir(self.machine, text, output)
         try:
-            return self.compiler.compile(text, output)
+            return compiler.compile(text, output)
         except llvm_compiler.CompilerUnavailable as error:
             warnings.warn(
                 f"dynfuse cannot start its LLVM compiler process ({error}); compiling in this process",
