@@ -179,6 +179,15 @@ def test_max_min_reductions_propagate_nan_and_arg_reductions_find_the_first(dtyp
     assert_exact(actual, expected, zero_signs=single_signed_zeros(x, axis))
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_float16_products_that_overflow_on_the_way(axis):
+    """Along the innermost axis NumPy multiplies float16 in float32 and rounds once (16**4 passes
+    65504, then a 0 brings it back); across it, every step is rounded (inf, then inf * 0 is NaN)."""
+    x = np.array([[16, 16, 16], [16, 0, 16], [16, 16, 0.5]], np.float16).repeat(2, axis=0)
+    actual, expected = run_fused(lambda v: keep(v).prod(axis=axis), x)
+    assert_exact(actual, expected)
+
+
 CLIP_BOUNDS = {
     "array bounds with NaN": lambda x, low, high: np.clip(keep(x), keep(low), keep(high)),
     "scalar bounds": lambda x, low, high: np.clip(keep(x), -1.0, 2.0),

@@ -109,11 +109,17 @@ def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse],
     return uses, use_of
 
 
-def accumulation(inst: Instruction, operand: np.dtype) -> tuple[np.dtype, bool]:
-    """The dtype a reduction accumulates in, and whether it sums pairwise."""
+def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) -> tuple[np.dtype, bool]:
+    """The dtype a reduction accumulates in, and whether it sums pairwise.
+
+    A float16 sum accumulates in float32 (pairwise, as NumPy's). A float16 product follows NumPy's
+    loops: where the kernel's innermost axis is reduced, NumPy's inner loop runs along it in float32
+    and rounds once (a product may pass 65504 on the way and come back); where it is kept, the
+    inner loop runs across the kept axis and every step is rounded to float16."""
     name = inst.op.name
     if name in ("sum", "prod"):
-        dtype = FLOAT32 if inst.dtype == np.float16 and name == "sum" else inst.dtype
+        wide = inst.dtype == np.float16 and (name == "sum" or innermost_reduced)
+        dtype = FLOAT32 if wide else inst.dtype
     elif name in ("any", "all"):
         dtype = BOOL
     else:
@@ -139,6 +145,7 @@ class KernelFacts:
         self.instructions = kernel.instructions
         self.shape = kernel.shape
         self.reduce_axes = list(kernel.reduce_axes)
+        self.innermost_reduced = len(self.shape) - 1 in self.reduce_axes
         self.kept_axes = [axis for axis in range(len(self.shape)) if axis not in kernel.reduce_axes]
         self.loads = kernel.inputs
         self.strided = tuple(

@@ -349,7 +349,8 @@ class _Accumulator:
         self.number = number
         self.name = inst.op.name
         self.result = inst.dtype
-        self.dtype, _ = accumulation(inst, generator.instructions[inst.args[0]].dtype)
+        operand = generator.instructions[inst.args[0]].dtype
+        self.dtype, _ = accumulation(inst, operand, generator.innermost_reduced)
         self.type = register_type(self.dtype)
         self.arg = self.name in ("argmax", "argmin")
         self.value = f"acc{number}"

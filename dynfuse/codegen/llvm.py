@@ -660,7 +660,8 @@ class _Accumulator:
         self.number = number
         self.name = inst.op.name
         self.result = inst.dtype
-        self.dtype, self.pairwise = accumulation(inst, module.instructions[inst.args[0]].dtype)
+        operand = module.instructions[inst.args[0]].dtype
+        self.dtype, self.pairwise = accumulation(inst, operand, module.innermost_reduced)
         self.value = module.lane_variable(self.dtype)
         self.index = module.lane_variable(INT64) if self.name in ("argmax", "argmin") else None
         if self.pairwise:
@@ -669,9 +670,9 @@ class _Accumulator:
             self.blocks = module.variable(I64)  # blocks summed so far: one count for every lane
 
     @staticmethod
-    def lane_bytes(inst: Instruction, operand: np.dtype, levels: int) -> int:
+    def lane_bytes(inst: Instruction, operand: np.dtype, levels: int, innermost_reduced: bool) -> int:
         """The bytes it takes per lane."""
-        dtype, pairwise = accumulation(inst, operand)
+        dtype, pairwise = accumulation(inst, operand, innermost_reduced)
         index = 8 if inst.op.name in ("argmax", "argmin") else 0
         return dtype.itemsize * (1 + (1 + levels if pairwise else 0)) + index
 
@@ -723,8 +724,8 @@ class _Accumulator:
         acc = self.get(target)
         name, dtype = self.name, self.dtype
         if name in ("sum", "prod"):
-            if dtype.kind == "f" and self.result.itemsize == 2 and name == "prod":
-                # a float16 product is rounded at every step, as NumPy's half loop
+            if dtype.kind == "f" and dtype.itemsize == 2 and name == "prod":
+                # rounded at every step, as NumPy's half loop across a kept innermost axis
                 wide = b.fmul(b.fpext(acc, FLOAT), b.fpext(v, FLOAT))
                 self.put(b.fptrunc(wide, HALF), target)
                 return
@@ -912,7 +913,9 @@ class _KernelModule(KernelFacts):
     def lane_bytes(self) -> int:
         """Bytes per lane of all a function holds per lane: accumulators and per-row values."""
         total = sum(
-            _Accumulator.lane_bytes(inst, self.instructions[inst.args[0]].dtype, self.pairwise_levels)
+            _Accumulator.lane_bytes(
+                inst, self.instructions[inst.args[0]].dtype, self.pairwise_levels, self.innermost_reduced
+            )
             for inst in (self.instructions[number] for number in self.reductions)
         )
         return total + sum(
