@@ -54,8 +54,9 @@ def apply_step(values, step, nudge):
     kind, i, j, k, choice = step
     a = pick(values, i)
     if kind in ("unary", "binary"):
-        name = (UNARY if kind == "unary" else BINARY)[choice % len(BINARY if kind == "binary" else UNARY)]
-        result = getattr(np, name)(a, *([pick(values, j)] if kind == "binary" else []))
+        name = pick(UNARY if kind == "unary" else BINARY, choice)
+        operands = (a,) if kind == "unary" else (a, pick(values, j))
+        result = getattr(np, name)(*operands)
         return result if ops.ELEMENTWISE[name].reproducible else nudge(result)
     if kind == "scalar":
         scalar = [2, -1, 0.5, 3.0, True][choice % 5]

@@ -50,9 +50,6 @@ def _source_digest() -> str:
         return hashlib.sha256(source.read()).hexdigest()
 
 
-_SOURCE = _source_digest()
-
-
 def initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -102,7 +99,8 @@ class CompilerProcess:
     and replaced when it has compiled ``RECYCLE_COMPILES`` kernels or died."""
 
     def __init__(self, cpu: str, features: str) -> None:
-        self.command = [sys.executable, "-P", os.path.abspath(__file__), _SOURCE, cpu, features]
+        source = _source_digest()
+        self.command = [sys.executable, "-P", os.path.abspath(__file__), source, cpu, features]
         self.process: subprocess.Popen | None = None
         self.ready = False  # whether the child has said it set LLVM up
         self.compiles = 0
@@ -207,7 +205,7 @@ _parents_processes: list[subprocess.Popen] = []
 
 def _serve(source: str, cpu: str, features: str) -> None:
     """The child: compile requests until the parent closes its input (or goes)."""
-    if source != _SOURCE:
+    if source != _source_digest():
         sys.exit("dynfuse's LLVM compiler process: its source changed since the program started")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is the parent's to handle
     requests = sys.stdin.buffer
