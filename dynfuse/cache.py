@@ -1,5 +1,10 @@
 """Caches that count themselves: compiled kernels by kernel signature, plans by trace signature;
-and replays (``execute.Replay``) by the structure recorded with a node."""
+and replays (``execute.Replay``) by the structure recorded with a node.
+
+A kernel may be compiled in the background (``compile_in_background``), on one thread of its own:
+its entry is then the compile's future until it finishes, and whoever asks for the kernel before
+that waits for it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import cachetools
@@ -22,20 +28,65 @@ class CountedCache:
     def __init__(self, maxsize: int, hits: str, misses: str) -> None:
         self._entries: cachetools.LRUCache = cachetools.LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._lock._at_fork_reinit)  # as execute.lock
+        os.register_at_fork(after_in_child=self._forget_parent_builds)
         self._hits, self._misses = hits, misses
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The value of ``key``, built here if there is none; one building in the background is
+        waited for (its failure raised here, as if it had been built here)."""
         with self._lock:
             value = self._entries.get(key)
         if value is not None:
             stats.count(self._hits)
-            return value
+            return self._finished(key, value) if isinstance(value, Future) else value
         stats.count(self._misses)
         value = build()
         with self._lock:
             self._entries[key] = value
         return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is built, or being built."""
+        with self._lock:
+            return key in self._entries
+
+    def build_in_background(
+        self, key: Hashable, build: Callable[[], Any], thread: ThreadPoolExecutor
+    ) -> None:
+        """Start building ``key``'s value on ``thread``, unless it is built or being built."""
+        with self._lock:
+            if key in self._entries:
+                return
+            future = thread.submit(build)
+            self._entries[key] = future
+        stats.count(self._misses)
+        future.add_done_callback(lambda done: self._settle(key, done))
+
+    def _settle(self, key: Hashable, future: Future) -> None:
+        """A successful build's value takes its future's place."""
+        if future.exception() is None:
+            with self._lock:
+                if self._entries.get(key) is future:
+                    self._entries[key] = future.result()
+
+    def _finished(self, key: Hashable, future: Future) -> Any:
+        """A background build's value, waited for. A failed build is forgotten here, where it is
+        met, as one built on the spot would be: when that happens depends on the program, not on
+        how long the build took."""
+        try:
+            return future.result()
+        except Exception:
+            with self._lock:
+                if self._entries.get(key) is future:
+                    del self._entries[key]
+            raise
+
+    def _forget_parent_builds(self) -> None:
+        """In a forked child: the lock is free (as execute.lock), and builds in flight were on a
+        thread of the parent's that does not exist here: waited for, they would never finish."""
+        self._lock._at_fork_reinit()
+        for key in [key for key, value in self._entries.items() if isinstance(value, Future)]:
+            del self._entries[key]
 
     def clear(self) -> None:
         with self._lock:
@@ -49,9 +100,26 @@ _DECLINED = object()  # what the cache holds for a kernel its backend does not s
 
 
 def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
-    """The compiled kernel, built on first use; None if the backend declines it (it then runs
-    interpreted): asked once per signature, not on every launch."""
+    """The compiled kernel, built on first use (or waited for, if it is compiling in the
+    background); None if the backend declines it (it then runs interpreted): asked once per
+    signature, not on every launch."""
+    compiled = _compiled.get_or_build((backend.name, kernel.signature), _builder(backend, kernel))
+    return None if compiled is _DECLINED else compiled
 
+
+def has_compiled(backend: Backend, kernel: Kernel) -> bool:
+    """Whether the kernel is compiled, or compiling, in this process."""
+    return (backend.name, kernel.signature) in _compiled
+
+
+def compile_in_background(backend: Backend, kernel: Kernel) -> None:
+    """Compile the kernel on the compile thread, unless it is compiled or compiling already."""
+    _compiled.build_in_background(
+        (backend.name, kernel.signature), _builder(backend, kernel), _compile_thread()
+    )
+
+
+def _builder(backend: Backend, kernel: Kernel) -> Callable[[], Any]:
     def build() -> CompiledKernel:
         if not backend.supports(kernel):
             return _DECLINED
@@ -61,8 +129,30 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
         stats.count("kernels_compiled")
         return compiled
 
-    compiled = _compiled.get_or_build((backend.name, kernel.signature), build)
-    return None if compiled is _DECLINED else compiled
+    return build
+
+
+_compiler_thread: ThreadPoolExecutor | None = None
+_compiler_thread_lock = threading.Lock()
+
+
+def _compile_thread() -> ThreadPoolExecutor:
+    """One thread, so background compiles take one core and finish in the order they were asked
+    for. At exit Python waits for those in flight; their code is then in the disk cache."""
+    global _compiler_thread
+    with _compiler_thread_lock:
+        if _compiler_thread is None:
+            _compiler_thread = ThreadPoolExecutor(1, thread_name_prefix="dynfuse-compile")
+        return _compiler_thread
+
+
+def _forget_parent_thread() -> None:
+    global _compiler_thread
+    _compiler_thread = None
+    _compiler_thread_lock._at_fork_reinit()
+
+
+os.register_at_fork(after_in_child=_forget_parent_thread)
 
 
 # Replays, most recently used last; read and written under ``execute.lock``. An OrderedDict, not a

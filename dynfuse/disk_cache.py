@@ -71,6 +71,11 @@ def load(namespace: str, key: str) -> bytes | None:
     return data[_HEADER.size :]
 
 
+def contains(namespace: str, key: str) -> bool:
+    """Whether an entry is stored (unverified: ``load`` checks it), while the disk cache is enabled."""
+    return config.disk_cache and _entry_path(namespace, key).is_file()
+
+
 def store(namespace: str, key: str, payload: bytes) -> None:
     """Keep ``payload`` for later processes; a failure to write only loses the reuse."""
     if not config.disk_cache:

@@ -5,12 +5,18 @@ calls for barriers, kernels for fusion groups. A kernel runs compiled or interpr
 policy: below ``Target.tiny_elements`` always interpreted (a compiled launch costs more than
 NumPy's few calls); otherwise interpreted until the work of its signature's interpreted runs
 reaches ``Target.first_sight_work``, what a compile costs (tiered, like a JIT: one-off small work
-pays no compile), and compiled from then on. A kernel that fails to compile or to run is
-interpreted instead, with a warning: a fault in dynfuse never turns into a wrong answer.
+pays no compile), and compiled from then on. Where that first compiled run would do less work than
+``Target.background_work`` and another core is free, it runs interpreted once more while the kernel
+compiles on a thread of its own, and later runs wait for that compile: the compile is hidden behind
+the work, and which runs are interpreted still depends only on the program, not on timing. A kernel
+that fails to compile or to run is interpreted instead, with a warning: a fault in dynfuse never
+turns into a wrong answer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import os
 import sys
 import threading
@@ -348,6 +354,23 @@ def allocate_outputs(kernel: Kernel) -> list[np.ndarray]:
     return [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
 
 
+def _code_at_hand(backend: Backend, kernel: Kernel) -> bool:
+    """Whether the backend keeps this kernel's code; if asking fails, as if it did: the kernel is
+    then compiled at once, where the failure falls back as any compile's does."""
+    try:
+        return backend.cached(kernel)
+    except Exception:
+        return True
+
+
+class Tier(enum.Enum):
+    """How a kernel step runs this time (``_Run._tier``)."""
+
+    INTERPRETED = "interpreted"  # op by op, by the reference executor
+    COMPILED = "compiled"  # launched, compiled first if it must be
+    COMPILING = "compiling"  # interpreted, while it compiles in the background for later runs
+
+
 class _Run:
     """One execution of a plan: the buffers of stored nodes, freed after their last reader."""
 
@@ -386,7 +409,12 @@ class _Run:
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
         compiled = None
-        if not self._interpreted_tier(step):
+        tier = self._tier(step)
+        if tier is Tier.COMPILING:
+            # No thread to be had (Python is exiting): then it compiles when next asked for.
+            with contextlib.suppress(RuntimeError):
+                cache.compile_in_background(self.backend, kernel)
+        elif tier is Tier.COMPILED:
             try:
                 compiled = cache.compiled_kernel(self.backend, kernel)
                 if compiled is not None:
@@ -407,29 +435,42 @@ class _Run:
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
 
-    def _interpreted_tier(self, step: KernelStep) -> bool:
+    def _tier(self, step: KernelStep) -> Tier:
         """Interpreted until interpreting this kernel's signature has cost as much as compiling it
         would (``Target.first_sight_work``), then compiled: the ski-rental rule, which never pays
         more than twice the best choice made knowing how often the kernel will run. A one-off
         statistic stays interpreted; a loop's body compiles after a few iterations, or at once.
+        The first run that would compile is interpreted while the kernel compiles in the background
+        (``Target.background_work``), unless its code is at hand (compiled in this process, or
+        kept on disk: then compiling is only loading it).
 
         Interpreting costs every node of the group computed whole, a NumPy pass each, as dear as
         its op (an exp is ten adds) and its elements' bytes (float64 twice float32). A kernel may
         compute far less (one element of a long chain, through an index map)."""
         if not config.tiers:
-            return False
-        target = self.backend.target
+            return Tier.COMPILED
+        backend, target, kernel = self.backend, self.backend.target, step.kernel
         nodes = [self.nodes[number] for number in step.nodes]
         sizes = [views.size_of(node.shape) for node in nodes]
-        if max(views.size_of(step.kernel.shape), *sizes) < target.tiny_elements:
-            return not self.compile_small
+        if max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
+            return Tier.COMPILED if self.compile_small else Tier.INTERPRETED
         work = sum(
             size * node.op.cost * max(node.dtype.itemsize, 4) / 4
             for size, node in zip(sizes, nodes, strict=True)
         )
-        if work >= target.first_sight_work:
-            return False
-        return _sighted((self.backend.name, step.kernel.signature), work) < target.first_sight_work
+        if (
+            work < target.first_sight_work
+            and _sighted((backend.name, kernel.signature), work) < target.first_sight_work
+        ):
+            return Tier.INTERPRETED
+        if (
+            work < target.background_work
+            and config.threads > 1
+            and not cache.has_compiled(backend, kernel)
+            and not _code_at_hand(backend, kernel)
+        ):
+            return Tier.COMPILING
+        return Tier.COMPILED
 
     def interpret(self, step: KernelStep) -> None:
         known = {self.nodes[number]: value for number, value in self.buffers.items()}

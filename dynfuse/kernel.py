@@ -173,6 +173,11 @@ class Target:
     # bytes (float64 counts twice). Interpreting costs a NumPy pass per op, and compiling grows far
     # slower with the ops: a long chain over a few million elements pays at once.
     first_sight_work: int = 0
+    # A kernel the tier policy compiles, on its first sighting that does less work than this, runs
+    # interpreted that time while it compiles on a thread of its own (0: never; a backend whose
+    # compile is cheap); later sightings wait for the compile. Interpreting work below about one
+    # compile's time then hides the compile behind it, on another core.
+    background_work: int = 0
     # A trace of tiny kernels seen this many times compiles after all (0: never): replayed without
     # planning, one launch costs less than NumPy's calls, and the repeats pay for the compile.
     tiny_repeats: int = 0
@@ -205,3 +210,8 @@ class Backend(Protocol):
         ...
 
     def compile(self, kernel: Kernel) -> CompiledKernel: ...
+
+    def cached(self, kernel: Kernel) -> bool:
+        """Whether this kernel's code is kept from an earlier compile (on disk), so that compiling
+        it only loads that: then it is not worth compiling in the background."""
+        ...

@@ -224,15 +224,7 @@ class _Launcher:
             self.load_entry(counted=False, generated=entry)
 
     def shares_rows(self, threads: int) -> bool:
-        """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
-        when each would not get enough rows (in column mode, whole cache lines of every row of
-        memory it reads), or all rows fit one chunk of columns (then each thread reads whole rows
-        of memory, in order)."""
-        layout = self.layout
-        if threads == 1 or self.work < PARALLEL_ELEMENTS or not layout.splittable:
-            return False
-        rows_per_thread = _ALIGNMENT if layout.columns else 1
-        return self.rows < threads * rows_per_thread or self.rows <= layout.lanes
+        return _shares_rows(self.layout, threads)
 
     def load_entry(self, counted: bool = True, generated: tuple[Any, codegen.Layout] | None = None) -> None:
         _, self.engine = self.timed_load(False, counted, generated)
@@ -376,6 +368,18 @@ class _Launcher:
         return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
 
+def _shares_rows(layout: codegen.Layout, threads: int) -> bool:
+    """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
+    when each would not get enough rows (in column mode, whole cache lines of every row of memory
+    it reads), or all rows fit one chunk of columns (then each thread reads whole rows of memory,
+    in order)."""
+    rows = layout.extent
+    if threads == 1 or rows * max(layout.row_elements, 1) < PARALLEL_ELEMENTS or not layout.splittable:
+        return False
+    rows_per_thread = _ALIGNMENT if layout.columns else 1
+    return rows < threads * rows_per_thread or rows <= layout.lanes
+
+
 def _bind(function: Any, *arguments: Any) -> Any:
     return lambda: function(*arguments)
 
@@ -385,7 +389,11 @@ class CpuBackend:
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md): tiny traces repay a compile after
     # about a thousand runs; a first compile beats interpreting from about 2**24 element-ops (a
     # 5-op chain over 4M elements, a 40-op one over 512K to 1M).
-    target = Target(name, tiny_elements=1 << 14, first_sight_work=1 << 24, tiny_repeats=1024)
+    # A compile takes 15 to 250 ms (perf/RESULTS.md, "compile times"), about as long as
+    # interpreting 2**26 units of work: below that a first sighting is interpreted while it compiles.
+    target = Target(
+        name, tiny_elements=1 << 14, first_sight_work=1 << 24, tiny_repeats=1024, background_work=1 << 26
+    )
 
     def source(self, kernel: Kernel) -> str:
         """ENTRY's module, and, for a reduction whose rows threads may share, PARTIAL and FINISH's."""
@@ -407,6 +415,18 @@ class CpuBackend:
     def compile(self, kernel: Kernel) -> CompiledKernel:
         return _Launcher(codegen.generate(kernel), functools.partial(self.load, kernel))
 
+    def cached(self, kernel: Kernel) -> bool:
+        """Whether the module a launch with the configured threads calls is in the disk cache."""
+        module, layout = codegen.generate(kernel)
+        if _shares_rows(layout, config.threads):
+            module, _ = codegen.generate(kernel, split=True)
+        return disk_cache.contains(self.name, self.disk_key(str(module)))
+
+    def disk_key(self, text: str) -> str:
+        """The disk-cache key of a module: the code itself (a change to the code generator is a
+        miss) and what its object code depends on."""
+        return disk_cache.key_of(self.name, text, _host().identity)
+
     def load(
         self, kernel: Kernel, split: bool, generated: tuple[Any, codegen.Layout] | None = None
     ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
@@ -414,8 +434,8 @@ class CpuBackend:
         already): from the disk cache, or compiled and stored there."""
         host = _host()
         module, layout = generated or codegen.generate(kernel, split)
-        text = str(module)  # the key is the code itself: a change to the code generator is a miss
-        key = disk_cache.key_of(self.name, text, host.identity)
+        text = str(module)
+        key = self.disk_key(text)
         object_code = disk_cache.load(self.name, key)
         if object_code is None:
             object_code = host.emit(text, "object")

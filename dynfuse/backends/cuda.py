@@ -36,5 +36,8 @@ class CudaBackend:
     def compile(self, kernel: Kernel) -> CompiledKernel:
         raise RuntimeError("the cuda backend runs kernels on device arrays, which dynfuse does not have yet")
 
+    def cached(self, kernel: Kernel) -> bool:
+        return False
+
 
 BACKEND = CudaBackend()

@@ -90,5 +90,9 @@ class GroupBackend:
         exec(compile(self.source(kernel), "<dynfuse group kernel>", "exec"), namespace)
         return namespace["kernel"]
 
+    def cached(self, kernel: Kernel) -> bool:
+        """Nothing is kept across processes: a compile is an ``exec`` of the source, cheap anyway."""
+        return False
+
 
 BACKEND = GroupBackend()
