@@ -8,7 +8,9 @@ is materialized as a NumPy view of its base's buffer, so writes through either a
 
 from __future__ import annotations
 
+import hashlib
 import operator
+import uuid
 import weakref
 from collections.abc import Iterator
 from types import ModuleType
@@ -50,6 +52,8 @@ def _binary(name: str, substitute: Any = None) -> tuple:
     op = _E(name)
 
     def call(self: LazyArray, other: Any, out: LazyArray | None) -> Any:
+        if record.defers_to(other):
+            return NotImplemented
         replacement = substitute(self, other) if substitute else None
         if replacement is not None:
             return record.elementwise(replacement, (self,), out=out)
@@ -64,7 +68,9 @@ def _binary(name: str, substitute: Any = None) -> tuple:
 
     def reflected(self: LazyArray, other: Any) -> Any:
         recorded = record.record_common(op, other, self)
-        return recorded if recorded is not None else record.elementwise(op, (other, self))
+        if recorded is not None:
+            return recorded
+        return NotImplemented if record.defers_to(other) else record.elementwise(op, (other, self))
 
     def in_place(self: LazyArray, other: Any) -> LazyArray:
         return call(self, other, self)
@@ -122,10 +128,40 @@ def _outer_operands(a: Any, b: Any) -> tuple[Any, Any]:
     return record.reshape(a, a.shape + (1,) * b.ndim), b
 
 
+class LazyFlags:
+    """``LazyArray.flags``: ownership without computing (Dask asks it of every slice it takes, to
+    copy a small slice of a large chunk); the layout flags of the computed array."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: LazyArray) -> None:
+        self._array = array
+
+    @property
+    def owndata(self) -> bool:
+        return self._array.base is None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._array._value().flags, name)
+
+    def __getitem__(self, name: str) -> bool:
+        if name in ("OWNDATA", "O"):
+            return self.owndata
+        return self._array._value().flags[name]
+
+    def __repr__(self) -> str:
+        return repr(self._array._value().flags).replace(
+            f"OWNDATA : {self._array._value().flags.owndata}", f"OWNDATA : {self.owndata}"
+        )
+
+
 class LazyArray:
     """An n-dimensional array whose operations are recorded and fused when its value is needed."""
 
     __slots__ = ("__weakref__", "_base", "_node", "_views")
+    # Above ndarray's 0: libraries that choose an implementation by it (Dask's dispatch) choose the
+    # lazy array's. NumPy's own operators go by ``__array_ufunc__`` instead.
+    __array_priority__ = 1.0
 
     def __init__(self, node: Node, base: LazyArray | None = None) -> None:
         self._node = node
@@ -163,6 +199,12 @@ class LazyArray:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    @property
+    def flags(self) -> LazyFlags:
+        """NumPy's flags of the array's memory: whether it owns it (a view does not) is known
+        without computing; the others (``c_contiguous``...) are those of the computed array."""
+        return LazyFlags(self)
 
     @property
     def base(self) -> LazyArray | None:
@@ -249,6 +291,15 @@ class LazyArray:
     def __reduce__(self) -> tuple:
         return (_from_numpy, (np.array(self._value()),))
 
+    def __dask_tokenize__(self) -> tuple:
+        """Dask's token for the array (``dynfuse.dask``): its values' hash once computed; while it is
+        pending, a fresh token (hashing the values would compute them): two tokens of one pending
+        array differ, as Dask's own are for objects it cannot hash."""
+        if self._node.inputs:
+            return ("dynfuse.LazyArray", uuid.uuid4().hex)
+        values = np.ascontiguousarray(self._value())
+        return ("dynfuse.LazyArray", self.dtype.str, self.shape, hashlib.sha256(values.data).hexdigest())
+
     def __copy__(self) -> LazyArray:
         return self.copy()
 
@@ -265,6 +316,8 @@ class LazyArray:
             recorded = None if op is None else record.record_common(op, *inputs)
             if recorded is not None:
                 return recorded
+        if any(map(record.defers_to, (*inputs, *(kwargs.get("out") or ())))):
+            return NotImplemented  # another library's array: NumPy then asks it (NEP 13)
         out = record.single_out(kwargs.pop("out", None))
         if method == "__call__" and ufunc in ops.UFUNC_OPS:
             return record.ufunc_call(ops.UFUNC_OPS[ufunc], inputs, out, kwargs)

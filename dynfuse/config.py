@@ -15,7 +15,8 @@ DYNFUSE_PENDING_MEMORY
 DYNFUSE_TIERS        1 (default): tiny work is interpreted, and small kernels until interpreting them has
                      cost a compile; 0: every kernel compiles at once (to test a backend on small arrays)
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
-DYNFUSE_THREADS      threads a large kernel is split across (default: every core)
+DYNFUSE_THREADS      threads a large kernel is split across (default: every core); 1 also compiles every
+                     kernel at once, never on a background thread
 DYNFUSE_KERNEL_CACHE compiled kernels kept in memory, one per kernel signature (default 1024)
 DYNFUSE_PURE_PYTHON  1: record and launch kernels in Python even where the C extensions are built
 """

@@ -52,6 +52,16 @@ def as_node(value: Any) -> Node:
     return execute.new_leaf(np.asarray(value), exposed=False)
 
 
+def defers_to(value: Any) -> bool:
+    """Whether ``value`` is another library's array that takes part in NumPy's protocols (a Dask or
+    CuPy array, a pandas Series): as ndarray does (NEP 13), a lazy array's operator or ufunc then
+    leaves the operation to it, rather than converting it (computing a whole Dask array here)."""
+    kind = type(value)
+    return hasattr(kind, "__array_ufunc__") and not issubclass(
+        kind, (np.ndarray, np.generic, array_module.LazyArray)
+    )
+
+
 def bound_depth(array: Any) -> Any:
     """Materialize ``array`` if its trace has reached DYNFUSE_MAX_DEPTH, so traces stay bounded."""
     if array._node.depth >= config.max_depth:

@@ -37,6 +37,12 @@ written as JSON to ``--report-file PATH`` if asked. Its keys:
     materializations            times lazy values were computed
     fallbacks                   {function name: calls} that ran through NumPy, unrecorded
     stats                       every counter of ``dynfuse.stats()`` at exit
+    workers                     {address: {kernels_compiled, kernels_reused_from_disk,
+                                kernels_launched, ops_fused}} of each worker of the script's Dask
+                                ``distributed`` client, if it is still connected at exit; else {}
+
+A script that imports ``dask.array`` gets ``dynfuse.dask`` set up: Dask arrays made from its lazy
+arrays have lazy chunks, each task's materialized in that task.
 """
 
 from __future__ import annotations
@@ -181,7 +187,11 @@ class _NumpyRedirect:
         level: int = 0,
     ) -> types.ModuleType:
         if level or not (name == "numpy" or name.startswith("numpy.")) or not self._from_script(globals):
-            return self.original(name, globals, locals, fromlist, level)
+            module = self.original(name, globals, locals, fromlist, level)
+            # The script's own import of Dask, complete (one of Dask's own, mid-way, is not).
+            if name.startswith("dask") and "dask.array" in sys.modules and self._from_script(globals):
+                _dask_on_dynfuse()
+            return module
         module = self.original(self._target(name), globals, locals, fromlist, 0)
         # ``import numpy.X`` binds the top level; ``from numpy.X import y`` reads the module itself.
         return module if fromlist else self.namespace
@@ -219,9 +229,31 @@ class _NumpyRedirect:
         return target
 
 
+def _dask_on_dynfuse() -> None:
+    """Once the script has imported ``dask.array``: lazy chunks (the script's arrays made into Dask
+    arrays) are materialized in each task, on the workers (``dynfuse.dask``)."""
+    if "dynfuse.dask" not in sys.modules:
+        importlib.import_module("dynfuse.dask")
+
+
+def workers_stats() -> dict[str, dict[str, Any]]:
+    """``dynfuse.stats()`` of each worker of the script's Dask client, if one is still connected
+    (one the script closed can no longer be asked); else nothing."""
+    if "distributed" not in sys.modules:
+        return {}
+    try:
+        client = sys.modules["distributed"].default_client()
+        if client.status != "running":
+            return {}
+        return client.run(stats)
+    except Exception:  # no client, or a cluster going away: nothing to collect
+        return {}
+
+
 def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str, Any]:
     """The report's dictionary (keys in the module docstring), from ``dynfuse.stats()`` now."""
     counters = stats()
+    workers = workers_stats()
     return {
         "script": script,
         "backend": config.backend,
@@ -238,6 +270,15 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
         "materializations": counters["materializations"],
         "fallbacks": dict(sorted(counters["fallback_names"].items(), key=lambda item: (-item[1], item[0]))),
         "stats": counters,
+        "workers": {
+            address: {
+                "kernels_compiled": worker["kernels_compiled"] - worker["disk_cache_hits"],
+                "kernels_reused_from_disk": worker["disk_cache_hits"],
+                "kernels_launched": worker["kernels_launched"],
+                "ops_fused": worker["fused_ops"],
+            }
+            for address, worker in workers.items()
+        },
     }
 
 
@@ -256,5 +297,17 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"  ops        {report['ops_recorded']:,} recorded, {report['ops_fused']:,} fused into kernels, "
             f"{report['ops_interpreted']:,} interpreted; {report['materializations']:,} materializations",
             f"  fallbacks  {f'{sum(fallbacks.values()):,}: {listed}' if fallbacks else 'none'}",
+            *_workers_line(report["workers"]),
         )
     )
+
+
+def _workers_line(workers: Mapping[str, Mapping[str, int]]) -> list[str]:
+    if not workers:
+        return []
+    total = {key: sum(worker[key] for worker in workers.values()) for key in next(iter(workers.values()))}
+    return [
+        f"  workers    {len(workers)} Dask workers: {total['kernels_compiled']:,} kernels compiled and "
+        f"{total['kernels_reused_from_disk']:,} loaded from disk; {total['kernels_launched']:,} launches, "
+        f"{total['ops_fused']:,} ops fused"
+    ]

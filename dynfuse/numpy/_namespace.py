@@ -18,8 +18,9 @@ def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType
     """Each function of ``namespace`` that mirrors a function of ``numpy_module`` becomes the one
     ``LazyArray.__array_function__`` runs for it, so ``numpy.concatenate([lazy, lazy])`` is
     recorded as ``dynfuse.numpy.concatenate`` would be (and ``numpy.zeros(3, like=lazy)`` made as
-    ``dynfuse.numpy.zeros`` makes it). Ufuncs reach ``__array_ufunc__`` instead."""
-    for name, function in namespace.items():
+    ``dynfuse.numpy.zeros`` makes it). Ufuncs reach ``__array_ufunc__`` instead. In the namespace,
+    each is wrapped to leave another library's arrays to that library (``deferring``)."""
+    for name, function in list(namespace.items()):
         numpy_function = getattr(numpy_module, name, None)
         if (
             callable(function)
@@ -28,6 +29,41 @@ def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType
             and not isinstance(numpy_function, (np.ufunc, type))
         ):
             record.HANDLED_FUNCTIONS[numpy_function] = function
+            namespace[name] = deferring(function, numpy_function)
+
+
+def deferring(function: Callable, numpy_function: Callable) -> Callable:
+    """``function``, unless an argument (or an array in a sequence argument, as ``concatenate``
+    takes) is another library's array (``record.defers_to``: a Dask array, a CuPy array): then
+    NumPy's own function, whose ``__array_function__`` dispatch hands it to that library, as
+    ``numpy.mean(dask_array)`` does, rather than computing it here."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if foreign(args):
+            return numpy_function(*args, **kwargs)
+        return function(*args, **kwargs)
+
+    return call
+
+
+# Argument types that are never another library's array: skipped at once.
+_PLAIN = frozenset({int, float, bool, complex, str, type(None), np.ndarray})
+
+
+def foreign(args: tuple) -> bool:
+    """Whether a positional argument, or an item of a list or tuple argument, defers to its own
+    library (``record.defers_to``)."""
+    for value in args:
+        kind = type(value)
+        if kind in _PLAIN or kind is record.array_module.LazyArray:
+            continue
+        if kind in (list, tuple):
+            if any(map(record.defers_to, value)):
+                return True
+        elif record.defers_to(value):
+            return True
+    return False
 
 
 def falling_back(function: Callable) -> Callable:
