@@ -58,6 +58,7 @@ import signal
 import sys
 import time
 import types
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -232,8 +233,18 @@ class _NumpyRedirect:
 def _dask_on_dynfuse() -> None:
     """Once the script has imported ``dask.array``: lazy chunks (the script's arrays made into Dask
     arrays) are materialized in each task, on the workers (``dynfuse.dask``)."""
-    if "dynfuse.dask" not in sys.modules:
+    if "dynfuse.dask" in sys.modules or _dask_unavailable:
+        return
+    try:
         importlib.import_module("dynfuse.dask")
+    except ImportError as error:  # a Dask without what dynfuse.dask needs: Dask runs on, unfused
+        _dask_unavailable.append(error)
+        warnings.warn(
+            f"dynfuse run: Dask's chunks stay NumPy's work, unfused ({error})", RuntimeWarning, stacklevel=2
+        )
+
+
+_dask_unavailable: list[ImportError] = []  # why dynfuse.dask could not be set up, once
 
 
 def workers_stats() -> dict[str, dict[str, Any]]:
