@@ -150,9 +150,8 @@ class LazyFlags:
         return self._array._value().flags[name]
 
     def __repr__(self) -> str:
-        return repr(self._array._value().flags).replace(
-            f"OWNDATA : {self._array._value().flags.owndata}", f"OWNDATA : {self.owndata}"
-        )
+        flags = self._array._value().flags
+        return repr(flags).replace(f"OWNDATA : {flags.owndata}", f"OWNDATA : {self.owndata}")
 
 
 class LazyArray:
@@ -316,7 +315,7 @@ class LazyArray:
             recorded = None if op is None else record.record_common(op, *inputs)
             if recorded is not None:
                 return recorded
-        if any(map(record.defers_to, (*inputs, *(kwargs.get("out") or ())))):
+        if record.foreign((*inputs, kwargs.get("out"))):
             return NotImplemented  # another library's array: NumPy then asks it (NEP 13)
         out = record.single_out(kwargs.pop("out", None))
         if method == "__call__" and ufunc in ops.UFUNC_OPS:

@@ -18,7 +18,7 @@ from typing import Any
 
 import cachetools
 
-from . import config, stats
+from . import config, pools, stats
 from .kernel import Backend, CompiledKernel, Kernel
 
 
@@ -115,7 +115,7 @@ def has_compiled(backend: Backend, kernel: Kernel) -> bool:
 def compile_in_background(backend: Backend, kernel: Kernel) -> None:
     """Compile the kernel on the compile thread, unless it is compiled or compiling already."""
     _compiled.build_in_background(
-        (backend.name, kernel.signature), _builder(backend, kernel), _compile_thread()
+        (backend.name, kernel.signature), _builder(backend, kernel), _compile_thread.get()
     )
 
 
@@ -132,27 +132,9 @@ def _builder(backend: Backend, kernel: Kernel) -> Callable[[], Any]:
     return build
 
 
-_compiler_thread: ThreadPoolExecutor | None = None
-_compiler_thread_lock = threading.Lock()
-
-
-def _compile_thread() -> ThreadPoolExecutor:
-    """One thread, so background compiles take one core and finish in the order they were asked
-    for. At exit Python waits for those in flight; their code is then in the disk cache."""
-    global _compiler_thread
-    with _compiler_thread_lock:
-        if _compiler_thread is None:
-            _compiler_thread = ThreadPoolExecutor(1, thread_name_prefix="dynfuse-compile")
-        return _compiler_thread
-
-
-def _forget_parent_thread() -> None:
-    global _compiler_thread
-    _compiler_thread = None
-    _compiler_thread_lock._at_fork_reinit()
-
-
-os.register_at_fork(after_in_child=_forget_parent_thread)
+# One thread, so background compiles take one core and finish in the order they were asked for.
+# At exit Python waits for those in flight; their code is then in the disk cache.
+_compile_thread = pools.LazyPool(lambda: 1, "dynfuse-compile")
 
 
 # Replays, most recently used last; read and written under ``execute.lock``. An OrderedDict, not a

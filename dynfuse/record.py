@@ -62,6 +62,25 @@ def defers_to(value: Any) -> bool:
     )
 
 
+# Argument types that are never another library's array: skipped at once.
+_PLAIN = frozenset({int, float, bool, complex, str, type(None), np.ndarray})
+
+
+def foreign(args: tuple) -> bool:
+    """Whether a positional argument, or an item of a list or tuple argument, defers to its own
+    library (``defers_to``)."""
+    for value in args:
+        kind = type(value)
+        if kind in _PLAIN or kind is array_module.LazyArray:
+            continue
+        if kind in (list, tuple):
+            if any(map(defers_to, value)):
+                return True
+        elif defers_to(value):
+            return True
+    return False
+
+
 def bound_depth(array: Any) -> Any:
     """Materialize ``array`` if its trace has reached DYNFUSE_MAX_DEPTH, so traces stay bounded."""
     if array._node.depth >= config.max_depth:

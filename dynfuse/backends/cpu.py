@@ -17,14 +17,14 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
+import cachetools
 import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from .. import config, disk_cache, stats
+from .. import config, disk_cache, pools, stats
 from ..codegen import llvm as codegen
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from . import llvm_compiler
@@ -132,6 +132,7 @@ class _Llvm:
 
 _llvm: _Llvm | None = None
 _setup_lock = threading.Lock()
+os.register_at_fork(after_in_child=_setup_lock._at_fork_reinit)  # as execute.lock
 
 
 def _host() -> _Llvm:
@@ -142,26 +143,8 @@ def _host() -> _Llvm:
     return _llvm
 
 
-_pool: ThreadPoolExecutor | None = None
-
-
-def _forget_parent_threads() -> None:
-    """In a forked child: the pool's threads were the parent's and do not exist here (work handed
-    to them would wait forever), and a lock another thread held is free."""
-    global _pool
-    _pool = None
-    _setup_lock._at_fork_reinit()
-
-
-os.register_at_fork(after_in_child=_forget_parent_threads)
-
-
-def _threads() -> ThreadPoolExecutor:
-    global _pool
-    with _setup_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max(config.threads - 1, 1), thread_name_prefix="dynfuse")
-    return _pool
+# Work is split across these threads and the calling one.
+_pool = pools.LazyPool(lambda: max(config.threads - 1, 1), "dynfuse")
 
 
 def _ranges(count: int, parts: int) -> list[tuple[int, int]]:
@@ -173,7 +156,7 @@ def _ranges(count: int, parts: int) -> list[tuple[int, int]]:
 
 def _run_in_threads(calls: list) -> None:
     """Run each call (a function of no arguments): the first here, the others on the pool."""
-    futures = [_threads().submit(call) for call in calls[1:]]
+    futures = [_pool.get().submit(call) for call in calls[1:]]
     calls[0]()
     for future in futures:
         future.result()
@@ -182,12 +165,11 @@ def _run_in_threads(calls: list) -> None:
 class _Launcher:
     """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
 
-    def __init__(self, entry: tuple[Any, codegen.Layout], load: Callable[..., Any]) -> None:
-        _, layout = entry
-        self.layout = layout
-        # ``load(split, generated=None)``: a module of the kernel (given ``generated``, that one),
-        # compiled or from the disk cache, and the engine that owns its code (kept as long as this
-        # launcher): ENTRY's, or PARTIAL and FINISH's. Each is loaded the first time a launch calls it.
+    def __init__(self, layout: codegen.Layout, load: Callable[..., Any]) -> None:
+        self.layout = layout  # ENTRY's
+        # ``load(split)``: a module of the kernel, compiled or from the disk cache, and the engine
+        # that owns its code (kept as long as this launcher): ENTRY's, or PARTIAL and FINISH's. Each
+        # is loaded the first time a launch calls it.
         self.load = load
         self.entry = self.native = self.engine = None
         self.partial = self.finish = self.split_engine = None
@@ -216,18 +198,17 @@ class _Launcher:
         self.rows = layout.extent
         self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
         # Now, what launches with the threads configured now will call: a kernel whose rows they
-        # share never calls ENTRY. ENTRY's module (``entry``) is loaded now or dropped: kept, it
-        # would hold its IR for as long as the kernel is cached.
+        # share never calls ENTRY.
         if self.shares_rows(config.threads):
             self.load_split(counted=False)
         else:
-            self.load_entry(counted=False, generated=entry)
+            self.load_entry(counted=False)
 
     def shares_rows(self, threads: int) -> bool:
         return _shares_rows(self.layout, threads)
 
-    def load_entry(self, counted: bool = True, generated: tuple[Any, codegen.Layout] | None = None) -> None:
-        _, self.engine = self.timed_load(False, counted, generated)
+    def load_entry(self, counted: bool = True) -> None:
+        _, self.engine = self.timed_load(False, counted)
         self.entry = _ENTRY(self.engine.get_function_address(codegen.ENTRY))
         self.native = self.kernel_call(self.param_codes)
 
@@ -237,13 +218,11 @@ class _Launcher:
         self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
         self.split_scratch_bytes = layout.scratch_bytes
 
-    def timed_load(
-        self, split: bool, counted: bool, generated: tuple[Any, codegen.Layout] | None = None
-    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """``load(split, generated)``, its time ``counted`` as compile time: a load a launch asks for
-        (the load in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
+    def timed_load(self, split: bool, counted: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """``load(split)``, its time ``counted`` as compile time: a load a launch asks for (the load
+        in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
         started = time.perf_counter()
-        loaded = self.load(split, generated)
+        loaded = self.load(split)
         if counted:
             stats.count("compile_seconds", time.perf_counter() - started)
         return loaded
@@ -413,36 +392,56 @@ class CpuBackend:
         )
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
-        return _Launcher(codegen.generate(kernel), functools.partial(self.load, kernel))
+        return _Launcher(_module(kernel, split=False).layout, functools.partial(self.load, kernel))
 
     def cached(self, kernel: Kernel) -> bool:
         """Whether the module a launch with the configured threads calls is in the disk cache."""
-        module, layout = codegen.generate(kernel)
-        if _shares_rows(layout, config.threads):
-            module, _ = codegen.generate(kernel, split=True)
-        return disk_cache.contains(self.name, self.disk_key(str(module)))
+        split = _shares_rows(_module(kernel, split=False).layout, config.threads)
+        return disk_cache.contains(self.name, self.disk_key(_module(kernel, split).text))
 
     def disk_key(self, text: str) -> str:
         """The disk-cache key of a module: the code itself (a change to the code generator is a
         miss) and what its object code depends on."""
         return disk_cache.key_of(self.name, text, _host().identity)
 
-    def load(
-        self, kernel: Kernel, split: bool, generated: tuple[Any, codegen.Layout] | None = None
-    ) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
-        """One module of ``kernel`` loaded (``generated``: that module and its layout, generated
-        already): from the disk cache, or compiled and stored there."""
+    def load(self, kernel: Kernel, split: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+        """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
         host = _host()
-        module, layout = generated or codegen.generate(kernel, split)
-        text = str(module)
-        key = self.disk_key(text)
+        module = _module(kernel, split)
+        key = self.disk_key(module.text)
         object_code = disk_cache.load(self.name, key)
         if object_code is None:
-            object_code = host.emit(text, "object")
+            object_code = host.emit(module.text, "object")
             disk_cache.store(self.name, key, object_code)
         with host.lock:
             engine = host.load(object_code)
-        return layout, engine
+        return module.layout, engine
+
+
+class _Module(NamedTuple):
+    text: str  # the IR
+    layout: codegen.Layout
+
+
+# Modules generated lately, by kernel signature and part: ``cached`` generates the module a launch
+# would call, to look for it on disk, and the compile or load that follows reads it from here. A
+# few kernels' worth: nothing holds a kernel's IR for as long as the kernel is cached.
+_modules: cachetools.LRUCache = cachetools.LRUCache(maxsize=64)
+_modules_lock = threading.Lock()
+os.register_at_fork(after_in_child=_modules_lock._at_fork_reinit)  # as execute.lock
+
+
+def _module(kernel: Kernel, split: bool) -> _Module:
+    """ENTRY's module of ``kernel``, or (``split``) PARTIAL and FINISH's."""
+    key = (kernel.signature, split)
+    with _modules_lock:
+        found = _modules.get(key)
+    if found is None:
+        module, layout = codegen.generate(kernel, split)
+        found = _Module(str(module), layout)
+        with _modules_lock:
+            _modules[key] = found
+    return found
 
 
 BACKEND = CpuBackend()

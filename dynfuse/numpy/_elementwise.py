@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from .. import ops, record
-from ._namespace import foreign
 
 # What a NumPy user reads off a ufunc besides calling it.
 _UFUNC_ATTRIBUTES = "reduce accumulate reduceat outer at nin nout nargs ntypes types identity signature"
@@ -24,7 +23,7 @@ def _ufunc_function(name: str, op: ops.Op) -> Any:
     def function(*operands: Any, out: Any = None, **kwargs: Any) -> Any:
         if len(operands) != ufunc.nin:
             raise TypeError(f"{name}() takes {ufunc.nin} positional arguments but {len(operands)} were given")
-        if foreign((*operands, out)):  # another library's array: NumPy's ufunc hands it over
+        if record.foreign((*operands, out)):  # another library's array: NumPy's ufunc hands it over
             return ufunc(*operands, **kwargs) if out is None else ufunc(*operands, out=out, **kwargs)
         return record.ufunc_call(op, operands, out, kwargs)
 

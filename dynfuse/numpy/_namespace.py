@@ -34,36 +34,17 @@ def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType
 
 def deferring(function: Callable, numpy_function: Callable) -> Callable:
     """``function``, unless an argument (or an array in a sequence argument, as ``concatenate``
-    takes) is another library's array (``record.defers_to``: a Dask array, a CuPy array): then
+    takes) is another library's array (``record.foreign``: a Dask array, a CuPy array): then
     NumPy's own function, whose ``__array_function__`` dispatch hands it to that library, as
     ``numpy.mean(dask_array)`` does, rather than computing it here."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if foreign(args):
+        if record.foreign(args):
             return numpy_function(*args, **kwargs)
         return function(*args, **kwargs)
 
     return call
-
-
-# Argument types that are never another library's array: skipped at once.
-_PLAIN = frozenset({int, float, bool, complex, str, type(None), np.ndarray})
-
-
-def foreign(args: tuple) -> bool:
-    """Whether a positional argument, or an item of a list or tuple argument, defers to its own
-    library (``record.defers_to``)."""
-    for value in args:
-        kind = type(value)
-        if kind in _PLAIN or kind is record.array_module.LazyArray:
-            continue
-        if kind in (list, tuple):
-            if any(map(record.defers_to, value)):
-                return True
-        elif record.defers_to(value):
-            return True
-    return False
 
 
 def falling_back(function: Callable) -> Callable:

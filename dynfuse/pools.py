@@ -1,0 +1,29 @@
+"""Thread pools started when first used, that a forked child forgets: its parent's threads do not
+exist there, and work handed to them would wait forever."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+
+class LazyPool:
+    """A ``ThreadPoolExecutor`` of ``workers()`` threads, made on the first ``get``."""
+
+    def __init__(self, workers: Callable[[], int], name: str) -> None:
+        self._workers, self._name = workers, name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget_parent_threads)
+
+    def get(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix=self._name)
+            return self._pool
+
+    def _forget_parent_threads(self) -> None:
+        self._pool = None
+        self._lock._at_fork_reinit()
