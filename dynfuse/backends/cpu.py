@@ -99,7 +99,14 @@ class _Llvm:
         # What object code depends on, besides the kernel: part of every disk-cache key.
         from .. import __version__
 
-        self.identity = (__version__, llvmlite.__version__, llvm.llvm_version_info, self.cpu, self.features)
+        self.identity = (
+            __version__,
+            llvmlite.__version__,
+            llvm.llvm_version_info,
+            llvm_compiler.PIPELINE,
+            self.cpu,
+            self.features,
+        )
 
     def target_machine(self) -> llvm.TargetMachine:
         return llvm_compiler.target_machine(self.cpu, self.features)
