@@ -3,8 +3,8 @@
 Each example (``examples/*.py``) runs in rounds of three processes: ``python``; ``dynfuse run`` with
 an empty disk cache (a first run ever: every kernel compiled, its compile time included); and
 ``dynfuse run`` again with the cache that run filled (any later run). The first run's own report
-(``--report-file``) says how long it spent compiling, the part of its time a later run does not
-spend. Each dynfuse run's printed
+(``--report-file``) says how long it spent compiling, on any thread (a background compile overlaps
+the run), which a later run does not spend. Each dynfuse run's printed
 numbers are first checked against plain Python's (``examples/demo.py``'s comparison): a mismatch
 is reported and the benchmark fails. Rounds interleave the three, so a slow spell of a shared
 machine falls on all of them alike; medians and interquartile ranges are reported. Interpreter
@@ -75,7 +75,7 @@ def seconds(timing: Timing) -> str:
 
 def table(results: dict[str, dict[str, Timing]]) -> str:
     lines = [
-        "| program | python | dynfuse run, first (compiles) | of it compiling | speedup "
+        "| program | python | dynfuse run, first (compiles) | compiling | speedup "
         "| dynfuse run, later | speedup |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -99,7 +99,7 @@ def section(results: dict[str, dict[str, Timing]], size: str, rounds: int) -> st
             "",
             f"`{command}`: whole processes at `--size {size}`, the median of {rounds} interleaved rounds",
             "(± half the interquartile range). A first run starts from an empty disk cache, so it compiles",
-            "every kernel (how long, its own report says: `compile_seconds`, the median shown); a later",
+            "every kernel (how long, on any thread, its own report says: `compile_seconds`); a later",
             "run loads them. Every dynfuse run printed the same numbers as",
             f"`python`. {os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}.",
             "",
