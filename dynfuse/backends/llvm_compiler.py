@@ -64,8 +64,8 @@ def target_machine(cpu: str, features: str) -> llvm.TargetMachine:
 
 # The optimization pipeline: O3 with loop and SLP vectorization, without loop unrolling. A kernel's
 # loops are vectorized with interleaved accumulators already; unrolling them again (a block loop of
-# 128 elements, fully) made compiles 15-25% slower and object code larger, for no speed that
-# perf/bench.py could measure. Part of every disk-cache key (object code depends on it).
+# 128 elements, fully) cost 13-29% of the examples' compile time and made object code larger, for
+# no speed that perf/bench.py could measure. Part of every disk-cache key (object code depends on it).
 PIPELINE = (
     ("speed_level", 3),
     ("loop_vectorization", True),
