@@ -203,7 +203,7 @@ class _Launcher:
         self.fields_are_params = len(uses) if in_order else -1
         self.param_codes = param_codes
         self.rows = layout.extent
-        self.work = layout.extent * max(layout.row_elements, 1)  # elements, as PARALLEL_ELEMENTS counts
+        self.work = _work(layout)
         # Now, what launches with the threads configured now will call: a kernel whose rows they
         # share never calls ENTRY.
         if self.shares_rows(config.threads):
@@ -354,13 +354,18 @@ class _Launcher:
         return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
 
+def _work(layout: codegen.Layout) -> int:
+    """The elements a launch goes through, as ``PARALLEL_ELEMENTS`` counts them."""
+    return layout.extent * max(layout.row_elements, 1)
+
+
 def _shares_rows(layout: codegen.Layout, threads: int) -> bool:
     """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
     when each would not get enough rows (in column mode, whole cache lines of every row of memory
     it reads), or all rows fit one chunk of columns (then each thread reads whole rows of memory,
     in order)."""
     rows = layout.extent
-    if threads == 1 or rows * max(layout.row_elements, 1) < PARALLEL_ELEMENTS or not layout.splittable:
+    if threads == 1 or _work(layout) < PARALLEL_ELEMENTS or not layout.splittable:
         return False
     rows_per_thread = _ALIGNMENT if layout.columns else 1
     return rows < threads * rows_per_thread or rows <= layout.lanes
