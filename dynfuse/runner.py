@@ -261,6 +261,15 @@ def workers_stats() -> dict[str, dict[str, Any]]:
         return {}
 
 
+def _kernels_built(counters: Mapping[str, Any]) -> dict[str, int]:
+    """Kernels compiled, and loaded from the disk cache instead, from one process's ``stats()``,
+    which counts a kernel loaded from disk among the compiled ones (only its compile is saved)."""
+    return {
+        "kernels_compiled": counters["kernels_compiled"] - counters["disk_cache_hits"],
+        "kernels_reused_from_disk": counters["disk_cache_hits"],
+    }
+
+
 def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str, Any]:
     """The report's dictionary (keys in the module docstring), from ``dynfuse.stats()`` now."""
     counters = stats()
@@ -270,9 +279,7 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
         "backend": config.backend,
         "exit_status": exit_status,
         "wall_seconds": wall_seconds,
-        # stats() counts a kernel loaded from disk among the compiled ones: only its compile is saved
-        "kernels_compiled": counters["kernels_compiled"] - counters["disk_cache_hits"],
-        "kernels_reused_from_disk": counters["disk_cache_hits"],
+        **_kernels_built(counters),
         "kernels_reused_from_memory": counters["cache_hits"] + counters["replays"],
         "compile_seconds": counters["compile_seconds"],
         "ops_recorded": counters["ops_recorded"],
@@ -283,8 +290,7 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
         "stats": counters,
         "workers": {
             address: {
-                "kernels_compiled": worker["kernels_compiled"] - worker["disk_cache_hits"],
-                "kernels_reused_from_disk": worker["disk_cache_hits"],
+                **_kernels_built(worker),
                 "kernels_launched": worker["kernels_launched"],
                 "ops_fused": worker["fused_ops"],
             }
