@@ -2,8 +2,10 @@
 
 DYNFUSE_BACKEND      which executor materializes traces: ``cpu`` (default), the scheduler's plan, each
                      kernel compiled by LLVM; ``numpy``, the reference executor, op by op; ``groups``,
-                     the scheduler's plan, each kernel run as NumPy calls (``cuda`` generates CUDA C,
-                     readable with ``kernel_sources``, and cannot run arrays yet)
+                     the scheduler's plan, each kernel run as NumPy calls; ``cuda-emulator``, the
+                     CUDA backend's kernels compiled by the host's C++ compiler and run on the CPU
+                     (slow: to check them without a GPU); ``cuda`` generates CUDA C, readable with
+                     ``kernel_sources``, and cannot run arrays yet
 DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default ``~/.cache/dynfuse``)
 DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a
@@ -37,6 +39,7 @@ BACKENDS: dict[str, Backend | None] = {
     "groups": groups.BACKEND,
     "cpu": cpu.BACKEND,
     "cuda": cuda.BACKEND,
+    "cuda-emulator": cuda.EMULATOR,
 }
 DEFAULT_BACKEND = "cpu"
 
@@ -46,9 +49,10 @@ def unavailable_reason(name: str) -> str | None:
     if name not in BACKENDS:
         return f"unknown backend {name!r}; available: {', '.join(sorted(BACKENDS))}"
     backend = BACKENDS[name]
-    if backend is not None and not getattr(backend, "available", lambda: True)():
+    reason = getattr(backend, "unavailable_reason", lambda: None)()
+    if reason is not None:
         return (
-            f"the {name!r} backend cannot run here yet (its kernels can be read with "
+            f"the {name!r} backend cannot run here: {reason} (its kernels can be read with "
             f"dynfuse.kernel_sources(..., backend={name!r}))"
         )
     return None

@@ -23,7 +23,9 @@ import pytest
 import dynfuse
 from dynfuse import config
 
-KERNEL_BACKENDS = [name for name in ("groups", "cpu") if name in config.BACKENDS]
+# The CUDA backend's kernels too, emulated on the host (tests/test_cuda_emulator.py): slow, as each
+# kernel is compiled by the host's C++ compiler; in make test-slow.
+KERNEL_BACKENDS = ["groups", "cpu", pytest.param("cuda-emulator", marks=pytest.mark.slow)]
 
 ALL_DTYPES = [np.dtype(name) for name in dynfuse.dtypes.SUPPORTED_DTYPES]
 FLOAT_DTYPES = [dtype for dtype in ALL_DTYPES if dtype.kind == "f"]

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import config, disk_cache, pools, stats
 from ..codegen import llvm as codegen
+from ..codegen.common import range_flag
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from . import llvm_compiler
 
@@ -279,8 +280,7 @@ class _Launcher:
         for use in self.layout.param_uses:
             value = params[use.slot]
             if use.compared:
-                limits = np.iinfo(use.dtype)
-                flag = -1 if value < limits.min else 1 if value > limits.max else 0
+                flag = range_flag(use, value)
                 values += [0 if flag else value, flag]
             else:
                 values.append(value)

@@ -1,23 +1,98 @@
-"""The CUDA backend: each kernel as CUDA C (``codegen.cuda``), for NVIDIA GPUs through CuPy.
+"""The CUDA backend: each kernel as CUDA C (``codegen.cuda``), launched on a device.
 
 Code generation needs no GPU and no CuPy: ``dynfuse.kernel_sources(..., backend='cuda')`` and
 ``dynfuse.explain(..., backend='cuda', source=True)`` show what would run, anywhere, and the test
 suite compiles what the generator writes with NVRTC (``cupy.cuda.nvrtc``, which needs no device).
-Running kernels needs arrays that live on the device; until those exist the backend cannot be
-chosen to materialize (``available`` is False), so a kernel is never launched on host memory.
+
+A kernel runs through one launcher whatever the device: the grid is sized from the kernel's layout
+and the device's multiprocessors, and the arguments are the layout's, in order. The device compiles,
+loads and launches. ``cuda-emulator`` is a device emulated on the host (``cuda_emulator``): the same
+kernels and launches on host memory, so that CI checks what a GPU would compute. ``cuda`` itself
+runs kernels on arrays that live on a GPU; until those exist it cannot be chosen to materialize
+(``available`` is False), so a kernel is never launched on host memory.
 """
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
+import numpy as np
+
 from ..codegen import cuda as codegen
+from ..codegen.common import param_arguments
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
+from .cuda_emulator import EmulatedDevice
+
+
+class Device(Protocol):
+    """What the launcher needs of a device: its size, and a way to build and launch kernels."""
+
+    name: str
+    multiprocessors: int
+    resident_threads: int  # threads each multiprocessor holds at once
+
+    def unavailable_reason(self) -> str | None:
+        """Why kernels cannot run here, or None."""
+        ...
+
+    def cached(self, source: str) -> bool: ...
+
+    def load(self, source: str) -> Any:
+        """The compiled module of ``source``."""
+        ...
+
+    def function(self, module: Any, name: str) -> Any: ...
+
+    def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
+        """Arguments: the device arrays of pointer parameters, NumPy scalars of the others."""
+        ...
+
+
+def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> tuple[int, int]:
+    """(blocks, threads per block): blocks enough to fill every multiprocessor, or fewer when the work
+    needs fewer; the kernels' grid-stride loops cover any work with any grid."""
+    block = layout.block_threads
+    per_block = block // layout.threads_per_row if layout.threads_per_row else block  # rows or elements
+    needed = -(-layout.elements // per_block)
+    return max(1, min(needed, multiprocessors * max(1, resident_threads // block))), block
+
+
+def element_strides(array: Any, slot: int) -> list[np.int64]:
+    """An input's strides in elements, as a strided load takes them."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
+    return [np.int64(stride // array.itemsize) for stride in array.strides]
+
+
+class _Launcher:
+    """A compiled kernel: launched with the arguments its layout lists, on a grid the device fills."""
+
+    def __init__(self, layout: codegen.Layout, function: Any, device: Device) -> None:
+        self.layout = layout
+        self.function = function
+        self.device = device
+        self.grid, self.block = launch_shape(layout, device.multiprocessors, device.resident_threads)
+
+    def __call__(self, inputs: list, params: list, outputs: list) -> None:
+        layout = self.layout
+        if layout.elements == 0:  # nothing to compute, and a grid of no blocks cannot be launched
+            return
+        arguments = [inputs[slot] for slot in layout.loads] + list(outputs)
+        for slot in layout.strided:
+            arguments += element_strides(inputs[slot], slot)
+        arguments += map(codegen.register_value, param_arguments(layout.param_uses, params))
+        self.device.launch(self.function, self.grid, self.block, arguments)
 
 
 class CudaBackend:
-    name = "cuda"
     # Rows of up to this many elements stay in one kernel of several passes: a block of
     # MAX_ROW_THREADS threads walks the row once per pass, the later passes reading it from L2.
-    target = Target(name, persistent_row_elements=32768, compute_weight=0.1)
+    persistent_row_elements = 32768
+
+    def __init__(self, name: str, device: Device | None) -> None:
+        self.name = name
+        self.device = device
+        self.target = Target(name, persistent_row_elements=self.persistent_row_elements, compute_weight=0.1)
 
     def source(self, kernel: Kernel) -> str:
         text, _ = codegen.generate(kernel)
@@ -29,15 +104,22 @@ class CudaBackend:
             inst.op is PARAM and dict(inst.params)["type"] == "complex" for inst in kernel.instructions
         )
 
-    def available(self) -> bool:
-        """Whether materializations may run here: not until device arrays exist."""
-        return False
+    def unavailable_reason(self) -> str | None:
+        if self.device is None:
+            return "it runs kernels on arrays on a GPU, which dynfuse does not have yet"
+        return self.device.unavailable_reason()
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
-        raise RuntimeError("the cuda backend runs kernels on device arrays, which dynfuse does not have yet")
+        reason = self.unavailable_reason()
+        if self.device is None or reason is not None:
+            raise RuntimeError(f"the {self.name} backend cannot run kernels: {reason}")
+        text, layout = codegen.generate(kernel)
+        function = self.device.function(self.device.load(text), codegen.ENTRY)
+        return _Launcher(layout, function, self.device)
 
     def cached(self, kernel: Kernel) -> bool:
-        return False
+        return self.device is not None and self.device.cached(self.source(kernel))
 
 
-BACKEND = CudaBackend()
+BACKEND = CudaBackend("cuda", None)
+EMULATOR = CudaBackend("cuda-emulator", EmulatedDevice())

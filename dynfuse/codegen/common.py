@@ -109,6 +109,28 @@ def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse],
     return uses, use_of
 
 
+def range_flag(use: ParamUse, value: int) -> int:
+    """A compared int's range flag: -1 or 1 when ``value`` lies below or above the use's dtype, else 0."""
+    limits = np.iinfo(use.dtype)
+    return -1 if value < limits.min else 1 if value > limits.max else 0
+
+
+def param_arguments(uses: list[ParamUse] | tuple[ParamUse, ...], params: list) -> list[np.generic]:
+    """The by-value arguments of ``uses``: each Python scalar converted by NumPy to its use's dtype
+    (a float beyond float32's range becomes inf), and after a compared int its range flag (an
+    int32; the value is then 0)."""
+    values: list[np.generic] = []
+    with np.errstate(all="ignore"):
+        for use in uses:
+            value = params[use.slot]
+            if use.compared:
+                flag = range_flag(use, value)
+                values += [use.dtype.type(0 if flag else value), np.int32(flag)]
+            else:
+                values.append(np.array(value, use.dtype)[()])
+    return values
+
+
 def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) -> tuple[np.dtype, bool]:
     """The dtype a reduction accumulates in, and whether it sums pairwise.
 

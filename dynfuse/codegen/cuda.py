@@ -32,7 +32,7 @@ import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
-from .common import C_MATH, COMPARISONS, PREDICATES, KernelFacts, accumulation, c_strides
+from .common import C_MATH, COMPARISONS, PREDICATES, KernelFacts, ParamUse, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
 # NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
@@ -63,6 +63,11 @@ def register_type(dtype: np.dtype) -> str:
     return _C_TYPES[dtype.kind, dtype.itemsize]
 
 
+def register_value(value: np.generic) -> np.generic:
+    """A by-value argument as the kernel declares it (``register_type``): float16 held in a float."""
+    return np.float32(value) if value.dtype == np.float16 else value
+
+
 def storage_type(dtype: np.dtype) -> str:
     """How an array of ``dtype`` is laid out in memory: bools as bytes, float16 as its bits."""
     if dtype.kind == "b":
@@ -74,9 +79,12 @@ def storage_type(dtype: np.dtype) -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """What the launcher passes, in order, and how it sizes the grid."""
+    """What a launcher passes, in order (``_Generator.arguments``), and how it sizes the grid."""
 
-    arguments: tuple[tuple[str, np.dtype | None], ...]  # (name, dtype of a by-value argument; None: pointer)
+    loads: tuple[int, ...]  # the input slot of each pointer argument that is read
+    outputs: int  # output pointers, after the inputs'
+    strided: tuple[int, ...]  # input slots whose strides (in elements, every axis) follow
+    param_uses: tuple[ParamUse, ...]  # then each use of a scalar parameter (and its range flag)
     elements: int  # elementwise: the element count; reducing: rows
     row_elements: int  # 0 for an elementwise kernel
     threads_per_row: int
@@ -421,20 +429,20 @@ class _Generator(KernelFacts):
 
     # -- arguments --
 
-    def arguments(self) -> list[tuple[str, str, np.dtype | None]]:
-        """(C declaration type, name, dtype of a by-value argument or None) in launch order."""
-        arguments: list[tuple[str, str, np.dtype | None]] = []
+    def arguments(self) -> list[tuple[str, str]]:
+        """(C declaration type, name) in launch order, as ``Layout`` describes it."""
+        arguments: list[tuple[str, str]] = []
         for inst in self.loads:
-            arguments.append((f"const {storage_type(inst.dtype)}* __restrict__", f"in{inst.slot}", None))
+            arguments.append((f"const {storage_type(inst.dtype)}* __restrict__", f"in{inst.slot}"))
         for position, output in enumerate(self.kernel.outputs):
-            arguments.append((f"{storage_type(output.dtype)}* __restrict__", f"out{position}", None))
+            arguments.append((f"{storage_type(output.dtype)}* __restrict__", f"out{position}"))
         for slot in self.strided:
             for axis in range(self.ndim):
-                arguments.append(("df_i64", f"stride{slot}_{axis}", np.dtype(np.int64)))
+                arguments.append(("df_i64", f"stride{slot}_{axis}"))
         for position, use in enumerate(self.param_uses):
-            arguments.append((register_type(use.dtype), f"p{position}", use.dtype))
+            arguments.append((register_type(use.dtype), f"p{position}"))
             if use.compared:
-                arguments.append(("df_i32", f"p{position}_side", np.dtype(np.int32)))
+                arguments.append(("df_i32", f"p{position}_side"))
         return arguments
 
     def strides(self, inst: Instruction) -> list[str]:
@@ -553,7 +561,7 @@ class _Generator(KernelFacts):
     # -- kernels --
 
     def source(self) -> str:
-        declarations = ",\n    ".join(f"{ctype} {name}" for ctype, name, _ in self.arguments())
+        declarations = ",\n    ".join(f"{ctype} {name}" for ctype, name in self.arguments())
         body = self.reducing_body() if self.reduce_axes else self.elementwise_body()
         launch_bounds = f"__launch_bounds__({self.block_threads})"
         return "\n".join(
@@ -718,16 +726,17 @@ class _Generator(KernelFacts):
     @staticmethod
     def combine_shuffled(accumulator: _Accumulator, offset: str) -> list[str]:
         value, index, t = accumulator.value, accumulator.index, accumulator.type
-        other = f"df_shuffle_down<{t}>({value}, {offset})"
+        # Every thread of the warp shuffles, once each: never inside an expression that may skip it
+        lines = [f"const {t} other = df_shuffle_down<{t}>({value}, {offset});"]
         if accumulator.arg:
             is_max = "true" if accumulator.name == "argmax" else "false"
             return [
-                f"const {t} other = {other};",
+                *lines,
                 f"const df_i64 other_index = __shfl_down_sync(0xffffffffu, {index}, {offset});",
                 f"if (df_arg_takes<{t}>({value}, {index}, other, other_index, {is_max})) "
                 f"{{ {value} = other; {index} = other_index; }}",
             ]
-        return [f"{value} = {accumulator.combined(value, other)};"]
+        return [*lines, f"{value} = {accumulator.combined(value, 'other')};"]
 
     def reduction_result(self, accumulator: _Accumulator) -> list[str]:
         inst = self.instructions[accumulator.number]
@@ -741,10 +750,11 @@ class _Generator(KernelFacts):
         return [f"const {t} v{accumulator.number} = {value};"]
 
     def layout(self) -> Layout:
-        arguments = tuple((name, dtype) for _, name, dtype in self.arguments())
+        loads = tuple(inst.slot for inst in self.loads)
+        facts = (loads, len(self.kernel.outputs), self.strided, tuple(self.param_uses))
         if self.reduce_axes:
-            return Layout(arguments, self.rows, self.row_elements, self.threads_per_row, self.block_threads)
-        return Layout(arguments, self.elements, 0, 0, BLOCK_THREADS)
+            return Layout(*facts, self.rows, self.row_elements, self.threads_per_row, self.block_threads)
+        return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
 
 
 _SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})

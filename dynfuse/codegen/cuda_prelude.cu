@@ -12,6 +12,7 @@ typedef long long df_i64;
 typedef unsigned long long df_u64;
 
 // ---- float16: stored as its bits, computed in float, rounded once per op as NumPy's half loops
+#ifdef __CUDA_ARCH__
 __device__ __forceinline__ float df_half_to_float(df_u16 bits) {
   float value;
   asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(bits));
@@ -27,6 +28,7 @@ __device__ __forceinline__ df_u16 df_double_to_half(double value) {  // one roun
   asm("cvt.rn.f16.f64 %0, %1;" : "=h"(bits) : "d"(value));
   return bits;
 }
+#endif  // on the host, backends/cuda_emulator.h converts
 __device__ __forceinline__ float df_round_half(float value) { return df_half_to_float(df_float_to_half(value)); }
 __device__ __forceinline__ float df_round_half(double value) { return df_half_to_float(df_double_to_half(value)); }
 

@@ -1,0 +1,132 @@
+"""A CUDA device emulated on the host: the CUDA backend's kernels, unchanged, compiled by the host's
+C++ compiler with ``cuda_emulator.h`` and run on host memory.
+
+It is how the CUDA code generator's kernels are checked where there is no GPU (CI): the backend
+``cuda-emulator`` runs each kernel through the same launcher as on a GPU (grid and block from the
+layout and the device, arguments as cuLaunchKernel takes them), so the differential tests compare
+what a GPU would compute with NumPy. Threads are fibers, run one at a time: it is slow, for
+checking only. Modules are kept in the disk cache, as the CPU backend's object code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import disk_cache
+
+HEADER = Path(__file__).with_name("cuda_emulator.h").read_text()
+# Host compilation without fast math or contraction: each op rounds as it does in the kernel on a GPU.
+FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-w")
+_ENTRY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
+
+
+@functools.cache
+def compiler() -> tuple[str, str] | None:
+    """The host C++ compiler (``$CXX``, else ``c++``) and its version line, or None if there is none
+    that compiles ``_Float16`` (g++ 12, clang 15 and later)."""
+    command = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not command:
+        return None
+    try:
+        version = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            [command, "-x", "c++", "-std=c++17", "-fsyntax-only", "-"],
+            input="_Float16 half = (_Float16)1.0f;\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if version.returncode or probe.returncode:
+        return None
+    return command, version.stdout.splitlines()[0] if version.stdout else command
+
+
+class EmulatedDevice:
+    """A small device: few multiprocessors, so that grids are smaller than the work and every
+    grid-stride loop goes round more than once."""
+
+    name = "cuda-emulator"
+    multiprocessors = 2
+    resident_threads = 1024  # per multiprocessor
+
+    def __init__(self) -> None:
+        # One launch at a time: every module's fibers run in the one shared workspace.
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._lock._at_fork_reinit)
+        self._workspace: np.ndarray | None = None
+
+    def unavailable_reason(self) -> str | None:
+        """Why kernels cannot run here, or None."""
+        return None if compiler() is not None else "no C++ compiler with _Float16 (g++ 12 or clang 15)"
+
+    def module_key(self, source: str) -> str:
+        return disk_cache.key_of(self.name, HEADER, source, FLAGS, compiler())
+
+    def cached(self, source: str) -> bool:
+        return disk_cache.contains(self.name, self.module_key(source))
+
+    def load(self, source: str) -> ctypes.CDLL:
+        """``source`` compiled (or read from the disk cache) and loaded: one ``<kernel>_launch``
+        entry per ``__global__`` function."""
+        key = self.module_key(source)
+        library = disk_cache.load(self.name, key)
+        if library is None:
+            library = self._compile(source)
+            disk_cache.store(self.name, key, library)
+        with tempfile.TemporaryDirectory(prefix="dynfuse-emulator-") as directory:
+            path = Path(directory) / "module.so"
+            path.write_bytes(library)
+            return ctypes.CDLL(str(path))  # mapped: the file may go
+
+    def _compile(self, source: str) -> bytes:
+        entries = "".join(f"DF_EMULATOR_ENTRY({name})\n" for name in _ENTRY.findall(source))
+        found = compiler()
+        if found is None:
+            raise RuntimeError(f"the cuda-emulator backend cannot run here: {self.unavailable_reason()}")
+        with tempfile.TemporaryDirectory(prefix="dynfuse-emulator-") as directory:
+            output = Path(directory) / "module.so"
+            result = subprocess.run(
+                [found[0], *FLAGS, "-o", str(output), "-"],
+                input=f"{HEADER}\n{source}\n{entries}",
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode:
+                raise RuntimeError(f"the host compiler failed on a CUDA kernel:\n{result.stderr[-4000:]}")
+            return output.read_bytes()
+
+    def function(self, module: ctypes.CDLL, name: str) -> Any:
+        launch = getattr(module, f"{name}_launch")
+        launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
+        launch.restype = ctypes.c_int
+        if self._workspace is None:
+            size = module.dynfuse_workspace_bytes
+            size.restype = ctypes.c_size_t
+            self._workspace = np.empty(size(), np.uint8)  # touched only where fibers run
+        return launch
+
+    def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
+        """Run ``function`` on ``grid`` blocks of ``block`` threads: arrays are passed as their
+        data's address, NumPy scalars by value, as cuLaunchKernel takes them."""
+        values = [
+            np.array(value.ctypes.data, np.uintp) if isinstance(value, np.ndarray) else np.array(value)
+            for value in arguments
+        ]
+        pointers = (ctypes.c_void_p * max(len(values), 1))(*(value.ctypes.data for value in values))
+        with self._lock:
+            status = function(grid, block, pointers, self._workspace.ctypes.data)
+        if status:
+            raise RuntimeError(f"the emulated launch of {grid} blocks of {block} threads failed")
