@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config
+from dynfuse import cache, config
 from dynfuse.backends import cuda, cuda_emulator
 
 from .helpers import assert_same
@@ -130,3 +130,17 @@ def _kernel_of(array):
     _, plan = execute.explain_plan([array._node], config.BACKENDS["cuda-emulator"])
     (step,) = plan.kernels
     return step.kernel
+
+
+def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(monkeypatch):
+    """A compile that fails (here the compiler is ``false``) runs the kernel by the reference
+    executor: the right result, a warning, and the fallback counted for the backend."""
+    monkeypatch.setattr(cuda_emulator, "compiler", lambda: ("false", "false"))
+    monkeypatch.setattr(config, "disk_cache", False)
+    cache.clear()
+    data = np.linspace(-3, 3, 50)
+    with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed.*host compiler failed"):
+        result = np.asarray(np.tanh(dynfuse.asarray(data)) * 3 + 1)
+    np.testing.assert_allclose(result, np.tanh(data) * 3 + 1, rtol=1e-15)
+    assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
+    cache.clear()

@@ -17,7 +17,7 @@ from dynfuse.backends import cpu
 
 from .helpers import assert_same
 
-BACKENDS = ["cpu", "groups"]
+BACKENDS = ["cpu", "groups", "cuda-emulator"]
 
 
 @pytest.fixture(autouse=True)
