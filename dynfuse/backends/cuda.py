@@ -8,8 +8,8 @@ A kernel runs through one launcher whatever the device: the grid is sized from t
 and the device's multiprocessors, and the arguments are the layout's, in order. The device compiles,
 loads and launches. ``cuda-emulator`` is a device emulated on the host (``cuda_emulator``): the same
 kernels and launches on host memory, so that CI checks what a GPU would compute. ``cuda`` itself
-runs kernels on arrays that live on a GPU; until those exist it cannot be chosen to materialize
-(``available`` is False), so a kernel is never launched on host memory.
+runs kernels on arrays that live on a GPU; until those exist it has no device and cannot be chosen
+to materialize (``unavailable_reason``), so a kernel is never launched on host memory.
 """
 
 from __future__ import annotations
