@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config
+from dynfuse import cache, config, execute
 from dynfuse.backends import cuda, cuda_emulator
 
 from .helpers import assert_same
@@ -125,8 +125,6 @@ def test_grids_smaller_than_the_work_stride_over_it():
 
 
 def _kernel_of(array):
-    from dynfuse import execute
-
     _, plan = execute.explain_plan([array._node], config.BACKENDS["cuda-emulator"])
     (step,) = plan.kernels
     return step.kernel

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import config, disk_cache, pools, stats
 from ..codegen import llvm as codegen
-from ..codegen.common import range_flag
+from ..codegen.common import element_strides, range_flag
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from . import llvm_compiler
 
@@ -261,10 +261,7 @@ class _Launcher:
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
         addresses = [*map(_data_address, inputs), *map(_data_address, outputs)]
         for slot in self.layout.strided:
-            array = inputs[slot]
-            if any(stride % array.itemsize for stride in array.strides):
-                raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
-            addresses += [stride // array.itemsize for stride in array.strides]
+            addresses += element_strides(inputs[slot], slot)
         values = params if len(params) == self.fields_are_params else self.param_fields(params)
         cells = self.cell_type()
         try:

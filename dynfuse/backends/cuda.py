@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..codegen import cuda as codegen
-from ..codegen.common import param_arguments
+from ..codegen.common import element_strides, param_arguments
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from .cuda_emulator import EmulatedDevice
 
@@ -57,13 +57,6 @@ def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads:
     return max(1, min(needed, multiprocessors * max(1, resident_threads // block))), block
 
 
-def element_strides(array: Any, slot: int) -> list[np.int64]:
-    """An input's strides in elements, as a strided load takes them."""
-    if any(stride % array.itemsize for stride in array.strides):
-        raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
-    return [np.int64(stride // array.itemsize) for stride in array.strides]
-
-
 class _Launcher:
     """A compiled kernel: launched with the arguments its layout lists, on a grid the device fills."""
 
@@ -79,7 +72,7 @@ class _Launcher:
             return
         arguments = [inputs[slot] for slot in layout.loads] + list(outputs)
         for slot in layout.strided:
-            arguments += element_strides(inputs[slot], slot)
+            arguments += map(np.int64, element_strides(inputs[slot], slot))
         arguments += map(codegen.register_value, param_arguments(layout.param_uses, params))
         self.device.launch(self.function, self.grid, self.block, arguments)
 

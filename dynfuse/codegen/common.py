@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,6 +114,13 @@ def range_flag(use: ParamUse, value: int) -> int:
     """A compared int's range flag: -1 or 1 when ``value`` lies below or above the use's dtype, else 0."""
     limits = np.iinfo(use.dtype)
     return -1 if value < limits.min else 1 if value > limits.max else 0
+
+
+def element_strides(array: Any, slot: int) -> list[int]:
+    """Input ``slot``'s strides in elements, as a strided load takes them (NumPy's or CuPy's array)."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
+    return [stride // array.itemsize for stride in array.strides]
 
 
 def param_arguments(uses: list[ParamUse] | tuple[ParamUse, ...], params: list) -> list[np.generic]:

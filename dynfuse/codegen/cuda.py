@@ -81,8 +81,7 @@ def storage_type(dtype: np.dtype) -> str:
 class Layout:
     """What a launcher passes, in order (``_Generator.arguments``), and how it sizes the grid."""
 
-    loads: tuple[int, ...]  # the input slot of each pointer argument that is read
-    outputs: int  # output pointers, after the inputs'
+    loads: tuple[int, ...]  # the input slot of each pointer argument that is read; the outputs' follow
     strided: tuple[int, ...]  # input slots whose strides (in elements, every axis) follow
     param_uses: tuple[ParamUse, ...]  # then each use of a scalar parameter (and its range flag)
     elements: int  # elementwise: the element count; reducing: rows
@@ -751,7 +750,7 @@ class _Generator(KernelFacts):
 
     def layout(self) -> Layout:
         loads = tuple(inst.slot for inst in self.loads)
-        facts = (loads, len(self.kernel.outputs), self.strided, tuple(self.param_uses))
+        facts = (loads, self.strided, tuple(self.param_uses))
         if self.reduce_axes:
             return Layout(*facts, self.rows, self.row_elements, self.threads_per_row, self.block_threads)
         return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
