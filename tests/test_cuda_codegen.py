@@ -52,8 +52,9 @@ def check_compiles(kernels: list[Kernel]) -> None:
             for body in bodies:  # name the kernel that fails
                 compile_to_ptx(cuda.PRELUDE + body, architecture)
             raise
-        entries = set(re.findall(rf"\.entry ({cuda.ENTRY}_\d+)", ptx))
-        assert entries == {f"{cuda.ENTRY}_{number}" for number in range(len(bodies))}
+        entries = set(re.findall(rf"\.entry ({cuda.ENTRY}_\w+)", ptx))
+        assert entries == set(re.findall(rf"void __launch_bounds__\(\d+\) ({cuda.ENTRY}_\w+)\(", batch))
+        assert {f"{cuda.ENTRY}_{number}" for number in range(len(bodies))} <= entries
 
 
 def kernels_of(*arrays, target: Target = BACKEND.target) -> list[Kernel]:

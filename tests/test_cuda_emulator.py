@@ -3,9 +3,9 @@ writes with the host's C++ compiler and launches it as on a device (a block's th
 meeting at every barrier and warp shuffle), so these tests compare what a GPU would compute with
 NumPy. They cover each path of the generator: elementwise grid-stride loops over strided, flipped and
 broadcast loads; weak scalars of every dtype; rows reduced by one warp, by several warps through
-shared memory, and in several passes; every reduction of every dtype along each axis. The whole of
-tests/test_exactness.py runs on the emulator too, in ``make test-slow``, where the generator's two
-known bugs are marked (``known_cuda_bug``)."""
+shared memory, in several passes, and in two stages (rows shared by blocks); every reduction of
+every dtype along each axis. The whole of tests/test_exactness.py runs on the emulator too, in
+``make test-slow``."""
 
 import numpy as np
 import pytest
@@ -110,24 +110,82 @@ def test_softmax_and_layernorm_over_rows(dtype, shape):
     run(lambda a: (softmax(a), layernorm(a)), x, close=True)
 
 
+def _layout(*arrays):
+    """The launch layout of the kernel that materializing ``arrays`` takes, and the emulated device."""
+    _, plan = execute.explain_plan([array._node for array in arrays], config.BACKENDS["cuda-emulator"])
+    (step,) = plan.kernels
+    return cuda.codegen.generate(step.kernel)[1], config.BACKENDS["cuda-emulator"].device
+
+
+def _reductions(dtype):
+    names = ["max", "min", "argmax", "argmin", "any", "all"]
+    names += ["sum", "prod"] if dtype.kind in "biu" else ["sum"] if dtype != np.float16 else []
+
+    def reductions(a, axis=None):
+        return tuple(getattr(a * True, name)(axis=axis) for name in names)
+
+    return reductions
+
+
+@pytest.fixture
+def eight_multiprocessors(monkeypatch):
+    """A larger emulated device, on which a few rows leave it idle, and fresh launchers for it."""
+    monkeypatch.setattr(cuda_emulator.EmulatedDevice, "multiprocessors", 8)
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def run_split(function, *arrays, **options):
+    """``run``, where the one kernel of ``function`` shares its rows between blocks (PARTIAL, FINISH)."""
+    layout, device = _layout(*function(*map(dynfuse.asarray, arrays)))
+    assert cuda.split_blocks(layout, device.multiprocessors, device.resident_threads)
+    run(function, *arrays, **options)
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.dtype(name) for name in ("bool", "int8", "uint64", "float16", "float64")], ids=str
+)
+def test_whole_array_reductions_share_the_array_between_blocks(dtype):
+    """PARTIAL's blocks each reduce a chunk of the array, FINISH combines them. Values of one sign: a
+    float sum that cancels would leave only its rounding to compare."""
+    run_split(_reductions(dtype), np.abs(sample(dtype, (70001,))), close=True)
+
+
+def test_rows_too_few_to_fill_the_device_are_shared_by_blocks(eight_multiprocessors):
+    """Three rows longer than a chunk, along either axis, with an elementwise output written by the
+    blocks that read each chunk."""
+    dtype = np.dtype(np.float32)
+    rows, reductions = np.abs(sample(dtype, (3, 40000), seed=1)), _reductions(dtype)
+    run_split(lambda a: (a + 1, *reductions(a, axis=1)), rows, close=True)
+    run_split(lambda a: reductions(a, axis=0), rows.T.copy(), close=True)
+
+
+def test_what_follows_a_shared_reduction_is_computed_once_per_row(eight_multiprocessors):
+    x = sample(np.dtype(np.float32), (2, 50000)) / 100
+    offsets = np.array([[1.5], [-2.0]], np.float32)
+    run_split(lambda a, b: (np.sqrt(np.abs(a.sum(axis=1, keepdims=True) * 2 + b)),), x, offsets, close=True)
+    run_split(lambda a: (a.argmax() + 1,), x)
+
+
+def test_float16_products_across_rows_are_multiplied_in_numpys_order():
+    """Every step rounds to float16 where the innermost axis is kept: 16**4 overflows to inf before a
+    0.5 comes, in NumPy's order; in a tree's order (16 * 0.5) * ... it would not."""
+    x = np.array([[16, 16, 16], [16, 0, 16], [16, 16, 0.5]], np.float16).repeat(2, axis=0)
+    run(lambda a: (a.prod(axis=0), (a[:, :, None] * a[:, None, :]).prod(axis=(0, 1))), x)
+
+
 def test_empty_rows_and_no_rows():
     run(lambda a: (a.sum(axis=1), a.max(axis=0), a.prod(axis=1)), np.ones((5, 0), np.float32)[:, :0].T.T)
     run(lambda a: (a.sum(axis=1), a * 2), np.ones((0, 5), np.int32))
 
 
 def test_grids_smaller_than_the_work_stride_over_it():
-    layout = cuda.codegen.generate(_kernel_of(dynfuse.asarray(np.ones(10000, np.float32)) * 2))[1]
-    device = config.BACKENDS["cuda-emulator"].device
+    layout, device = _layout(dynfuse.asarray(np.ones(10000, np.float32)) * 2)
     blocks, threads = cuda.launch_shape(layout, device.multiprocessors, device.resident_threads)
     assert blocks * threads < 10000
     run(lambda a: a * 2 + 1, np.arange(10000, dtype=np.float32))
     run(lambda a: a.sum(axis=1), np.ones((3000, 3), np.int16))  # many rows per block, few blocks
-
-
-def _kernel_of(array):
-    _, plan = execute.explain_plan([array._node], config.BACKENDS["cuda-emulator"])
-    (step,) = plan.kernels
-    return step.kernel
 
 
 def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(monkeypatch):

@@ -181,18 +181,10 @@ def test_max_min_reductions_propagate_nan_and_arg_reductions_find_the_first(dtyp
     assert_exact(actual, expected, zero_signs=single_signed_zeros(x, axis))
 
 
-def known_cuda_bug(request, reason, when=True):
-    """A CUDA generator bug that the emulator shows and that is not fixed yet (issue 5): the test
-    must still fail there, so that the fix is noticed."""
-    if when and request.getfixturevalue("kernel_backend") == "cuda-emulator":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"CUDA backend: {reason}"))
-
-
 @pytest.mark.parametrize("axis", [None, 0, 1, -1])
-def test_float16_products_that_overflow_on_the_way(axis, request):
+def test_float16_products_that_overflow_on_the_way(axis):
     """Along the innermost axis NumPy multiplies float16 in float32 and rounds once (16**4 passes
     65504, then a 0 brings it back); across it, every step is rounded (inf, then inf * 0 is NaN)."""
-    known_cuda_bug(request, "products across a row's threads combine in tree order", when=axis == 0)
     x = np.array([[16, 16, 16], [16, 0, 16], [16, 16, 0.5]], np.float16).repeat(2, axis=0)
     actual, expected = run_fused(lambda v: keep(v).prod(axis=axis), x)
     assert_exact(actual, expected)
@@ -627,10 +619,9 @@ def test_transcendentals_within_a_few_ulp(dtype, name):
 
 
 @pytest.mark.parametrize("size", [10**7, pytest.param(10**8, marks=pytest.mark.slow)])
-def test_float32_sum_is_as_accurate_as_numpys(size, request):
+def test_float32_sum_is_as_accurate_as_numpys(size):
     """NumPy sums float32 pairwise; a kernel summing 10**7 values one by one in float32 drifts far
     further from the exact sum, and fails."""
-    known_cuda_bug(request, "a whole-array sum runs in one block, no two-stage reduction", when=size > 10**7)
     x = np.random.default_rng(0).random(size, dtype=np.float32)
     actual, expected = run_fused(lambda v: keep(v).sum(), x)
     assert_as_accurate_as_numpy(actual, expected, x.sum(dtype=np.float64))

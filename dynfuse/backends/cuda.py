@@ -43,6 +43,10 @@ class Device(Protocol):
 
     def function(self, module: Any, name: str) -> Any: ...
 
+    def empty(self, count: int, dtype: np.dtype) -> Any:
+        """An uninitialized array on the device, for a kernel's scratch."""
+        ...
+
     def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
         """Arguments: the device arrays of pointer parameters, NumPy scalars of the others."""
         ...
@@ -54,17 +58,35 @@ def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads:
     block = layout.block_threads
     per_block = block // layout.threads_per_row if layout.threads_per_row else block  # rows or elements
     needed = -(-layout.elements // per_block)
-    return max(1, min(needed, multiprocessors * max(1, resident_threads // block))), block
+    return max(1, min(needed, _resident_blocks(layout, multiprocessors, resident_threads))), block
+
+
+def split_blocks(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> int:
+    """PARTIAL's blocks for a reduction whose rows, a block each, would leave the device partly
+    idle (a whole-array sum has one); 0 where ENTRY fills it, or the rows cannot be split."""
+    resident = _resident_blocks(layout, multiprocessors, resident_threads)
+    if not layout.chunks or layout.elements * layout.threads_per_row >= resident * layout.block_threads:
+        return 0
+    return min(layout.elements * layout.chunks, resident)
+
+
+def _resident_blocks(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> int:
+    return multiprocessors * max(1, resident_threads // layout.block_threads)
 
 
 class _Launcher:
     """A compiled kernel: launched with the arguments its layout lists, on a grid the device fills."""
 
-    def __init__(self, layout: codegen.Layout, function: Any, device: Device) -> None:
+    def __init__(self, layout: codegen.Layout, module: Any, device: Device) -> None:
         self.layout = layout
-        self.function = function
         self.device = device
         self.grid, self.block = launch_shape(layout, device.multiprocessors, device.resident_threads)
+        self.split_grid = split_blocks(layout, device.multiprocessors, device.resident_threads)
+        if self.split_grid:
+            self.partial = device.function(module, codegen.PARTIAL)
+            self.finish = device.function(module, codegen.FINISH)
+        else:
+            self.entry = device.function(module, codegen.ENTRY)
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
         layout = self.layout
@@ -74,7 +96,12 @@ class _Launcher:
         for slot in layout.strided:
             arguments += map(np.int64, element_strides(inputs[slot], slot))
         arguments += map(codegen.register_value, param_arguments(layout.param_uses, params))
-        self.device.launch(self.function, self.grid, self.block, arguments)
+        if not self.split_grid:
+            self.device.launch(self.entry, self.grid, self.block, arguments)
+            return
+        states = [self.device.empty(layout.elements * layout.chunks, dtype) for dtype in layout.states]
+        self.device.launch(self.partial, self.split_grid, self.block, arguments + states)
+        self.device.launch(self.finish, self.grid, self.block, arguments + states)
 
 
 class CudaBackend:
@@ -107,8 +134,7 @@ class CudaBackend:
         if self.device is None or reason is not None:
             raise RuntimeError(f"the {self.name} backend cannot run kernels: {reason}")
         text, layout = codegen.generate(kernel)
-        function = self.device.function(self.device.load(text), codegen.ENTRY)
-        return _Launcher(layout, function, self.device)
+        return _Launcher(layout, self.device.load(text), self.device)
 
     def cached(self, kernel: Kernel) -> bool:
         return self.device is not None and self.device.cached(self.source(kernel))

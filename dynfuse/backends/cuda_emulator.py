@@ -118,6 +118,9 @@ class EmulatedDevice:
             self._workspace = np.empty(size(), np.uint8)  # touched only where fibers run
         return launch
 
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        return np.empty(count, dtype)
+
     def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
         """Run ``function`` on ``grid`` blocks of ``block`` threads: arrays are passed as their
         data's address, NumPy scalars by value, as cuLaunchKernel takes them."""

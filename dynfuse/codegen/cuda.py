@@ -1,4 +1,4 @@
-"""CUDA C for a kernel description: one ``extern "C" __global__`` function per kernel.
+"""CUDA C for a kernel description: ``extern "C" __global__`` functions, one module per kernel.
 
 The same description the LLVM generator reads, and the same semantics: every value is computed in
 the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy's rules for the
@@ -20,7 +20,14 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
   to a block when they are short. Each pass walks the row with the group's threads, accumulates in
   registers, and combines the threads' states with warp shuffles (and shared memory across the
   warps of a long row's block); per-row values are then known to every thread of the row, for the
-  next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows.
+  next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows. That is
+  ``ENTRY``. A float16 product rounded at every step has one thread per row, multiplying in NumPy's
+  order: in another order it may overflow where NumPy's does not, or the other way round.
+- Rows too few to fill the device (a whole-array sum has one) are shared between blocks, where the
+  kernel makes one pass: ``PARTIAL``'s blocks each reduce a chunk of ``CHUNK_PER_THREAD`` elements a
+  thread into a state per reduction (in a scratch array the launcher allocates), and write the
+  chunk's elementwise outputs; ``FINISH`` combines each row's states and computes and writes what
+  follows. Chunks are fixed by the code, not the grid, so the result does not depend on the device.
 """
 
 from __future__ import annotations
@@ -35,11 +42,16 @@ from ..ops import OpKind
 from .common import C_MATH, COMPARISONS, PREDICATES, KernelFacts, ParamUse, accumulation, c_strides
 
 ENTRY = "dynfuse_kernel"
+PARTIAL = f"{ENTRY}_partial"
+FINISH = f"{ENTRY}_finish"
 # NVRTC options: exact IEEE arithmetic, each op rounded on its own, as NumPy's loops
 COMPILE_OPTIONS = ("--std=c++17", "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false")
 BLOCK_THREADS = 256  # threads of an elementwise block, and of a block of short rows
 MAX_ROW_THREADS = 1024
 WARP = 32
+# Elements each thread of a split reduction's block accumulates in one chunk of a row: a row's value
+# is then a tree over sums of this many, as accurate as NumPy's pairwise sum, on any grid.
+CHUNK_PER_THREAD = 32
 
 PRELUDE = (Path(__file__).with_name("cuda_prelude.cu")).read_text()
 
@@ -63,9 +75,14 @@ def register_type(dtype: np.dtype) -> str:
     return _C_TYPES[dtype.kind, dtype.itemsize]
 
 
+def register_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of ``register_type``'s values in memory: float16 is held in a float."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 def register_value(value: np.generic) -> np.generic:
     """A by-value argument as the kernel declares it (``register_type``): float16 held in a float."""
-    return np.float32(value) if value.dtype == np.float16 else value
+    return register_dtype(value.dtype).type(value)
 
 
 def storage_type(dtype: np.dtype) -> str:
@@ -88,6 +105,11 @@ class Layout:
     row_elements: int  # 0 for an elementwise kernel
     threads_per_row: int
     block_threads: int
+    # A one-pass reduction of long rows can also run in two stages: PARTIAL's blocks each reduce one
+    # of a row's ``chunks`` into a state per reduction (``states``: their dtypes, each array holding
+    # rows * chunks), then FINISH combines each row's states. 0 where it cannot.
+    chunks: int = 0
+    states: tuple[np.dtype, ...] = ()
 
 
 def literal(dtype: np.dtype, value: float | int | bool) -> str:
@@ -419,12 +441,23 @@ class _Generator(KernelFacts):
         self.scalars = _Scalars()
         # 32-bit indices are faster; 64-bit ones once an index plus a grid's threads could pass 2**31
         self.index_type = "df_i64" if self.elements >= 1 << 30 else "df_i32"
-        if self.reduce_axes:
+        self.accumulators = {number: _Accumulator(self, number) for number in self.reductions}
+        # A float16 product rounded at every step (``accumulation``) overflows or not by the order of
+        # its factors: one thread multiplies each row's, in NumPy's order.
+        ordered = any(acc.dtype == np.float16 and acc.name == "prod" for acc in self.accumulators.values())
+        if not self.reduce_axes:
+            self.threads_per_row = 0
+        elif ordered:
+            self.threads_per_row = 1
+        else:
             wanted = 1 << max(self.row_elements - 1, 1).bit_length()
             self.threads_per_row = min(MAX_ROW_THREADS, max(WARP, wanted))
-        else:
-            self.threads_per_row = 0
         self.block_threads = max(BLOCK_THREADS, self.threads_per_row)
+        self.rows_per_block = self.block_threads // self.threads_per_row if self.threads_per_row else 0
+        # A one-pass kernel whose rows are longer than a chunk can share each row between blocks.
+        chunk = self.threads_per_row * CHUNK_PER_THREAD
+        splittable = self.reduce_axes and not ordered and kernel.passes == 1 and self.row_elements > chunk
+        self.chunks = -(-self.row_elements // chunk) if splittable else 0
 
     # -- arguments --
 
@@ -560,19 +593,37 @@ class _Generator(KernelFacts):
     # -- kernels --
 
     def source(self) -> str:
-        declarations = ",\n    ".join(f"{ctype} {name}" for ctype, name in self.arguments())
-        body = self.reducing_body() if self.reduce_axes else self.elementwise_body()
-        launch_bounds = f"__launch_bounds__({self.block_threads})"
+        parameters = self.arguments()
+        if not self.reduce_axes:
+            functions = [self.function(ENTRY, parameters, self.elementwise_body())]
+        else:
+            functions = [self.function(ENTRY, parameters, self.rows_body())]
+            if self.chunks:
+                with_states = parameters + self.state_arguments()
+                functions.append(self.function(PARTIAL, with_states, self.partial_body()))
+                functions.append(self.function(FINISH, with_states, self.finish_body()))
+        comment = f"// {self.kernel.text().replace(chr(10), chr(10) + '// ')}"
+        return "\n".join([PRELUDE, comment, *functions, ""])
+
+    def function(self, name: str, parameters: list[tuple[str, str]], body: list[str]) -> str:
+        declarations = ",\n    ".join(f"{ctype} {parameter}" for ctype, parameter in parameters)
         return "\n".join(
             [
-                PRELUDE,
-                f"// {self.kernel.text().replace(chr(10), chr(10) + '// ')}",
-                f'extern "C" __global__ void {launch_bounds} {ENTRY}(\n    {declarations}) {{',
+                f'extern "C" __global__ void __launch_bounds__({self.block_threads}) {name}(',
+                f"    {declarations}) {{",
                 *("  " + line for line in body),
                 "}",
-                "",
             ]
         )
+
+    def state_arguments(self) -> list[tuple[str, str]]:
+        """A split reduction's states, one per accumulator and chunk of each row (``Layout.states``)."""
+        arguments = []
+        for accumulator in self.accumulators.values():
+            arguments.append((f"{accumulator.type}* __restrict__", f"state{accumulator.number}"))
+            if accumulator.arg:
+                arguments.append(("df_i64* __restrict__", f"state{accumulator.number}_index"))
+        return arguments
 
     def elementwise_body(self) -> list[str]:
         i = self.index_type
@@ -595,92 +646,162 @@ class _Generator(KernelFacts):
             body.append(self.store(position, output, "element"))
         return lines + ["  " + line for line in body] + ["}"]
 
-    def reducing_body(self) -> list[str]:
-        threads, rows_per_block = self.threads_per_row, self.block_threads // self.threads_per_row
-        groups = -(-self.rows // rows_per_block)
-        accumulators = {number: _Accumulator(self, number) for number in self.reductions}
-        warps_per_row = threads // WARP
+    # -- reducing kernels: ENTRY walks whole rows; PARTIAL and FINISH share each row between blocks --
+
+    def rows_body(self) -> list[str]:
+        """Each group of threads takes rows, and makes every pass over each."""
+        body, row_coordinates = self.row_header(chunked=False)
+        done: set[int] = set()
+        for stage in range(self.kernel.passes):
+            body += self.row_values(stage, done, row_coordinates)
+            accumulating = [
+                n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage
+            ]
+            body += self.element_pass(stage, accumulating, row_coordinates, "lane", str(self.row_elements))
+            for number in accumulating:
+                body += self.reduce_across_threads(self.accumulators[number])
+                body += self.reduction_result(self.accumulators[number])
+                done.add(number)
+        body += self.row_values(self.kernel.passes, done, row_coordinates)
+        return self.row_loop(body + self.row_stores(row_coordinates), chunked=False)
+
+    def partial_body(self) -> list[str]:
+        """Each block takes chunks of a row (a one-pass kernel's), writes their elementwise outputs,
+        and leaves each reduction's state of the chunk for FINISH."""
+        body, row_coordinates = self.row_header(chunked=True)
+        body += self.row_values(0, set(), row_coordinates)
+        chunk = self.threads_per_row * CHUNK_PER_THREAD
+        body.append(f"const df_i64 chunk_end = chunk * {chunk} + {chunk};")
+        end = f"(chunk_end < {self.row_elements} ? chunk_end : {self.row_elements})"
+        body += self.element_pass(0, self.reductions, row_coordinates, f"chunk * {chunk} + lane", end)
+        for accumulator in self.accumulators.values():
+            body += self.reduce_across_threads(accumulator)
+            number = accumulator.number
+            body.append(f"if (lane == 0) state{number}[unit] = {accumulator.value};")
+            if accumulator.arg:
+                body.append(f"if (lane == 0) state{number}_index[unit] = {accumulator.index};")
+        return self.row_loop(body, chunked=True)
+
+    def finish_body(self) -> list[str]:
+        """Each group of threads takes rows, combines the states PARTIAL left for each of its chunks,
+        and computes and writes what follows the reductions."""
+        body, row_coordinates = self.row_header(chunked=False)
+        done: set[int] = set()
+        body += self.row_values(0, done, row_coordinates)
+        for accumulator in self.accumulators.values():
+            body += accumulator.declare()
+        body.append(f"for (df_i64 c = lane; c < {self.chunks}; c += {self.threads_per_row}) {{")
+        body += ["  if (!valid) break;", f"  const df_i64 chunk_unit = row * {self.chunks} + c;"]
+        for accumulator in self.accumulators.values():
+            state = f"state{accumulator.number}"
+            body += [
+                "  " + line
+                for line in accumulator.update(f"{state}[chunk_unit]", f"{state}_index[chunk_unit]")
+            ]
+        body.append("}")
+        for accumulator in self.accumulators.values():
+            body += self.reduce_across_threads(accumulator)
+            body += self.reduction_result(accumulator)
+            done.add(accumulator.number)
+        body += self.row_values(1, done, row_coordinates)
+        return self.row_loop(body + self.row_stores(row_coordinates), chunked=False)
+
+    def row_header(self, chunked: bool) -> tuple[list[str], dict[int, str]]:
+        """The first statements of a row's work: which row (and chunk) this thread works on, whether
+        it is one, and its coordinates along the kept axes."""
+        if chunked:  # a block of one row: a unit is a chunk of a row
+            lines = [
+                f"const df_i64 row = unit / {self.chunks};",
+                f"const df_i64 chunk = unit % {self.chunks};",
+                "const bool valid = true;",
+                "const df_i64 row_index = row;",
+            ]
+        else:
+            lines = [
+                f"const df_i64 row = unit * {self.rows_per_block} + row_in_block;",
+                f"const bool valid = row < {self.rows};",
+                "const df_i64 row_index = valid ? row : 0;  // rows past the end read row 0",
+            ]
+        split, row_coordinates = self.coordinates("row_index", self.kept_axes, "k")
+        return lines + split, row_coordinates
+
+    def row_loop(self, body: list[str], chunked: bool) -> list[str]:
+        """``body`` in a grid-stride loop over units of work: chunks of rows, or groups of rows."""
+        threads = self.threads_per_row
+        units = self.rows * self.chunks if chunked else -(-self.rows // self.rows_per_block)
         lines = [
             f"const int lane = threadIdx.x % {threads};  // this thread's place in its row's group",
             f"const int row_in_block = threadIdx.x / {threads};",
         ]
-        if warps_per_row > 1:
-            for accumulator in accumulators.values():
-                lines.append(
-                    f"__shared__ {accumulator.type} shared{accumulator.number}[{self.block_threads // WARP}];"
-                )
+        if threads > WARP:
+            slots = self.block_threads // WARP
+            for accumulator in self.accumulators.values():
+                lines.append(f"__shared__ {accumulator.type} shared{accumulator.number}[{slots}];")
                 if accumulator.arg:
-                    lines.append(
-                        f"__shared__ df_i64 shared{accumulator.number}_index[{self.block_threads // WARP}];"
-                    )
-        lines.append(f"for (df_i64 group = blockIdx.x; group < {groups}; group += gridDim.x) {{")
-        body = [
-            f"const df_i64 row = group * {rows_per_block} + row_in_block;",
-            f"const bool valid = row < {self.rows};",
-        ]
-        body.append("const df_i64 row_index = valid ? row : 0;  // rows past the end read row 0")
-        split, row_coordinates = self.coordinates("row_index", self.kept_axes, "k")
-        body += split
-        element_outputs = [(p, o) for p, o in enumerate(self.kernel.outputs) if not o.row]
-        row_outputs = [(p, o) for p, o in enumerate(self.kernel.outputs) if o.row]
-        done: set[int] = set()
-        for stage in range(self.kernel.passes + 1):
-            # per-row values that exist before this pass (every thread of the row computes them)
-            for number, inst in enumerate(self.instructions):
-                if (
-                    inst.row
-                    and inst.stage == stage
-                    and number not in done
-                    and inst.op.kind is not OpKind.REDUCTION
-                ):
-                    if inst.op.kind is OpKind.SCALAR:
-                        continue
-                    body += self.compute(number, None, row_coordinates)
-                    done.add(number)
-            if stage == self.kernel.passes:
-                break
-            accumulating = [
-                n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage
-            ]
-            outputs = [(p, o) for p, o in element_outputs if self.instructions[o.value].stage == stage]
-            if not accumulating and not outputs:
-                continue
-            for number in accumulating:
-                body += accumulators[number].declare()
-            body.append(f"for (df_i64 e = lane; e < {self.row_elements}; e += {threads}) {{")
-            inner: list[str] = ["if (!valid) break;"]
-            split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")
-            inner += split
-            coordinates = {**row_coordinates, **element_coordinates}
-            roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
-            for number in self.needed(stage, roots):
-                inner += self.compute(number, None, coordinates)
-            for number in accumulating:
-                accumulator = accumulators[number]
-                operand = self.instructions[number].args[0]
-                value = self.scalars.cast(f"v{operand}", self.instructions[operand].dtype, accumulator.dtype)
-                inner += accumulator.update(value, "e")
-            if outputs:
-                address = self.offset(coordinates, [str(s) for s in c_strides(self.shape)])
-                for position, output in outputs:
-                    inner.append(self.store(position, output, address))
-            body += ["  " + line for line in inner] + ["}"]
-            for number in accumulating:
-                body += self.reduce_across_threads(accumulators[number], threads)
-                body += self.reduction_result(accumulators[number])
-                done.add(number)
-        if row_outputs:
-            row_shape = self.kernel.row_shape
-            address = self.offset(row_coordinates, [str(s) for s in c_strides(row_shape)])
-            body.append("if (valid && lane == 0) {")
-            body += ["  " + self.store(position, output, address) for position, output in row_outputs]
-            body.append("}")
-        if warps_per_row > 1:
-            body.append("__syncthreads();  // the shared states are free for the next group of rows")
+                    lines.append(f"__shared__ df_i64 shared{accumulator.number}_index[{slots}];")
+        lines.append(f"for (df_i64 unit = blockIdx.x; unit < {units}; unit += gridDim.x) {{")
         return lines + ["  " + line for line in body] + ["}"]
 
-    def reduce_across_threads(self, accumulator: _Accumulator, threads: int) -> list[str]:
+    def row_values(self, stage: int, done: set[int], row_coordinates: dict[int, str]) -> list[str]:
+        """The per-row values that exist before pass ``stage`` (every thread of the row computes them)."""
+        lines = []
+        for number, inst in enumerate(self.instructions):
+            computed = inst.op.kind not in (OpKind.REDUCTION, OpKind.SCALAR)
+            if inst.row and inst.stage == stage and number not in done and computed:
+                lines += self.compute(number, None, row_coordinates)
+                done.add(number)
+        return lines
+
+    def element_pass(
+        self, stage: int, accumulating: list[int], row_coordinates: dict[int, str], begin: str, end: str
+    ) -> list[str]:
+        """One pass of the row's threads over elements ``[begin, end)`` of the row: accumulating the
+        reductions of this stage's values, and writing the elementwise outputs of this stage."""
+        outputs = [
+            (position, output)
+            for position, output in enumerate(self.kernel.outputs)
+            if not output.row and self.instructions[output.value].stage == stage
+        ]
+        if not accumulating and not outputs:
+            return []
+        lines = [line for number in accumulating for line in self.accumulators[number].declare()]
+        lines.append(f"for (df_i64 e = {begin}; e < {end}; e += {self.threads_per_row}) {{")
+        inner: list[str] = ["if (!valid) break;"]
+        split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")
+        inner += split
+        coordinates = {**row_coordinates, **element_coordinates}
+        roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
+        for number in self.needed(stage, roots):
+            inner += self.compute(number, None, coordinates)
+        for number in accumulating:
+            accumulator = self.accumulators[number]
+            operand = self.instructions[number].args[0]
+            value = self.scalars.cast(f"v{operand}", self.instructions[operand].dtype, accumulator.dtype)
+            inner += accumulator.update(value, "e")
+        if outputs:
+            address = self.offset(coordinates, [str(s) for s in c_strides(self.shape)])
+            for position, output in outputs:
+                inner.append(self.store(position, output, address))
+        return lines + ["  " + line for line in inner] + ["}"]
+
+    def row_stores(self, row_coordinates: dict[int, str]) -> list[str]:
+        """The row's per-row outputs, written by its first thread."""
+        row_outputs = [(p, o) for p, o in enumerate(self.kernel.outputs) if o.row]
+        lines = []
+        if row_outputs:
+            address = self.offset(row_coordinates, [str(s) for s in c_strides(self.kernel.row_shape)])
+            lines.append("if (valid && lane == 0) {")
+            lines += ["  " + self.store(position, output, address) for position, output in row_outputs]
+            lines.append("}")
+        if self.threads_per_row > WARP:
+            lines.append("__syncthreads();  // the shared states are free for the next unit of work")
+        return lines
+
+    def reduce_across_threads(self, accumulator: _Accumulator) -> list[str]:
         """Combine the states of the row's threads; every thread of the row ends with the result."""
+        threads = self.threads_per_row
+        if threads == 1:
+            return []
         value, index, t = accumulator.value, accumulator.index, accumulator.type
         lines = [f"for (int offset = {WARP // 2}; offset > 0; offset /= 2) {{"]
         lines += ["  " + line for line in self.combine_shuffled(accumulator, "offset")]
@@ -751,9 +872,15 @@ class _Generator(KernelFacts):
     def layout(self) -> Layout:
         loads = tuple(inst.slot for inst in self.loads)
         facts = (loads, self.strided, tuple(self.param_uses))
-        if self.reduce_axes:
-            return Layout(*facts, self.rows, self.row_elements, self.threads_per_row, self.block_threads)
-        return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
+        if not self.reduce_axes:
+            return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
+        states = []
+        for accumulator in self.accumulators.values():
+            states.append(register_dtype(accumulator.dtype))
+            if accumulator.arg:
+                states.append(np.dtype(np.int64))
+        shape = (self.rows, self.row_elements, self.threads_per_row, self.block_threads)
+        return Layout(*facts, *shape, self.chunks, tuple(states))
 
 
 _SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})
