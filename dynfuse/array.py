@@ -110,14 +110,14 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
 
 
 def cumulative_method(name: str) -> Any:
-    """A running total or product, a library call; serves as the ``dynfuse.numpy`` function too."""
-    op = ops.BARRIERS[name]
+    """A running total or product, fused (a scan); serves as the ``dynfuse.numpy`` function too."""
+    op = ops.SCANS[name]
 
     def accumulate(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
-        return record.barrier(op, (a,), {"axis": axis, "dtype": dtype}, out=out)
+        return record.scan(op, a, axis, dtype, out)
 
     accumulate.__name__ = accumulate.__qualname__ = name
-    accumulate.__doc__ = f"Lazy ``numpy.{name}``: a library call on buffers; the ops around it still fuse."
+    accumulate.__doc__ = f"Lazy ``numpy.{name}``, fused with the ops around it (a running {name[3:]})."
     return accumulate
 
 

@@ -13,7 +13,10 @@ form, each numbered by its position:
 - ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
   ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;
-- a reduction over ``reduce_axes`` of an earlier value.
+- a reduction over ``reduce_axes`` of an earlier value;
+- a scan (``cumsum``) along ``reduce_axes`` (then its one axis) of an earlier value: per element,
+  each the last one combined with the operand there, computed in its operand's pass as the pass
+  goes along the row in order.
 
 Each value is either per element (``row=False``) or per row (``row=True``: it does not vary along
 the reduced axes: reductions, and loads and arithmetic that only see per-row values). ``stage``

@@ -23,6 +23,7 @@ class OpKind(enum.Enum):
     SCALAR = "scalar"  # a leaf holding a weak Python scalar (a kernel parameter, not data)
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
+    SCAN = "scan"  # a running reduction along one axis (cumsum): per element, in order along the axis
     VIEW = "view"  # a new index map over the same data: no arithmetic, no copy
     BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
@@ -300,6 +301,13 @@ REDUCTIONS_WITH_DDOF = frozenset({"var", "std"})
 # Reductions that take one axis (or None), not a tuple of axes.
 SINGLE_AXIS_REDUCTIONS = frozenset({"argmax", "argmin"})
 
+# Running totals and products, recorded along one axis (``record.scan``; without one, of the
+# flattened array). Each is NumPy's accumulate, step by step in order, so fused it is exact.
+SCANS: dict[str, Op] = {
+    name: Op(name, OpKind.SCAN, getattr(np, name), shape_rule=views.cumulative_shape, reproducible=False)
+    for name in ["cumsum", "cumprod"]
+}
+
 VIEWS: dict[str, Op] = {
     "reshape": Op("reshape", OpKind.VIEW, np.reshape),
     "transpose": Op("transpose", OpKind.VIEW, np.transpose),
@@ -356,14 +364,12 @@ BARRIERS: dict[str, Op] = {
         _barrier("tile"),
         _barrier("repeat"),
         _barrier("pad", views.pad_shape),
-        _barrier("cumsum", views.cumulative_shape),
-        _barrier("cumprod", views.cumulative_shape),
         *(_barrier(name, views.statistic_shape) for name in _STATISTICS),
     ]
 }
 
 OPS: dict[str, Op] = {
-    op.name: op for table in (ELEMENTWISE, REDUCTIONS, VIEWS, BARRIERS) for op in table.values()
+    op.name: op for table in (ELEMENTWISE, REDUCTIONS, SCANS, VIEWS, BARRIERS) for op in table.values()
 }
 
 # Elementwise NumPy ufuncs that ``__array_ufunc__`` records, and the op each one is (matmul, a gufunc,

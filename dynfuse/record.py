@@ -339,7 +339,7 @@ def _static(value: Any) -> Any:
 def barrier(
     op: ops.Op, operands: Sequence[Any], params: dict[str, Any] | None = None, out: Any = None
 ) -> Any:
-    """A library call (``ops.BARRIERS``) recorded as one node; the ops around it still fuse.
+    """A library call (``ops.BARRIERS``) or a scan recorded as one node, checked now.
 
     A param that is data (an array), an unsupported dtype, or an ``out`` that is not lazy: NumPy runs
     the call, counted as a fallback.
@@ -361,6 +361,20 @@ def barrier(
         )
     assign(out, node)
     return out
+
+
+def scan(op: ops.Op, value: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+    """``cumsum``, ``cumprod`` (``ops.SCANS``), recorded along one axis, normalized: without one (or
+    on a 0-d array) NumPy runs along the flattened array."""
+    array = value if is_lazy(value) else np.asarray(value)
+    dtype = None if dtype is None else np.dtype(dtype)
+    if axis is None or array.ndim == 0:
+        if axis is not None:
+            views.normalize_axis_index(operator.index(axis), 1, op.name)
+        array, axis = reshape(array, (-1,)), 0
+    else:
+        axis = views.normalize_axis_index(operator.index(axis), array.ndim, op.name)
+    return barrier(op, (array,), {"axis": axis, "dtype": dtype}, out=out)
 
 
 def _barrier_node(op: ops.Op, nodes: list[Node], static: tuple, out: Any) -> Node | None:

@@ -148,6 +148,14 @@ def reduction_axes(node: Node) -> tuple[int, ...]:
     return axis if isinstance(axis, tuple) else (axis,)
 
 
+def _scan_axes(node: Node) -> tuple[int, ...]:
+    return (dict(node.params)["axis"],)
+
+
+# Nodes that read whole rows of their operand for each value: never computed twice.
+_RUNNING = (OpKind.REDUCTION, OpKind.SCAN)
+
+
 def _keeps_dims(node: Node) -> bool:
     return len(node.shape) == len(node.inputs[0].shape)
 
@@ -278,6 +286,8 @@ class _Planner:
         domain = None
         if node.op.kind is OpKind.REDUCTION:
             domain = (node.inputs[0].shape, reduction_axes(node), True)
+        elif node.op.kind is OpKind.SCAN:
+            domain = (node.shape, _scan_axes(node), False)
         sources: set[int] = set()
         seen = {root}
         stack = [(child, True) for child in node.inputs]  # (node, reached through same-shape elementwise)
@@ -295,6 +305,8 @@ class _Planner:
                     domain = (node.shape, reduction_axes(child), False)
                 elif domain is None and plain and child.shape == node.shape:
                     domain = (child.inputs[0].shape, reduction_axes(child), True)
+            elif child.op.kind is OpKind.SCAN and domain is None and plain and child.shape == node.shape:
+                domain = (node.shape, _scan_axes(child), False)
             plain = plain and child.op.kind is OpKind.ELEMENTWISE and child.shape == node.shape
             stack.extend((grandchild, plain) for grandchild in child.inputs)
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
@@ -342,7 +354,8 @@ class _Planner:
         reads, reading a buffer it reads or computing a value it reads.
 
         It may read what that kernel stores only where the value can be computed inline: an
-        elementwise node, not a reduction or a per-row value.
+        elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
+        per-row value.
         """
         latest_read = max(after, default=-1)
         for position in range(len(steps) - 1, max(latest_read, 0) - 1, -1):
@@ -354,7 +367,7 @@ class _Planner:
                 continue
             if position in after:
                 inline = all(
-                    self.nodes[n].op.kind is OpKind.ELEMENTWISE and n not in group.row_roots
+                    self.nodes[n].op.kind in (OpKind.ELEMENTWISE, OpKind.SCAN) and n not in group.row_roots
                     for n in reads.intersection(group.roots)
                 )
                 if position != latest_read or not inline:
@@ -395,7 +408,7 @@ class _Planner:
             if len(sizes) < 2 or node.op.kind is OpKind.VIEW:
                 continue
             work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
-            if node.op.kind is OpKind.REDUCTION or work * reads > work * size + size + reads:
+            if node.op.kind in _RUNNING or work * reads > work * size + size + reads:
                 winners.add(n)
         # Store the outermost winners first: storing them may make the inner ones single-use.
         inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}
@@ -530,6 +543,12 @@ class _KernelBuilder:
                 for child in node.inputs
             ]
             return operands, lambda values: self._compute(n, values)
+        if kind is OpKind.SCAN:
+            identity = views.identity_map(len(self.shape))
+            if node.shape != self.shape or _scan_axes(node) != self.axes or index_map != identity:
+                self.needs.add(n)
+                return [], lambda _: self._load(Source(n, (), index_map))
+            return [(planner.number(node.inputs[0]), identity)], lambda values: self._compute(n, values)
         assert kind is OpKind.REDUCTION, node
         axes = reduction_axes(node)
         fits = (
@@ -587,6 +606,8 @@ class _KernelBuilder:
         if node.op.kind is OpKind.REDUCTION:
             params = tuple((key, value) for key, value in node.params if key != "keepdims")
             stage, row = operands[0].stage + 1, True
+        elif node.op.kind is OpKind.SCAN:  # computed in its operand's pass, in order along the row
+            params, stage, row = node.params, operands[0].stage, False
         else:
             params = node.params
             stage = max((operand.stage for operand in operands), default=0)

@@ -615,6 +615,41 @@ def test_transcendentals_within_a_few_ulp(dtype, name):
     assert_ulp_close(actual, expected, MAX_ULP[dtype], NEAR_ZERO[dtype] if near_zero else 0.0)
 
 
+# ---- scans --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_running_sums_and_products_are_numpys_step_by_step(dtype, name, axis):
+    """NumPy accumulates one element after the other, in the result's dtype (int64 for small ints and
+    bools, uint64 for small unsigned ones, float16 rounded at every step): so does a fused scan, bit
+    for bit, with NaN, ±inf, overflow to inf and integer wrap-around where NumPy has them."""
+    x = reduction_matrix(dtype, (7, 40))
+    actual, expected = run_fused(lambda v: getattr(np, name)(keep(v), axis=axis), x)
+    assert_exact(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), np.dtype(np.int8), np.dtype(np.float64)], ids=str)
+def test_a_running_sum_in_a_requested_dtype(dtype):
+    x = (np.arange(60).reshape(3, 20) * 7.25).astype(dtype)
+    actual, expected = run_fused(lambda v: np.cumsum(keep(v), axis=1, dtype=np.float32) * 2, x)
+    assert_exact(actual, expected)
+    actual, expected = run_fused(lambda v: keep(v).cumprod(axis=0, dtype=np.int16), x)
+    assert_exact(actual, expected)
+
+
+def test_running_sums_over_many_columns_and_one_long_row():
+    """Axis 0 of a wide array reads columns side by side (the CPU backend's column mode); one long row
+    may not be shared between threads, which would each start it over."""
+    x = np.random.default_rng(3).standard_normal((50, 300))
+    actual, expected = run_fused(lambda v: np.cumsum(keep(v), axis=0), x)
+    assert_exact(actual, expected)
+    y = np.random.default_rng(4).random(300_000)
+    actual, expected = run_fused(lambda v: np.cumsum(keep(v) - 0.5), y)
+    assert_exact(actual, expected)
+
+
 # ---- reductions ---------------------------------------------------------------------------------
 
 

@@ -224,6 +224,48 @@ class config_target:
         groups.BACKEND.target = self.saved
 
 
+# ---- scans --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+def test_a_scan_fuses_with_its_producers_and_consumers(name, axis):
+    """A running total along a row is computed in order within the pass over it: what it reads, it and
+    what reads it per element (or reduces it along the same axis) are one kernel. Without an axis it
+    runs along the flattened array, which an index map over a computed 2-d value cannot express: that
+    value is stored first (a buffer's flattening is a view)."""
+    a = lazy(6, 9)
+    y = np.exp(getattr(np, name)(a * 0.5 + 1, axis=axis) * 0.25)
+    assert len(kernels(y)) == 2 if axis is None else len(kernels(y)) == len(arrays_read(y)) == 1
+    assert len(kernels(np.exp(getattr(np, name)(a, axis=axis) * 0.25))) == 1
+    expected = np.exp(getattr(np, name)(np.asarray(a) * 0.5 + 1, axis=axis) * 0.25)
+    close(y, expected)
+
+
+def test_a_scan_and_a_reduction_along_its_axis_share_a_kernel_and_a_view_of_it_is_stored():
+    """The Monte-Carlo pattern: prices from summed log-returns, averaged along each path (one kernel,
+    one pass), and the last price of each path, a column of the scan read by a kernel of its own."""
+    log_returns = lazy(40, 25)
+    prices = 100 * np.exp(np.cumsum(0.01 + 0.2 * log_returns, axis=1))
+    asian, european = np.maximum(prices.mean(axis=1) - 100, 0), np.maximum(prices[:, -1] - 100, 0)
+    nodes, plan = plan_of(asian, european)
+    first, second = plan.kernels
+    assert first.kernel.passes == 1 and [nodes[n].op.name for n in first.stores] == ["cumsum", "maximum"]
+    assert second.kernel.shape == (40,)
+    expected = 100 * np.exp(np.cumsum(0.01 + 0.2 * np.asarray(log_returns), axis=1))
+    close(asian, np.maximum(expected.mean(axis=1) - 100, 0))
+    close(european, np.maximum(expected[:, -1] - 100, 0))
+
+
+def test_scans_along_other_axes_than_a_kernels_are_stored():
+    a = lazy(5, 7)
+    y = np.cumsum(np.cumsum(a, axis=0) * 2, axis=1)
+    z = np.cumsum(a, axis=1).sum(axis=0)
+    assert len(kernels(y)) == 2 and len(kernels(z)) == 2
+    close(y, np.cumsum(np.cumsum(np.asarray(a), axis=0) * 2, axis=1))
+    close(z, np.cumsum(np.asarray(a), axis=1).sum(axis=0))
+
+
 # ---- several outputs, barriers ------------------------------------------------------------------
 
 

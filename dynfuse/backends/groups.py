@@ -3,7 +3,8 @@
 It proves plans correct without a compiler: every kernel of a plan is generated as source from its
 description alone, exactly as the LLVM and CUDA backends generate theirs, compiled by Python, and
 run on the kernel's own input views. Each instruction is the op's NumPy reference; a reduction runs
-over the kernel's reduced axes, keeping them, so per-row values broadcast back as in the kernel.
+over the kernel's reduced axes, keeping them, so per-row values broadcast back as in the kernel;
+a scan (cumsum) runs along its axis.
 It fuses nothing in memory (NumPy writes a temporary per op), so it is a check, not a speed-up.
 """
 
@@ -67,6 +68,8 @@ class GroupBackend:
                 call = f"params[{inst.slot}]"
             elif kind is OpKind.REDUCTION:
                 call = f"{inst.op.name}(broadcast_to(v{inst.args[0]}, {shape!r}){params}, keepdims=True)"
+            elif kind is OpKind.SCAN:
+                call = f"{inst.op.name}(broadcast_to(v{inst.args[0]}, {shape!r}){params})"
             else:
                 if number in written_by:
                     params += f", out=outputs[{written_by[number]}]"

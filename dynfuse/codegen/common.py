@@ -157,6 +157,14 @@ def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) 
     return dtype, name == "sum" and dtype.kind == "f"
 
 
+def scan_identity(inst: Instruction) -> float | int:
+    """Where a scan starts each row: a value that changes no first element. NumPy's accumulate starts
+    from the first element itself, so a float sum starts from -0.0 (a -0.0 stays -0.0)."""
+    if inst.op.name == "cumprod":
+        return 1
+    return -0.0 if inst.dtype.kind == "f" else 0
+
+
 def c_strides(shape: tuple[int, ...]) -> list[int]:
     """A C-contiguous array's strides in elements; 0 along axes of extent 1 (never stepped)."""
     strides, step = [], 1
@@ -191,6 +199,7 @@ class KernelFacts:
         self.param_uses, self.use_of = param_uses(kernel, self.loops)
         self.row_elements = int(np.prod([self.shape[axis] for axis in self.reduce_axes], dtype=np.int64))
         self.reductions = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.REDUCTION]
+        self.scans = [n for n, inst in enumerate(self.instructions) if inst.op.kind is OpKind.SCAN]
 
     def is_one_value(self, number: int) -> bool:
         """A weak scalar or a 0-d load: one value for the whole kernel."""

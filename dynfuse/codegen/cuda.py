@@ -21,8 +21,8 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
   registers, and combines the threads' states with warp shuffles (and shared memory across the
   warps of a long row's block); per-row values are then known to every thread of the row, for the
   next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows. That is
-  ``ENTRY``. A float16 product rounded at every step has one thread per row, multiplying in NumPy's
-  order: in another order it may overflow where NumPy's does not, or the other way round.
+  ``ENTRY``. A scan (cumsum), and a float16 product rounded at every step, have one thread per row,
+  going along it in NumPy's order: a product in another order may overflow where NumPy's does not.
 - Rows too few to fill the device (a whole-array sum has one) are shared between blocks, where the
   kernel makes one pass: ``PARTIAL``'s blocks each reduce a chunk of ``CHUNK_PER_THREAD`` elements a
   thread into a state per reduction (in a scratch array the launcher allocates), and write the
@@ -39,7 +39,16 @@ import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
-from .common import C_MATH, COMPARISONS, PREDICATES, KernelFacts, ParamUse, accumulation, c_strides
+from .common import (
+    C_MATH,
+    COMPARISONS,
+    PREDICATES,
+    KernelFacts,
+    ParamUse,
+    accumulation,
+    c_strides,
+    scan_identity,
+)
 
 ENTRY = "dynfuse_kernel"
 PARTIAL = f"{ENTRY}_partial"
@@ -442,9 +451,12 @@ class _Generator(KernelFacts):
         # 32-bit indices are faster; 64-bit ones once an index plus a grid's threads could pass 2**31
         self.index_type = "df_i64" if self.elements >= 1 << 30 else "df_i32"
         self.accumulators = {number: _Accumulator(self, number) for number in self.reductions}
-        # A float16 product rounded at every step (``accumulation``) overflows or not by the order of
-        # its factors: one thread multiplies each row's, in NumPy's order.
-        ordered = any(acc.dtype == np.float16 and acc.name == "prod" for acc in self.accumulators.values())
+        # A scan runs along its row in order; a float16 product rounded at every step
+        # (``accumulation``) overflows or not by the order of its factors: one thread takes each row.
+        half_product = any(
+            acc.dtype == np.float16 and acc.name == "prod" for acc in self.accumulators.values()
+        )
+        ordered = half_product or bool(self.scans)
         if not self.reduce_axes:
             self.threads_per_row = 0
         elif ordered:
@@ -535,6 +547,13 @@ class _Generator(KernelFacts):
                 address = self.offset(coordinates, self.strides(inst))
             raw = f"in{inst.slot}[{address}]"
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
+        if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
+            step = "add" if inst.op.name == "cumsum" else "multiply"
+            operand = (f"v{inst.args[0]}", self.instructions[inst.args[0]].dtype)
+            value, _ = self.scalars.apply(
+                step, [(f"scan{number}", inst.dtype), operand], (inst.dtype,) * 3, inst.dtype
+            )
+            return [f"scan{number} = {value};", f"const {t} v{number} = scan{number};"]
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
             operand = inst.args[0]
             source = self.instructions[operand].dtype
@@ -765,6 +784,11 @@ class _Generator(KernelFacts):
         if not accumulating and not outputs:
             return []
         lines = [line for number in accumulating for line in self.accumulators[number].declare()]
+        for number in self.scans:  # each row's running values start from the op's identity
+            inst = self.instructions[number]
+            if inst.stage == stage:
+                start = literal(inst.dtype, scan_identity(inst))
+                lines.append(f"{register_type(inst.dtype)} scan{number} = {start};")
         lines.append(f"for (df_i64 e = {begin}; e < {end}; e += {self.threads_per_row}) {{")
         inner: list[str] = ["if (!valid) break;"]
         split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")

@@ -67,6 +67,7 @@ from .common import (
     ParamUse,
     accumulation,
     c_strides,
+    scan_identity,
 )
 
 ENTRY = "dynfuse_kernel"
@@ -869,7 +870,8 @@ class _KernelModule(KernelFacts):
         self.module = ir.Module(name="dynfuse")
         self.instructions = kernel.instructions
         KernelFacts.__init__(self, kernel)
-        self.splittable = bool(self.reduce_axes) and kernel.passes == 1
+        # Threads may share a one-pass kernel's rows, but not a scan's: it runs along each in order.
+        self.splittable = bool(self.reduce_axes) and kernel.passes == 1 and not self.scans
         self.columns = reads_columns(kernel)
         self.scratch_bytes = 0  # the most any function's lanes take (see ``lane_variable``)
         # levels of a pairwise sum's binary counter: a bit of the count of blocks each
@@ -919,7 +921,9 @@ class _KernelModule(KernelFacts):
             for inst in (self.instructions[number] for number in self.reductions)
         )
         return total + sum(
-            inst.dtype.itemsize for inst in self.instructions if inst.row and inst.dtype is not None
+            inst.dtype.itemsize
+            for inst in self.instructions
+            if (inst.row and inst.dtype is not None) or inst.op.kind is OpKind.SCAN
         )
 
     @property
@@ -961,6 +965,7 @@ class _KernelModule(KernelFacts):
         self.operands = self.memory_operands()
         self.params = self.load_params()
         self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
+        self.running: dict[int, ir.Value] = {}  # each scan's running value: lane storage
         self.lanes = self.chunk_columns() if self.columns else 1
         return list(function.args[2:])
 
@@ -1094,12 +1099,22 @@ class _KernelModule(KernelFacts):
         if others:
             instruction.set_metadata("noalias", self.module.add_metadata(others))
 
-    def compute(self, number: int, values: dict[int, Value], offsets: list[ir.Value]) -> Value:
-        """The value of instruction ``number``, its arguments already in ``values``."""
+    def compute(
+        self, number: int, values: dict[int, Value], offsets: list[ir.Value], lane: ir.Value | None = None
+    ) -> Value:
+        """The value of instruction ``number``, its arguments already in ``values``; a scan's, in
+        ``lane``, the next of its row."""
         inst = self.instructions[number]
         kind = inst.op.kind
         if kind is OpKind.BUFFER:
             return self.load(self.operands[inst.slot], offsets[inst.slot])
+        if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
+            running = self.at(self.running[number], lane)
+            last = Value(from_memory(self.b, self.b.load(running), inst.dtype), inst.dtype)
+            step = "add" if inst.op.name == "cumsum" else "multiply"
+            value = self.scalars.apply(step, [last, values[inst.args[0]]], (inst.dtype,) * 3, inst.dtype)
+            self.b.store(to_memory(self.b, value.ir, inst.dtype), running)
+            return value
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
             operand = values[inst.args[0]]
             if inst.op.name in ("argmax", "argmin"):
@@ -1206,7 +1221,7 @@ class _KernelModule(KernelFacts):
                 values = self.row_values(j)
                 lane_offsets = self.lane_offsets(unit, j, offsets)
                 for number in wanted:
-                    values[number] = self.compute(number, values, lane_offsets)
+                    values[number] = self.compute(number, values, lane_offsets, j)
                 for accumulator in accumulators:
                     accumulator.update(values[self.instructions[accumulator.number].args[0]], index, j)
                 for position, value in outputs:
@@ -1376,11 +1391,27 @@ class _KernelModule(KernelFacts):
         accumulators = self.accumulators(stage)
         for accumulator in accumulators:
             accumulator.start(unit)
+        self.start_scans(stage, unit)
         body = self.element_body(stage, accumulators, unit)
         self.range_loop(self.reduce_groups(), unit.bases, begin, end, self.elements(body, accumulators, unit))
         for accumulator in accumulators:
             accumulator.finish(unit)
         return accumulators
+
+    def start_scans(self, stage: int, unit: _Unit) -> None:
+        """Each scan computed in pass ``stage`` starts each row from its op's identity."""
+        for number in self.scans:
+            inst = self.instructions[number]
+            if inst.stage != stage:
+                continue
+            if number not in self.running:
+                self.running[number] = self.lane_variable(inst.dtype)
+            identity = self.scalars.const(inst.dtype, scan_identity(inst))
+            start = to_memory(self.b, identity, inst.dtype)
+            self.each_lane(
+                unit,
+                lambda j, number=number, start=start: self.b.store(start, self.at(self.running[number], j)),
+            )
 
     def entry(self) -> None:
         begin, end = self.function(ENTRY, [I64, I64])
