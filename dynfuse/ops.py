@@ -302,10 +302,12 @@ REDUCTIONS_WITH_DDOF = frozenset({"var", "std"})
 SINGLE_AXIS_REDUCTIONS = frozenset({"argmax", "argmin"})
 
 # Running totals and products, recorded along one axis (``record.scan``; without one, of the
-# flattened array). Each is NumPy's accumulate, step by step in order, so fused it is exact.
+# flattened array). Each is NumPy's accumulate of its step, an elementwise op, in order, so fused
+# it is exact.
+SCAN_STEPS = {"cumsum": "add", "cumprod": "multiply"}
 SCANS: dict[str, Op] = {
     name: Op(name, OpKind.SCAN, getattr(np, name), shape_rule=views.cumulative_shape, reproducible=False)
-    for name in ["cumsum", "cumprod"]
+    for name in SCAN_STEPS
 }
 
 VIEWS: dict[str, Op] = {

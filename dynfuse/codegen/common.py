@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..kernel import Instruction, Kernel
-from ..ops import OpKind
+from ..ops import SCAN_STEPS, OpKind
 
 BOOL = np.dtype(bool)
 FLOAT32 = np.dtype(np.float32)
@@ -157,10 +157,15 @@ def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) 
     return dtype, name == "sum" and dtype.kind == "f"
 
 
+def scan_step(inst: Instruction) -> str:
+    """The elementwise op a scan combines its last value and the next operand with."""
+    return SCAN_STEPS[inst.op.name]
+
+
 def scan_identity(inst: Instruction) -> float | int:
     """Where a scan starts each row: a value that changes no first element. NumPy's accumulate starts
     from the first element itself, so a float sum starts from -0.0 (a -0.0 stays -0.0)."""
-    if inst.op.name == "cumprod":
+    if scan_step(inst) == "multiply":
         return 1
     return -0.0 if inst.dtype.kind == "f" else 0
 

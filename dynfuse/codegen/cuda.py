@@ -48,6 +48,7 @@ from .common import (
     accumulation,
     c_strides,
     scan_identity,
+    scan_step,
 )
 
 ENTRY = "dynfuse_kernel"
@@ -548,10 +549,9 @@ class _Generator(KernelFacts):
             raw = f"in{inst.slot}[{address}]"
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
-            step = "add" if inst.op.name == "cumsum" else "multiply"
             operand = (f"v{inst.args[0]}", self.instructions[inst.args[0]].dtype)
             value, _ = self.scalars.apply(
-                step, [(f"scan{number}", inst.dtype), operand], (inst.dtype,) * 3, inst.dtype
+                scan_step(inst), [(f"scan{number}", inst.dtype), operand], (inst.dtype,) * 3, inst.dtype
             )
             return [f"scan{number} = {value};", f"const {t} v{number} = scan{number};"]
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
@@ -635,14 +635,18 @@ class _Generator(KernelFacts):
             ]
         )
 
-    def state_arguments(self) -> list[tuple[str, str]]:
-        """A split reduction's states, one per accumulator and chunk of each row (``Layout.states``)."""
-        arguments = []
+    def states(self) -> list[tuple[str, np.dtype]]:
+        """A split reduction's state arrays, in argument order (``Layout.states``): each accumulator's
+        value (and index), one per chunk of each row."""
+        states = []
         for accumulator in self.accumulators.values():
-            arguments.append((f"{accumulator.type}* __restrict__", f"state{accumulator.number}"))
+            states.append((f"state{accumulator.number}", register_dtype(accumulator.dtype)))
             if accumulator.arg:
-                arguments.append(("df_i64* __restrict__", f"state{accumulator.number}_index"))
-        return arguments
+                states.append((f"state{accumulator.number}_index", np.dtype(np.int64)))
+        return states
+
+    def state_arguments(self) -> list[tuple[str, str]]:
+        return [(f"{register_type(dtype)}* __restrict__", name) for name, dtype in self.states()]
 
     def elementwise_body(self) -> list[str]:
         i = self.index_type
@@ -898,13 +902,8 @@ class _Generator(KernelFacts):
         facts = (loads, self.strided, tuple(self.param_uses))
         if not self.reduce_axes:
             return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
-        states = []
-        for accumulator in self.accumulators.values():
-            states.append(register_dtype(accumulator.dtype))
-            if accumulator.arg:
-                states.append(np.dtype(np.int64))
         shape = (self.rows, self.row_elements, self.threads_per_row, self.block_threads)
-        return Layout(*facts, *shape, self.chunks, tuple(states))
+        return Layout(*facts, *shape, self.chunks, tuple(dtype for _, dtype in self.states()))
 
 
 _SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})

@@ -68,6 +68,7 @@ from .common import (
     accumulation,
     c_strides,
     scan_identity,
+    scan_step,
 )
 
 ENTRY = "dynfuse_kernel"
@@ -1111,8 +1112,8 @@ class _KernelModule(KernelFacts):
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
             running = self.at(self.running[number], lane)
             last = Value(from_memory(self.b, self.b.load(running), inst.dtype), inst.dtype)
-            step = "add" if inst.op.name == "cumsum" else "multiply"
-            value = self.scalars.apply(step, [last, values[inst.args[0]]], (inst.dtype,) * 3, inst.dtype)
+            operands = [last, values[inst.args[0]]]
+            value = self.scalars.apply(scan_step(inst), operands, (inst.dtype,) * 3, inst.dtype)
             self.b.store(to_memory(self.b, value.ir, inst.dtype), running)
             return value
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
