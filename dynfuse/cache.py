@@ -33,12 +33,14 @@ class CountedCache:
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The value of ``key``, built here if there is none; one building in the background is
-        waited for (its failure raised here, as if it had been built here)."""
+        waited for (its failure raised here, as if it had been built here), and is no hit."""
         with self._lock:
             value = self._entries.get(key)
+        if isinstance(value, Future):  # a build in flight, counted as a miss where it started
+            return self._finished(key, value)
         if value is not None:
             stats.count(self._hits)
-            return self._finished(key, value) if isinstance(value, Future) else value
+            return value
         stats.count(self._misses)
         value = build()
         with self._lock:

@@ -4,13 +4,14 @@ With a kernel backend the trace is planned (``schedule``), and the plan runs ste
 calls for barriers, kernels for fusion groups. A kernel runs compiled or interpreted by the tier
 policy: below ``Target.tiny_elements`` always interpreted (a compiled launch costs more than
 NumPy's few calls); otherwise interpreted until the work of its signature's interpreted runs
-reaches ``Target.first_sight_work``, what a compile costs (tiered, like a JIT: one-off small work
-pays no compile), and compiled from then on. Where that first compiled run would do less work than
-``Target.background_work`` and another core is free, it runs interpreted once more while the kernel
-compiles on a thread of its own, and later runs wait for that compile: the compile is hidden behind
-the work, and which runs are interpreted still depends only on the program, not on timing. A kernel
-that fails to compile or to run is interpreted instead, with a warning: a fault in dynfuse never
-turns into a wrong answer.
+reaches what getting its code costs: compiling it (``Backend.compile_work``), or loading it where
+the backend keeps it (tiered, like a JIT: one-off small work pays no compile), and compiled from
+then on. Where that first compiled run would do less work than ``Target.background_work`` and
+another core is free, it runs interpreted once more while the kernel compiles on a thread of its
+own, and later runs wait for that compile: the compile is hidden behind the work, and which runs
+are interpreted still depends only on the program, not on timing. A kernel that fails to compile
+or to run is interpreted instead, with a warning: a fault in dynfuse never turns into a wrong
+answer.
 """
 
 from __future__ import annotations
@@ -354,13 +355,25 @@ def allocate_outputs(kernel: Kernel) -> list[np.ndarray]:
     return [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
 
 
-def _code_at_hand(backend: Backend, kernel: Kernel) -> bool:
-    """Whether the backend keeps this kernel's code; if asking fails, as if it did: the kernel is
-    then compiled at once, where the failure falls back as any compile's does."""
+def _code_cost(backend: Backend, kernel: Kernel) -> tuple[float, bool]:
+    """What getting the kernel's code costs, in the work of interpreting it, and whether the backend
+    keeps that code (then it is only loaded, at the least cost, ``Target.first_sight_work``). If
+    asking fails: nothing, as if kept; the kernel is then compiled at once, where the failure falls
+    back as any compile's does."""
     try:
-        return backend.cached(kernel)
+        if backend.cached(kernel):
+            return backend.target.first_sight_work, True
+        return backend.compile_work(kernel), False
     except Exception:
-        return True
+        return 0, True
+
+
+def _interpreting_work(node: Node) -> float:
+    """What the reference executor's NumPy pass for ``node`` costs: its elements (a reduction's
+    operand's), as dear as its op (an exp is ten adds) and its elements' bytes (float64 twice
+    float32)."""
+    counted = node.inputs[0] if node.op.kind is OpKind.REDUCTION else node
+    return views.size_of(counted.shape) * node.op.cost * max(node.dtype.itemsize, 4) / 4
 
 
 class Tier(enum.Enum):
@@ -436,39 +449,35 @@ class _Run:
             self.buffers[number] = output.reshape(self.nodes[number].shape)
 
     def _tier(self, step: KernelStep) -> Tier:
-        """Interpreted until interpreting this kernel's signature has cost as much as compiling it
-        would (``Target.first_sight_work``), then compiled: the ski-rental rule, which never pays
-        more than twice the best choice made knowing how often the kernel will run. A one-off
-        statistic stays interpreted; a loop's body compiles after a few iterations, or at once.
-        The first run that would compile is interpreted while the kernel compiles in the background
-        (``Target.background_work``), unless its code is at hand (compiled in this process, or
-        kept on disk: then compiling is only loading it).
+        """Interpreted until interpreting this kernel's signature has cost as much as getting its
+        code would (compiling it, as the backend estimates; loading it, where the backend keeps
+        it), then compiled: the ski-rental rule, which never pays more than twice the best choice
+        made knowing how often the kernel will run. A one-off statistic stays interpreted; a
+        loop's body compiles after a few iterations, or at once. The first run that would compile
+        is interpreted while the kernel compiles in the background (``Target.background_work``),
+        unless its code is at hand (then compiling is only loading it).
 
-        Interpreting costs every node of the group computed whole, a NumPy pass each, as dear as
-        its op (an exp is ten adds) and its elements' bytes (float64 twice float32). A kernel may
-        compute far less (one element of a long chain, through an index map)."""
+        Interpreting costs every node of the group computed whole, a NumPy pass each
+        (``_interpreting_work``). A kernel may compute far less (one element of a long chain,
+        through an index map). Below ``Target.first_sight_work``, the least any code costs, the
+        backend is not asked."""
         if not config.tiers:
             return Tier.COMPILED
         backend, target, kernel = self.backend, self.backend.target, step.kernel
         nodes = [self.nodes[number] for number in step.nodes]
-        sizes = [views.size_of(node.shape) for node in nodes]
+        sizes = (views.size_of(node.shape) for node in nodes)
         if max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
             return Tier.COMPILED if self.compile_small else Tier.INTERPRETED
-        work = sum(
-            size * node.op.cost * max(node.dtype.itemsize, 4) / 4
-            for size, node in zip(sizes, nodes, strict=True)
-        )
-        if (
-            work < target.first_sight_work
-            and _sighted((backend.name, kernel.signature), work) < target.first_sight_work
-        ):
+        work = sum(map(_interpreting_work, nodes))
+        seen = _sighted((backend.name, kernel.signature), work)  # this run's work included
+        if seen < target.first_sight_work:
             return Tier.INTERPRETED
-        if (
-            work < target.background_work
-            and config.threads > 1
-            and not cache.has_compiled(backend, kernel)
-            and not _code_at_hand(backend, kernel)
-        ):
+        if cache.has_compiled(backend, kernel):
+            return Tier.COMPILED
+        cost, at_hand = _code_cost(backend, kernel)
+        if seen < cost:
+            return Tier.INTERPRETED
+        if work < target.background_work and config.threads > 1 and not at_hand:
             return Tier.COMPILING
         return Tier.COMPILED
 

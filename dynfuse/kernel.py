@@ -170,11 +170,14 @@ class Target:
     persistent_row_elements: int = 32768
     # Kernels with fewer elements always run interpreted: a compiled launch would not be faster.
     tiny_elements: int = 0
-    # What compiling a kernel costs, in the work of interpreting it: a kernel runs interpreted until
-    # the work of its signature's runs reaches this, then compiles (at once if one run does).
-    # Work: the elements of each fused op, times the op's cost (an add 1, an exp 10), in units of 4
-    # bytes (float64 counts twice). Interpreting costs a NumPy pass per op, and compiling grows far
-    # slower with the ops: a long chain over a few million elements pays at once.
+    # The least that getting a kernel's code costs, in the work of interpreting it: loading it where
+    # the backend keeps it, or the fixed part of a compile (``Backend.compile_work`` says what the
+    # whole compile costs). A kernel runs interpreted until the work of its signature's runs reaches
+    # what getting its code costs, then compiles or loads it (at once if one run's work does).
+    # Work: the elements of each fused op (of a reduction's operand), times the op's cost (an add 1,
+    # an exp 10), in units of 4 bytes (float64 counts twice). Interpreting costs a NumPy pass per
+    # op, and compiling grows far slower with the ops: a long chain over a few million elements pays
+    # at once.
     first_sight_work: int = 0
     # A kernel the tier policy compiles, on its first sighting that does less work than this, runs
     # interpreted that time while it compiles on a thread of its own (0: never; a backend whose
@@ -217,4 +220,9 @@ class Backend(Protocol):
     def cached(self, kernel: Kernel) -> bool:
         """Whether this kernel's code is kept from an earlier compile (on disk), so that compiling
         it only loads that: then it is not worth compiling in the background."""
+        ...
+
+    def compile_work(self, kernel: Kernel) -> float:
+        """What compiling this kernel costs, in the work of interpreting it (``Target``): at least
+        ``target.first_sight_work``."""
         ...

@@ -84,6 +84,23 @@ def test_a_reduction_whose_rows_threads_share_builds_its_entry_only_when_called(
     assert launcher.entry is not None
 
 
+def test_a_compile_is_estimated_by_the_lines_of_the_module_a_launch_calls(monkeypatch):
+    """A longer chain costs more to compile; a reduction whose rows threads share compiles PARTIAL
+    and FINISH, not ENTRY: its estimate follows the threads configured."""
+    x = dynfuse.asarray(np.ones(4096, np.float32))
+    short, long = (kernel_of(chain) for chain in (x * 2, np.tanh(np.exp(x * 2) - 1) / 3 + x))
+    least, per_line = cpu.BACKEND.target.first_sight_work, cpu.COMPILE_WORK_PER_LINE
+    for kernel in (short, long):
+        lines = cpu._module(kernel, split=False).text.count("\n")
+        assert cpu.BACKEND.compile_work(kernel) == least + per_line * lines
+    assert cpu.BACKEND.compile_work(long) > 2 * cpu.BACKEND.compile_work(short)
+    total = kernel_of((x * 2).sum())
+    monkeypatch.setattr(config, "threads", 2)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
+    lines = cpu._module(total, split=True).text.count("\n")
+    assert cpu.BACKEND.compile_work(total) == least + per_line * lines
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
     """Ranges of elements, of rows, and within each row (three rows, more threads than rows)."""

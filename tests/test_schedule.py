@@ -492,6 +492,42 @@ def test_a_small_kernel_compiles_once_interpreting_it_has_cost_a_compile(monkeyp
     assert launched == [0, 0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    "kept, launched",
+    [(False, [0, 0, 1, 2]), (True, [1, 2, 3, 4])],
+    ids=["compiled: what the backend says a compile costs", "kept: only the least, a load"],
+)
+def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_would(
+    kept, launched, monkeypatch
+):
+    """``exp(x) * 3`` over 37 float64 is 814 of work a run. The target's least is 100; the backend
+    says this kernel's compile costs 2000: interpreted twice (1628), compiled on the third run
+    (2442). Code the backend keeps costs the least, a load: launched from the first run."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=100))
+    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: 2000)
+    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: kept)
+    counts = []
+    for _ in range(4):
+        x = dynfuse.asarray(np.arange(37.0))
+        y = np.exp(x) * 3
+        dynfuse.evaluate(y)
+        close(y, np.exp(np.arange(37.0)) * 3)
+        counts.append(dynfuse.stats()["kernels_launched"])
+    assert counts == launched
+
+
+def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch):
+    """NumPy's pass for a sum reads all 1000 elements, however few its results: 1000 of work."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=900))
+    values = np.arange(1000, dtype=np.float32)
+    y = dynfuse.asarray(values).sum()
+    dynfuse.evaluate(y)
+    assert dynfuse.stats()["kernels_launched"] == 1
+    close(y, values.sum())
+
+
 @pytest.mark.parametrize("backend", ["groups", "cpu"])
 @pytest.mark.parametrize("fault", ["compile", "launch"])
 def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch):

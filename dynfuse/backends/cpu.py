@@ -34,6 +34,8 @@ from . import llvm_compiler
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
 PARALLEL_ELEMENTS = 1 << 21
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
+# What each line of a kernel's IR adds to its compile, in the work of interpreting (see CpuBackend).
+COMPILE_WORK_PER_LINE = 1 << 18
 
 # struct's format character for each dtype (kind, itemsize), in its standard sizes
 _STRUCT_CODES = {
@@ -374,13 +376,14 @@ def _bind(function: Any, *arguments: Any) -> Any:
 
 class CpuBackend:
     name = "cpu"
-    # Measured by perf/bench_tiers.py (see perf/RESULTS.md): tiny traces repay a compile after
-    # about a thousand runs; a first compile beats interpreting from about 2**24 element-ops (a
-    # 5-op chain over 4M elements, a 40-op one over 512K to 1M).
-    # A compile takes 15 to 250 ms (perf/RESULTS.md, "compile times"), about as long as
-    # interpreting 2**26 units of work: below that a first sighting is interpreted while it compiles.
+    # Measured by perf/bench_tiers.py and perf/bench_compile_cost.py (see perf/RESULTS.md): tiny
+    # traces repay a compile after about a thousand runs. Interpreting costs about 0.5 ns a unit of
+    # work, and a compile a few ms plus 0.16 ms per line of the module's IR: 2**22 units, what a load
+    # from the disk cache costs too, plus 2**18 a line (``compile_work``), from 2**24 for a short
+    # chain to 2**29.5 for a kernel of hundreds of ops. A first sighting below 2**26 (a compile's
+    # time, about) that does pay one is interpreted while its kernel compiles.
     target = Target(
-        name, tiny_elements=1 << 14, first_sight_work=1 << 24, tiny_repeats=1024, background_work=1 << 26
+        name, tiny_elements=1 << 14, first_sight_work=1 << 22, tiny_repeats=1024, background_work=1 << 26
     )
 
     def source(self, kernel: Kernel) -> str:
@@ -405,8 +408,13 @@ class CpuBackend:
 
     def cached(self, kernel: Kernel) -> bool:
         """Whether the module a launch with the configured threads calls is in the disk cache."""
-        split = _shares_rows(_module(kernel, split=False).layout, config.threads)
-        return disk_cache.contains(self.name, self.disk_key(_module(kernel, split).text))
+        return disk_cache.contains(self.name, self.disk_key(_launched_module(kernel).text))
+
+    def compile_work(self, kernel: Kernel) -> float:
+        """What compiling the module a launch with the configured threads calls costs, in the work
+        of interpreting: LLVM's time grows with the lines of IR it optimizes and emits."""
+        lines = _launched_module(kernel).text.count("\n")
+        return self.target.first_sight_work + COMPILE_WORK_PER_LINE * lines
 
     def disk_key(self, text: str) -> str:
         """The disk-cache key of a module: the code itself (a change to the code generator is a
@@ -438,6 +446,11 @@ class _Module(NamedTuple):
 _modules: cachetools.LRUCache = cachetools.LRUCache(maxsize=64)
 _modules_lock = threading.Lock()
 os.register_at_fork(after_in_child=_modules_lock._at_fork_reinit)  # as execute.lock
+
+
+def _launched_module(kernel: Kernel) -> _Module:
+    """The module a launch with the configured threads calls: ENTRY's, or PARTIAL and FINISH's."""
+    return _module(kernel, _shares_rows(_module(kernel, split=False).layout, config.threads))
 
 
 def _module(kernel: Kernel, split: bool) -> _Module:
