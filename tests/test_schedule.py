@@ -477,38 +477,25 @@ def test_first_sight_is_decided_by_what_interpreting_would_cost(
     assert dynfuse.stats()["kernels_launched"] == int(compiled_at_once)
 
 
-def test_a_small_kernel_compiles_once_interpreting_it_has_cost_a_compile(monkeypatch):
-    """``exp(x) * 3`` over 37 float64: 37 * (10 + 1) * 2 = 814 of work a run, against 2000 to
-    compile: interpreted twice (1628), compiled on the third run (2442)."""
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=2000))
-    launched = []
-    for _ in range(4):
-        x = dynfuse.asarray(np.arange(37.0))
-        y = np.exp(x) * 3
-        dynfuse.evaluate(y)
-        close(y, np.exp(np.arange(37.0)) * 3)
-        launched.append(dynfuse.stats()["kernels_launched"])
-    assert launched == [0, 0, 1, 2]
-
-
 @pytest.mark.parametrize(
-    "kept, launched",
-    [(False, [0, 0, 1, 2]), (True, [1, 2, 3, 4])],
-    ids=["compiled: what the backend says a compile costs", "kept: only the least, a load"],
+    "least, estimate, kept, launched",
+    [(2000, None, False, [0, 0, 1, 2]), (100, 2000, False, [0, 0, 1, 2]), (100, 2000, True, [1, 2, 3, 4])],
+    ids=["the target's one number", "the backend's estimate", "kept: only the least, a load"],
 )
 def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_would(
-    kept, launched, monkeypatch
+    least, estimate, kept, launched, monkeypatch
 ):
-    """``exp(x) * 3`` over 37 float64 is 814 of work a run. The target's least is 100; the backend
-    says this kernel's compile costs 2000: interpreted twice (1628), compiled on the third run
-    (2442). Code the backend keeps costs the least, a load: launched from the first run."""
+    """``exp(x) * 3`` over 37 float64 is 37 * (10 + 1) * 2 = 814 of work a run. A compile that
+    costs 2000 (the group backend's estimate is its target's number): interpreted twice (1628),
+    compiled on the third run (2442). Code the backend keeps costs the target's least, a load:
+    launched from the first run."""
     monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=100))
-    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: 2000)
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=least))
+    if estimate is not None:
+        monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: estimate)
     monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: kept)
     cache.clear()  # compiled in this process, a kernel costs nothing: launched whenever seen
-    execute._sightings.clear()  # the earlier test's runs of this very kernel
+    execute._sightings.clear()  # the other cases' runs of this very kernel
     counts = []
     for _ in range(4):
         x = dynfuse.asarray(np.arange(37.0))
