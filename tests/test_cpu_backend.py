@@ -84,6 +84,17 @@ def test_a_reduction_whose_rows_threads_share_builds_its_entry_only_when_called(
     assert launcher.entry is not None
 
 
+@pytest.mark.parametrize(("shape", "vectorized"), [((1 << 12,), False), ((256, 1024), True)], ids=str)
+def test_finish_is_vectorized_only_where_it_combines_every_columns_states(shape, vectorized):
+    """Rows mode: FINISH combines the states of fewer rows than threads, and is compiled for size
+    (its vector loops were half the split module's compile). Columns mode: every lane's."""
+    kernel = kernel_of((dynfuse.asarray(np.ones(shape, np.float32)) * 2).sum(axis=0))
+    optimized = cpu._host().emit(cpu._module(kernel, split=True).text, "ir").decode()
+    finish = optimized[optimized.index(f"@{cpu.codegen.FINISH}(") :]
+    finish = finish[: finish.index("\n}\n")]
+    assert ("<4 x " in finish or "<8 x " in finish) == vectorized
+
+
 def test_a_compile_is_estimated_by_the_lines_of_the_module_a_launch_calls(monkeypatch):
     """A longer chain costs more to compile; a reduction whose rows threads share compiles PARTIAL
     and FINISH, not ENTRY: its estimate follows the threads configured."""

@@ -20,7 +20,8 @@ running at the same time must not share.
   row), and ``FINISH(cells, scratch, first, last, states, count)`` combines ``count`` such states,
   in order, and writes the rows: so threads can share long rows. They are a module of their own
   (``generate(kernel, split=True)``), built only when a launch shares rows: they are two thirds of
-  a reduction's compile time, and most reductions never need them.
+  a reduction's compile time, and most reductions never need them. In rows mode FINISH combines
+  the states of fewer rows than threads: it is compiled for size, not vectorized.
 
 A reducing kernel works in one of two modes, with the same code:
 
@@ -946,10 +947,15 @@ class _KernelModule(KernelFacts):
 
     # -- per function --
 
-    def function(self, name: str, arguments: list[ir.Type]) -> list[ir.Argument]:
+    def function(self, name: str, arguments: list[ir.Type], small: bool = False) -> list[ir.Argument]:
+        """A kernel function, built from here on. ``small``: code that does little work a launch
+        (FINISH: a few rows' states), compiled for size, which keeps LLVM from vectorizing it."""
         function_type = ir.FunctionType(ir.VoidType(), [CELLS, SCRATCH, *arguments])
         function = ir.Function(self.module, function_type, name)
         function.attributes.add("nounwind")
+        if small:
+            function.attributes.add("minsize")
+            function.attributes.add("optsize")
         # The scratch is this call's own: LLVM may vectorize over lanes without checking whether
         # they overlap the arrays the kernel reads and writes.
         self.scratch = function.args[1]
@@ -1470,7 +1476,10 @@ class _KernelModule(KernelFacts):
         self.end_function()
 
     def finish(self) -> None:
-        first, last, states, count = self.function(FINISH, [I64, I64, CELLS, I64])
+        # In rows mode a launch shares rows only when they are fewer than its threads: then FINISH
+        # combines a few states, and vectorizing its loops cost half the split module's compile
+        # (perf/RESULTS.md), for a call of microseconds. In columns mode it combines every lane's.
+        first, last, states, count = self.function(FINISH, [I64, I64, CELLS, I64], small=not self.columns)
         b = self.b
         part_cells = b.mul(b.sub(last, first), ir.Constant(I64, self.state_cells))
 
