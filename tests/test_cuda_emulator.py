@@ -200,3 +200,23 @@ def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(monkeypatc
     np.testing.assert_allclose(result, np.tanh(data) * 3 + 1, rtol=1e-15)
     assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
     cache.clear()
+
+
+def test_a_launch_the_device_refuses_falls_back_with_a_warning(monkeypatch):
+    """A launch that fails (on a GPU, a driver error: too many resources asked, an illegal address)
+    is the reference executor's to run: the right result, a warning, the fallback counted. Here
+    the emulated device's entry reports failure, as a failed cuLaunchKernel returns one."""
+    build_function = cuda_emulator.EmulatedDevice.function
+
+    def refusing(device, module, name):
+        build_function(device, module, name)
+        return lambda grid, block, arguments, workspace: 1
+
+    monkeypatch.setattr(cuda_emulator.EmulatedDevice, "function", refusing)
+    cache.clear()
+    data = np.linspace(-3, 3, 50)
+    with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed.*emulated launch of"):
+        result = np.asarray(np.tanh(dynfuse.asarray(data)).sum() + dynfuse.asarray(data))
+    np.testing.assert_allclose(result, np.tanh(data).sum() + data, rtol=1e-14)
+    assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
+    cache.clear()

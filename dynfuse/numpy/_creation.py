@@ -58,17 +58,24 @@ def _stand_in(prototype: Any) -> Any:
 
 
 def _creating_like(function: Callable) -> Callable:
-    prototype_name = next(iter(inspect.signature(function).parameters))
-
     @functools.wraps(function)
     def create_like(*args: Any, **kwargs: Any) -> Any:
         if args:
             args = (_stand_in(args[0]), *args[1:])
-        elif prototype_name in kwargs:
-            kwargs[prototype_name] = _stand_in(kwargs[prototype_name])
+        elif kwargs:
+            name = _prototype_name(function)
+            if name in kwargs:
+                kwargs[name] = _stand_in(kwargs[name])
         return record.call_numpy(function, args, kwargs, fresh=True)
 
     return create_like
+
+
+@functools.cache
+def _prototype_name(function: Callable) -> str:
+    """The name of the prototype parameter (``a``, ``prototype``): read from the signature when a
+    call passes it by name, not at import, where ``inspect.signature`` took milliseconds each."""
+    return next(iter(inspect.signature(function).parameters))
 
 
 arange = _creating(np.arange)
