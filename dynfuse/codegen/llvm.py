@@ -1477,7 +1477,7 @@ class _KernelModule(KernelFacts):
 
     def finish(self) -> None:
         # In rows mode a launch shares rows only when they are fewer than its threads: then FINISH
-        # combines a few states, and vectorizing its loops cost half the split module's compile
+        # combines a few states, and vectorizing its loops cost up to half the split module's compile
         # (perf/RESULTS.md), for a call of microseconds. In columns mode it combines every lane's.
         first, last, states, count = self.function(FINISH, [I64, I64, CELLS, I64], small=not self.columns)
         b = self.b
