@@ -301,3 +301,17 @@ print(np.asarray(dynfuse.asarray(np.arange(3.0)) * 2 + 1).tolist(), dynfuse.stat
     ).stdout
     assert printed.startswith("None") and ("the C kernel launcher is not used" in printed) == warned
     assert printed.endswith("[1.0, 3.0, 5.0] 1\n")
+
+
+def test_llvm_is_set_up_only_when_a_kernel_is_compiled_or_loaded(tmp_path):
+    """llvmlite's binding (45 ms of import) waits for the first kernel a process compiles or loads:
+    a script whose work stays interpreted never imports it."""
+    code = (
+        "import sys, numpy, dynfuse; small = dynfuse.asarray(numpy.arange(10.0)); "
+        "print(float((small * 2).sum()), 'llvmlite.binding' in sys.modules); "
+        "dynfuse.config.tiers = False; print(float((small * 3).sum()), 'llvmlite.binding' in sys.modules)"
+    )
+    environment = {**os.environ, "DYNFUSE_BACKEND": "cpu", "DYNFUSE_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["90.0", "False", "135.0", "True"]

@@ -1,8 +1,9 @@
 """The CPU backend: each kernel as LLVM IR, optimized at O3 for the host CPU, run on all cores.
 
-``codegen.llvm`` writes the module; ``llvm_compiler`` compiles it (LLVM's new pass manager at O3
-with loop and SLP vectorization, for the host CPU's name and features; past a program's first
-kernels, in a child process). This module keeps the object code in the disk cache so a later
+``codegen.llvm`` writes the module; ``llvm_host`` sets LLVM up, the first time a kernel is compiled
+or loaded, and ``llvm_compiler`` compiles it (LLVM's new pass manager at O3 with loop and SLP
+vectorization, for the host CPU's name and features; past a program's first kernels, in a child
+process). This module keeps the object code in the disk cache so a later
 process loads it instead of compiling, and launches it through ctypes, which releases the GIL:
 large work is split across a pool of threads, one range per thread.
 """
@@ -15,20 +16,21 @@ import os
 import struct
 import threading
 import time
-import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cachetools
-import llvmlite
-import llvmlite.binding as llvm
 import numpy as np
 
 from .. import config, disk_cache, pools, stats
 from ..codegen import llvm as codegen
 from ..codegen.common import element_strides, range_flag
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
-from . import llvm_compiler
+
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
+
+    from .llvm_host import LlvmHost
 
 # Work below this many elements runs on one thread: handing a range to another thread costs more
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
@@ -83,73 +85,20 @@ _PARTIAL = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _INDEX, _I
 _FINISH = ctypes.CFUNCTYPE(None, _POINTER, _POINTER, _INDEX, _INDEX, _POINTER, _INDEX)
 
 
-class _Llvm:
-    """LLVM set up once per process: the host target machine, the compiler, and a lock (LLVM is not
-    re-entrant). The first ``llvm_compiler.IN_PROCESS_COMPILES`` compiles run in this process, the
-    rest in the compiler process (see ``llvm_compiler``)."""
-
-    def __init__(self) -> None:
-        llvm_compiler.initialize()
-        self.cpu = llvm.get_host_cpu_name()
-        self.features = llvm.get_host_cpu_features().flatten()
-        self.machine = self.target_machine()
-        self.compiler: llvm_compiler.CompilerProcess | None = llvm_compiler.CompilerProcess(
-            self.cpu, self.features
-        )
-        self.in_process_left = llvm_compiler.IN_PROCESS_COMPILES
-        self.lock = threading.Lock()
-        os.register_at_fork(after_in_child=self.lock._at_fork_reinit)  # as execute.lock
-        # What object code depends on, besides the kernel: part of every disk-cache key.
-        from .. import __version__
-
-        self.identity = (
-            __version__,
-            llvmlite.__version__,
-            llvm.llvm_version_info,
-            llvm_compiler.PIPELINE,
-            self.cpu,
-            self.features,
-        )
-
-    def target_machine(self) -> llvm.TargetMachine:
-        return llvm_compiler.target_machine(self.cpu, self.features)
-
-    def emit(self, text: str, output: str) -> bytes:
-        """``llvm_compiler.compile_ir``'s ``output`` for the kernel module ``text``."""
-        with self.lock:
-            compiler = self.compiler
-            if self.in_process_left > 0 or compiler is None:
-                self.in_process_left -= 1
-                return llvm_compiler.compile_ir(self.machine, text, output)
-        try:
-            return compiler.compile(text, output)
-        except llvm_compiler.CompilerUnavailable as error:
-            warnings.warn(
-                f"dynfuse cannot start its LLVM compiler process ({error}); compiling in this process",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            self.compiler = None
-            return self.emit(text, output)
-
-    def load(self, object_code: bytes) -> llvm.ExecutionEngine:
-        # An engine owns (and frees) its target machine: each gets its own.
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.target_machine())
-        engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
-        engine.finalize_object()
-        return engine
-
-
-_llvm: _Llvm | None = None
+_llvm: LlvmHost | None = None
 _setup_lock = threading.Lock()
 os.register_at_fork(after_in_child=_setup_lock._at_fork_reinit)  # as execute.lock
 
 
-def _host() -> _Llvm:
+def _host() -> LlvmHost:
+    """LLVM, set up the first time a kernel is compiled or loaded: a process that never needs one
+    never imports llvmlite's binding (45 ms)."""
     global _llvm
     with _setup_lock:
         if _llvm is None:
-            _llvm = _Llvm()
+            from .llvm_host import LlvmHost
+
+            _llvm = LlvmHost()
     return _llvm
 
 
