@@ -43,21 +43,25 @@ def main() -> None:
     lazy = lazy_numpy.asarray(x)
     numpy.testing.assert_allclose(numpy.asarray(gelu(lazy_numpy, lazy)), gelu(numpy, x), rtol=1e-5, atol=1e-6)
     cores = config.threads
-    runs = {
-        "numpy": lambda: gelu(numpy, x),
-        "dynfuse, 1 thread": lambda: numpy.asarray(gelu(lazy_numpy, lazy)),
-        f"dynfuse, {cores} threads": lambda: numpy.asarray(gelu(lazy_numpy, lazy)),
+
+    def fused() -> None:
+        numpy.asarray(gelu(lazy_numpy, lazy))
+
+    runs = {  # name: (what runs, dynfuse's threads)
+        "numpy": (lambda: gelu(numpy, x), cores),
+        "dynfuse, 1 thread": (fused, 1),
+        f"dynfuse, {cores} threads": (fused, cores),
     }
     times = {(name, after): [] for name in runs for after in (False, True)}
     for _ in range(args.repeats):
         for (name, after), samples in times.items():
-            config.threads = 1 if name == "dynfuse, 1 thread" else cores
+            run, config.threads = runs[name]
             if after:
                 left @ right
             else:
                 time.sleep(SETTLE_SECONDS)  # past any spinning from the last matmul
             started = time.perf_counter()
-            runs[name]()
+            run()
             samples.append(time.perf_counter() - started)
     config.threads = cores
     timeout = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset")
