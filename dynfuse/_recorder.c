@@ -17,11 +17,11 @@
 #include <string.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 1
+#define INTERFACE_VERSION 2
 
-enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
+enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
-    "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "depth", "key", "leaves", "ancestors",
+    "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "device", "depth", "key", "leaves", "ancestors",
 };
 enum { ARRAY_NODE, ARRAY_BASE, ARRAY_VIEWS, ARRAY_SLOTS };
 static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_views"};
@@ -41,6 +41,7 @@ static struct {
     PyObject *common_dtypes;   /* record._common_dtypes */
     PyObject *common_result;   /* record._common_result */
     PyObject *bound_depth;     /* record.bound_depth */
+    PyObject *mixed_devices;   /* trace.mixed_devices */
     PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
     PyObject *str_table_limit, *str_key_limit, *str_max_depth;
     PyObject *zero, *empty;    /* 0 and () */
@@ -164,15 +165,15 @@ done:
     return status;
 }
 
-/* Write every slot of a node not exposed to NumPy: the first six values borrowed, the last four
+/* Write every slot of a node not exposed to NumPy: the first seven values borrowed, the last four
    stolen. */
 static void set_node_slots(PyObject *node, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
-                           PyObject *dtype, PyObject *buffer, PyObject *depth, PyObject *key, PyObject *leaves,
-                           PyObject *ancestors)
+                           PyObject *dtype, PyObject *buffer, PyObject *device, PyObject *depth, PyObject *key,
+                           PyObject *leaves, PyObject *ancestors)
 {
     PyObject *values[NODE_SLOTS] = {
-        Py_NewRef(op), Py_NewRef(inputs), Py_NewRef(params), Py_NewRef(shape), Py_NewRef(dtype), Py_NewRef(buffer),
-        Py_NewRef(Py_False), depth, key, leaves, ancestors,
+        Py_NewRef(op),     Py_NewRef(inputs), Py_NewRef(params), Py_NewRef(shape), Py_NewRef(dtype),
+        Py_NewRef(buffer), Py_NewRef(Py_False), Py_NewRef(device), depth, key, leaves, ancestors,
     };
     for (int slot = 0; slot < NODE_SLOTS; slot++)
         set_slot(node, S.node_offsets[slot], values[slot]);
@@ -183,7 +184,7 @@ static int complete_node(PyObject *node)
 {
     PyObject *depth = NODE_SLOT(node, DEPTH), *key = NODE_SLOT(node, KEY), *inputs = NODE_SLOT(node, INPUTS);
     PyObject *leaves = NODE_SLOT(node, LEAVES), *ancestors = NODE_SLOT(node, ANCESTORS);
-    if (depth && key && inputs && leaves && ancestors && PyLong_CheckExact(depth) && PyTuple_CheckExact(inputs)
+    if (depth && key && inputs && leaves && ancestors && NODE_SLOT(node, DEVICE) && PyLong_CheckExact(depth) && PyTuple_CheckExact(inputs)
         && PyTuple_CheckExact(leaves) && PyTuple_CheckExact(ancestors))
         return 1;
     PyErr_SetString(PyExc_TypeError, "an input node is not fully initialized");
@@ -201,6 +202,7 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
     Py_ssize_t count = PyTuple_GET_SIZE(inputs), leaf_count = 0, ancestor_count = 0;
     long depth = 0;
     int keyless = 0;
+    PyObject *device = Py_None; /* borrowed: the inputs' memory (trace.Node.device) */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *child = PyTuple_GET_ITEM(inputs, i);
         if (!PyObject_TypeCheck(child, S.node_type)) {
@@ -214,6 +216,17 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
             return -1;
         if (child_depth >= depth)
             depth = child_depth + 1;
+        PyObject *child_device = NODE_SLOT(child, DEVICE);
+        if (child_device != device && child_device != Py_None) {
+            if (device != Py_None) { /* raises TypeError, naming the op and the devices */
+                PyObject *raised = PyObject_CallFunctionObjArgs(S.mixed_devices, op, inputs, NULL);
+                Py_XDECREF(raised);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "operands on different devices");
+                return -1;
+            }
+            device = child_device;
+        }
         keyless |= NODE_SLOT(child, KEY) == Py_None;
         if (PyTuple_GET_SIZE(NODE_SLOT(child, INPUTS)) > 0) {
             leaf_count += PyTuple_GET_SIZE(NODE_SLOT(child, LEAVES));
@@ -273,7 +286,7 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
         Py_XDECREF(depth_object);
         return -1;
     }
-    set_node_slots(self, op, inputs, params, shape, dtype, Py_None, depth_object, key, leaves, ancestors);
+    set_node_slots(self, op, inputs, params, shape, dtype, Py_None, device, depth_object, key, leaves, ancestors);
     return count > 0 ? register_pending(self) : 0;
 }
 
@@ -296,7 +309,7 @@ static PyObject *new_scalar(PyObject *value)
         Py_DECREF(key);
         return NULL;
     }
-    set_node_slots(node, S.scalar_op, S.empty, S.empty, S.empty, Py_None, value, Py_NewRef(S.zero), key,
+    set_node_slots(node, S.scalar_op, S.empty, S.empty, S.empty, Py_None, value, Py_None, Py_NewRef(S.zero), key,
                    Py_NewRef(S.empty), Py_NewRef(S.empty));
     return node;
 }
@@ -564,13 +577,14 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *names[] = {
         "Node", "LazyArray", "trace_module", "config_module", "structure_ids", "new_structure_id",
         "thread_state", "start_thread", "scalar_op", "unary", "common_dtypes", "common_result",
-        "bound_depth", NULL,
+        "bound_depth", "mixed_devices", NULL,
     };
-    PyObject *node_type, *array_type, *objects[11];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OO:bind", names, &PyType_Type, &node_type,
+    PyObject *node_type, *array_type, *objects[12];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OOO:bind", names, &PyType_Type, &node_type,
                                      &PyType_Type, &array_type, &objects[0], &objects[1], &PyDict_Type,
                                      &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
-                                     &objects[7], &PyDict_Type, &objects[8], &objects[9], &objects[10]))
+                                     &objects[7], &PyDict_Type, &objects[8], &objects[9], &objects[10],
+                                     &objects[11]))
         return NULL;
     if (S.bound) {
         PyErr_SetString(PyExc_RuntimeError, "dynfuse._recorder is bound once");
@@ -581,11 +595,12 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     S.node_type = (PyTypeObject *)Py_NewRef(node_type);
     S.array_type = (PyTypeObject *)Py_NewRef(array_type);
-    PyObject **targets[11] = {
+    PyObject **targets[12] = {
         &S.trace_module, &S.config_module, &S.structure_ids, &S.new_structure_id, &S.thread_state,
         &S.start_thread, &S.scalar_op, &S.unary, &S.common_dtypes, &S.common_result, &S.bound_depth,
+        &S.mixed_devices,
     };
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         *targets[i] = Py_NewRef(objects[i]);
     S.bound = 1;
     Py_RETURN_NONE;

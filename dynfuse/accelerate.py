@@ -23,7 +23,7 @@ from . import array, config, ops, record, trace
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 1
+INTERFACE_VERSION = 2
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -66,6 +66,7 @@ def _load() -> ModuleType | None:
             common_dtypes=record._common_dtypes,
             common_result=record._common_result,
             bound_depth=record.bound_depth,
+            mixed_devices=trace.mixed_devices,
         )
     except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
         return _refused("the C recorder", str(error))

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from . import execute, ops, record, views
+from . import devices, execute, ops, record, views
+from .devices import HOST
 from .trace import Node
 
 _E = ops.elementwise_op
@@ -223,8 +224,25 @@ class LazyArray:
 
     @property
     def device(self) -> str:
-        """Where the values live, as the array API asks: in host memory, as NumPy's."""
-        return "cpu"
+        """Where the values live, as the array API asks: ``'cpu'`` (host memory, as NumPy's),
+        ``'cuda'`` or ``'cuda-emulator'`` (``devices``)."""
+        return (self._node.device or HOST).name
+
+    def to(self, device: Any) -> LazyArray:
+        """This array on ``device``: itself if it is there, else a copy there (its values computed
+        first, where they live)."""
+        target = devices.named(device, "to")
+        source = self._node.device or HOST
+        if target is source:
+            return self
+        moved = devices.move(self._value(), source, target)
+        return LazyArray(execute.new_leaf(moved, exposed=False, device=target))
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> LazyArray:
+        """The array API's name for ``to``."""
+        if stream is not None:
+            raise ValueError("to_device: streams are not supported")
+        return self.to(device)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -233,62 +251,78 @@ class LazyArray:
 
     # ---- materialization -------------------------------------------------------------------------
 
-    def _value(self) -> np.ndarray:
+    def _value(self) -> Any:
+        """The computed values, where they live."""
         node = self._node
         if node.inputs:
             execute.materialize((node,))
         return node.buffer
 
+    def _host(self) -> np.ndarray:
+        """The computed values in host memory: the buffer itself, or a copy of a device's."""
+        buffer = self._value()
+        device = self._node.device
+        return buffer if device is None or device is HOST else device.to_host(buffer)
+
     def numpy(self) -> np.ndarray:
-        """The values as an ndarray sharing this array's memory (as ``numpy.asarray`` gives)."""
+        """The values as an ndarray sharing this array's memory (as ``numpy.asarray`` gives); a
+        copy of an array on a device."""
         return self.__array__()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if (self._node.device or HOST) is not HOST:
+            if copy is False:
+                raise ValueError(
+                    f"Unable to avoid copy while creating an array on the host from {self.device}"
+                )
+            return np.asarray(self._host(), dtype=dtype)
         buffer = self._value()
         self._node.exposed = True
         return buffer if dtype is None and copy is None else np.asarray(buffer, dtype=dtype, copy=copy)
 
     def item(self, *args: Any) -> Any:
-        return self._value().item(*args)
+        return self._host().item(*args)
 
     def tolist(self) -> Any:
-        return self._value().tolist()
+        return self._host().tolist()
 
     def __bool__(self) -> bool:
-        return bool(self._value())
+        return bool(self._host())
 
     def __float__(self) -> float:
-        return float(self._value())
+        return float(self._host())
 
     def __int__(self) -> int:
-        return int(self._value())
+        return int(self._host())
 
     def __complex__(self) -> complex:
-        return complex(self._value())
+        return complex(self._host())
 
     def __index__(self) -> int:
-        return operator.index(self._value())
+        return operator.index(self._host())
 
     def __iter__(self) -> Iterator[Any]:
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
-        values = self._value()  # computed once; rows are then views of it, as NumPy's are
+        values = self._host()  # computed once; rows are then views of it, as NumPy's are
         if self.ndim == 1:
             return iter(values)
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
-        text = np.array_repr(self._value())
+        text = np.array_repr(self._host())
+        if (self._node.device or HOST) is not HOST:
+            text = f"{text[:-1]}, device={self.device!r})" if text.endswith(")") else text
         return "LazyArray" + text[len("array") :] if text.startswith("array") else f"LazyArray({text})"
 
     def __str__(self) -> str:
-        return str(self._value())
+        return str(self._host())
 
     def __format__(self, spec: str) -> str:
-        return format(self._value(), spec)
+        return format(self._host(), spec)
 
     def __reduce__(self) -> tuple:
-        return (_from_numpy, (np.array(self._value()),))
+        return (_from_numpy, (np.array(self._host()), self.device))
 
     def __dask_tokenize__(self) -> tuple:
         """Dask's token for the array (``dynfuse.dask``): its values' hash once computed; while it is
@@ -296,7 +330,7 @@ class LazyArray:
         array differ, as Dask's own are for objects it cannot hash."""
         if self._node.inputs:
             return ("dynfuse.LazyArray", uuid.uuid4().hex)
-        values = np.ascontiguousarray(self._value())
+        values = np.ascontiguousarray(self._host())
         return ("dynfuse.LazyArray", self.dtype.str, self.shape, hashlib.sha256(values.data).hexdigest())
 
     def __copy__(self) -> LazyArray:
@@ -483,16 +517,22 @@ for _name in dir(np.ndarray):
         setattr(LazyArray, _name, _falling_back(_name))
 
 
-def _from_numpy(array: np.ndarray) -> LazyArray:
-    return LazyArray(execute.new_leaf(array, exposed=False))
+def _from_numpy(array: np.ndarray, device: str = "cpu") -> LazyArray:
+    """An unpickled array: on its device again (which must be available where it is unpickled)."""
+    return asarray(array, device=None if device == "cpu" else device)
 
 
-def asarray(obj: Any, dtype: Any = None, copy: bool | None = None) -> LazyArray:
-    """A lazy array over ``obj``; an ndarray is wrapped without a copy, as ``numpy.asarray`` does.
+def asarray(obj: Any, dtype: Any = None, copy: bool | None = None, device: Any = None) -> LazyArray:
+    """A lazy array over ``obj``; an ndarray is wrapped without a copy, as ``numpy.asarray`` does,
+    and so is a device's array (CuPy's).
 
     A wrapped ndarray is the same memory: results not yet materialized read it when they are,
     so a later write to the ndarray is seen by them (use ``dynfuse.array`` to take a copy).
+    ``device`` (``'cpu'``, ``'cuda'``, ``'cuda-emulator'``) is where the array lives: ``obj`` is
+    copied there if it is elsewhere, as the array API's ``asarray`` does.
     """
+    if device is not None or not isinstance(obj, (LazyArray, np.ndarray)):
+        obj, copy = _placed(obj, dtype, copy, device)
     if isinstance(obj, LazyArray):
         target = obj.dtype if dtype is None else np.dtype(dtype)
         if target == obj.dtype and not copy:
@@ -508,6 +548,31 @@ def asarray(obj: Any, dtype: Any = None, copy: bool | None = None) -> LazyArray:
     return LazyArray(execute.new_leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
 
 
-def array(obj: Any, dtype: Any = None, copy: bool = True) -> LazyArray:
+def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, bool | None]:
+    """``obj`` on ``device`` (None: where it is) for ``asarray``, with the ``copy`` still to make: a
+    device's array wrapped, what is elsewhere copied there (a lazy array); else ``obj`` itself."""
+    target = None if device is None else devices.named(device, "asarray")
+    if not isinstance(obj, LazyArray):
+        owner = devices.owner(obj)
+        if owner is not None:  # a device's array, wrapped as it is
+            obj = LazyArray(execute.new_leaf(obj, exposed=True, device=owner))
+        elif target is None or target is HOST:
+            return obj, copy
+        else:
+            _refuse_copy(copy, target)
+            host = np.asarray(obj, dtype=dtype)
+            return LazyArray(execute.new_leaf(target.from_host(host), exposed=False, device=target)), None
+    if target is not None and (obj._node.device or HOST) is not target:
+        _refuse_copy(copy, target)
+        return obj.to(target), None
+    return obj, copy
+
+
+def _refuse_copy(copy: bool | None, target: devices.Memory) -> None:
+    if copy is False:
+        raise ValueError(f"asarray: unable to avoid a copy while moving to device {target.name!r}")
+
+
+def array(obj: Any, dtype: Any = None, copy: bool = True, device: Any = None) -> LazyArray:
     """A lazy array holding a copy of ``obj`` (unless ``copy=False``), as ``numpy.array`` does."""
-    return asarray(obj, dtype=dtype, copy=copy if copy else None)
+    return asarray(obj, dtype=dtype, copy=copy if copy else None, device=device)

@@ -12,6 +12,11 @@ own, and later runs wait for that compile: the compile is hidden behind the work
 are interpreted still depends only on the program, not on timing. A kernel that fails to compile
 or to run is interpreted instead, with a warning: a fault in dynfuse never turns into a wrong
 answer.
+
+A trace runs where its backend's kernels run (``backend_for``): in its own memory, or, a device's
+trace given to the reference executor or a host trace given to a device's backend, on copies of its
+leaves there, its results copied back (``devices``). The reference executor always runs on the
+host: a device's kernel interpreted, or a library call on a device, runs on host copies.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import sys
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import cachetools
 import numpy as np
 
 from . import cache, config, interpret, schedule, stats, trace, views
+from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel, Kernel
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
@@ -62,8 +69,16 @@ def materialize(nodes: Sequence[Node]) -> None:
             outputs = wanted_nodes(nodes)
         if not outputs:
             return
-        backend = config.BACKENDS[config.backend]
-        key = None if backend is None or len(outputs) != 1 else trace.replay_key(backend.name, outputs[0])
+        device = outputs[0].device
+        if len(outputs) > 1 and any(node.device is not device for node in outputs):
+            for group in _by_device(outputs):
+                materialize(group)
+            return
+        memory = device or HOST
+        backend = config.BACKENDS[config.backend] if memory is HOST else backend_for(memory)
+        key = None
+        if backend is not None and backend.memory is memory and len(outputs) == 1:
+            key = trace.replay_key(backend.name, outputs[0])
         if key is not None:
             replay = cache.replay(key)
             if replay is not None and replay.materialize(outputs[0], key):
@@ -73,13 +88,44 @@ def materialize(nodes: Sequence[Node]) -> None:
         if held:
             outputs, key = [*outputs, *held], None  # no replay: it computes one node
         tiny = backend is not None and _tiny(order, backend)
-        if backend is None or (tiny and not _repeated_enough(key, backend)):
-            results = interpret.run(order, outputs)
+        interpreted = backend is None or (tiny and not _repeated_enough(key, backend))
+        place = HOST if interpreted else backend.memory
+        moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
+        if interpreted:
+            results = interpret.run(order, outputs, moved)
         else:
-            results = run_planned(order, outputs, backend, key, compile_small=tiny)
+            results = run_planned(order, outputs, backend, key, compile_small=tiny, moved=moved)
         for node in outputs:
-            node.become_leaf(results[node])
+            node.become_leaf(results[node] if place is memory else move(results[node], place, memory))
         _counters()["materializations"] += 1
+
+
+def backend_for(memory: Memory) -> Backend | None:
+    """The backend that runs a trace of ``memory``'s arrays: the configured one (``DYNFUSE_BACKEND``)
+    for host arrays, or where it runs kernels on that memory; a device's own otherwise, unless the
+    reference executor (``numpy``) is configured: a device's trace then runs on host copies."""
+    chosen = config.BACKENDS[config.backend]
+    if memory is HOST or chosen is None or chosen.memory is memory:
+        return chosen
+    return next(backend for backend in config.BACKENDS.values() if backend and backend.memory is memory)
+
+
+def _by_device(nodes: Sequence[Node]) -> list[list[Node]]:
+    groups: dict[int, list[Node]] = {}
+    for node in nodes:
+        groups.setdefault(id(node.device), []).append(node)
+    return list(groups.values())
+
+
+def moved_leaves(order: Sequence[Node], place: Memory) -> dict[Node, Any]:
+    """Copies in ``place`` of the leaves ``order`` reads from another memory: what a run there reads
+    in their stead. A converted NumPy scalar (no device) is host memory."""
+    moved: dict[Node, Any] = {}
+    for node in order:
+        for child in node.inputs:
+            if child.op.kind is OpKind.BUFFER and child not in moved and (child.device or HOST) is not place:
+                moved[child] = move(child.buffer, child.device or HOST, place)
+    return moved
 
 
 _counters = stats.thread_counters
@@ -91,8 +137,9 @@ _new_leaf_bytes = 0
 SHRINKING = 8
 
 
-def new_leaf(array: np.ndarray, exposed: bool) -> Node:
-    """A buffer leaf over ``array`` (``exposed``: code outside dynfuse may hold its memory).
+def new_leaf(array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
+    """A buffer leaf over ``device``'s ``array`` (``exposed``: code outside dynfuse may hold its
+    memory; ``device`` None: a converted NumPy scalar, which goes with any device).
 
     New memory is when lazy traces can come to hold too much: a program that drops each array it
     made once a lazy result is recorded over it (a loop of ``f(rng.random(n))``) would, NumPy having
@@ -106,7 +153,7 @@ def new_leaf(array: np.ndarray, exposed: bool) -> Node:
     The fusion given up is only with what later reads those small results.
     """
     global _new_leaf_bytes
-    node = Node.leaf(array, exposed)
+    node = Node.leaf(array, exposed, device)
     _new_leaf_bytes += array.nbytes
     check = config.pending_memory // 4
     if _new_leaf_bytes >= check:
@@ -184,8 +231,10 @@ def run_planned(
     backend: Backend,
     key: tuple | None = None,
     compile_small: bool = False,
-) -> dict[Node, np.ndarray]:
-    """Plan and run; with a replay ``key``, a plan of one compiled kernel is kept for replaying."""
+    moved: dict[Node, Any] | None = None,
+) -> dict[Node, Any]:
+    """Plan and run on the backend's memory, reading ``moved`` leaves' copies there; with a replay
+    ``key``, a plan of one compiled kernel is kept for replaying."""
     trace = schedule.number_trace(order, outputs)
     try:
         plan = schedule.plan_for(trace, backend.target)
@@ -194,13 +243,18 @@ def run_planned(
     except Exception as error:  # a fault of the scheduler's: the trace still runs, op by op
         _warn_fault("planning", error)
         stats.count_fallback("plan")
-        return interpret.run(order, outputs)
-    run = _Run(trace.nodes, plan, backend, compile_small)
+        return _on(backend.memory, interpret.run(order, outputs, moved_leaves(order, HOST)))
+    run = _Run(trace.nodes, plan, backend, compile_small, moved or {})
     if key is not None and run.compiled_step is not None:
-        replay = Replay.of(trace.nodes, plan, run.compiled_step, outputs[0])
+        replay = Replay.of(trace.nodes, plan, run.compiled_step, outputs[0], backend.memory)
         if replay is not None:
             cache.keep_replay(key, replay)
     return run.results(outputs)
+
+
+def _on(place: Memory, values: dict[Node, Any]) -> dict[Node, Any]:
+    """The reference executor's results (host arrays) as arrays of ``place``."""
+    return {node: move(value, HOST, place) for node, value in values.items()}
 
 
 def _warn_fault(what: str, error: Exception) -> None:
@@ -221,6 +275,7 @@ class Replay:
         "fused_ops",
         "kernel",
         "loads",
+        "memory",
         "output",
         "params",
         "positions",
@@ -238,9 +293,11 @@ class Replay:
         shape: tuple[int, ...],
         fused_ops: int,
         direct: bool,
+        memory: Memory,
     ) -> None:
         self.kernel = kernel
         self.compiled = compiled
+        self.memory = memory  # the backend's, which is the node's leaves' (``Replay.of``)
         self.loads = loads  # (leaf position, source) per load slot
         self.params = params  # leaf position per parameter slot
         self.output = output  # which output holds the node
@@ -257,9 +314,15 @@ class Replay:
         self.result_key: int | None = None
 
     @classmethod
-    def of(cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node) -> Replay | None:
-        """The replay of ``plan`` for ``node``'s structure, or None if the plan does more than that."""
+    def of(
+        cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node, memory: Memory
+    ) -> Replay | None:
+        """The replay of ``plan`` for ``node``'s structure, or None if the plan does more than that,
+        or reads a leaf from another memory than ``memory``, where the kernel runs. (The structure
+        holds where each leaf is, so what holds for this trace holds for every replay.)"""
         if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
+            return None
+        if any((leaf.device or HOST) is not memory for leaf in node.leaves if leaf.op.kind is OpKind.BUFFER):
             return None
         step = plan.steps[0]
         ((number, source),) = plan.outputs
@@ -279,7 +342,7 @@ class Replay:
             for load, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True)
         )
         output = step.stores.index(number)
-        return cls(kernel, compiled, loads, params, output, node.shape, len(step.nodes), direct)
+        return cls(kernel, compiled, loads, params, output, node.shape, len(step.nodes), direct, memory)
 
     def materialize(self, node: Node, key: tuple) -> bool:
         """Compute ``node`` by this replay; False if that failed (then it is forgotten, and the
@@ -293,14 +356,16 @@ class Replay:
             else:
                 shape = self.kernel.shape
                 inputs = [
-                    read(leaf_value(leaves[position]), source, shape) for position, source in self.loads
+                    read(leaf_value(leaves[position], self.memory), source, shape)
+                    for position, source in self.loads
                 ]
                 params = [leaves[position].buffer for position in self.params]
-            result = launch(self.kernel, self.compiled, inputs, params, held=self.direct)[self.output]
+            result = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
+            result = result[self.output]
             if self.shape is not None:
                 result = result.reshape(self.shape)
             if self.result_key is None:  # the same every time: the kernel allocates it
-                self.result_key = trace.structure_id(trace.buffer_key(result))
+                self.result_key = trace.structure_id(trace.buffer_key(result, node.device))
             node.become_leaf(result, self.result_key)
         except MemoryError:
             raise
@@ -322,12 +387,14 @@ def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous:
     return read(leaf.buffer, load, shape) is leaf.buffer
 
 
-def leaf_value(node: Node) -> np.ndarray:
-    """A leaf's value as an array: its buffer, or its weak scalar as a 0-d array."""
-    return np.asarray(node.buffer) if node.op.kind is OpKind.SCALAR else node.buffer
+def leaf_value(node: Node, memory: Memory = HOST) -> Any:
+    """A leaf's value as an array: its buffer, or its weak scalar as a 0-d array of ``memory``."""
+    if node.op.kind is OpKind.SCALAR:
+        return move(np.asarray(node.buffer), HOST, memory)
+    return node.buffer
 
 
-def read(value: np.ndarray, source: Source, shape: tuple[int, ...] | None) -> np.ndarray:
+def read(value: Any, source: Source, shape: tuple[int, ...] | None) -> Any:
     """``value`` as ``source`` reads it: through its index map, unless that reads it as it is."""
     if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
         value = views.strided_view(value, source.index_map, shape)
@@ -335,24 +402,29 @@ def read(value: np.ndarray, source: Source, shape: tuple[int, ...] | None) -> np
 
 
 def launch(
-    kernel: Kernel, compiled: CompiledKernel, inputs: list[np.ndarray], params: list, held: bool = False
-) -> list[np.ndarray]:
-    """Run a compiled kernel on its inputs, first copied into the layout it was built for unless
-    they are ``held`` in it already; its fresh outputs."""
+    kernel: Kernel,
+    compiled: CompiledKernel,
+    inputs: list[Any],
+    params: list,
+    memory: Memory = HOST,
+    held: bool = False,
+) -> list[Any]:
+    """Run a compiled kernel on its inputs in ``memory``, first copied into the layout it was built
+    for unless they are ``held`` in it already; its fresh outputs."""
     if not held:
         inputs = [
-            np.ascontiguousarray(value) if contiguous and not value.flags.c_contiguous else value
+            memory.contiguous(value) if contiguous and not value.flags.c_contiguous else value
             for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
         ]
-    outputs = allocate_outputs(kernel)
+    outputs = allocate_outputs(kernel, memory)
     compiled(inputs, params, outputs)
     return outputs
 
 
-def allocate_outputs(kernel: Kernel) -> list[np.ndarray]:
+def allocate_outputs(kernel: Kernel, memory: Memory) -> list[Any]:
     """A kernel's fresh outputs. Running out of memory here raises MemoryError, as NumPy would for
     the same arrays: the program's to handle, never a fault that falls back."""
-    return [np.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+    return [memory.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
 
 
 def _code_cost(backend: Backend, kernel: Kernel) -> tuple[float, bool]:
@@ -387,33 +459,57 @@ class Tier(enum.Enum):
 class _Run:
     """One execution of a plan: the buffers of stored nodes, freed after their last reader."""
 
-    def __init__(self, nodes: list[Node], plan: Plan, backend: Backend, compile_small: bool = False) -> None:
+    def __init__(
+        self,
+        nodes: list[Node],
+        plan: Plan,
+        backend: Backend,
+        compile_small: bool = False,
+        moved: dict[Node, Any] | None = None,
+    ) -> None:
+        moved = moved or {}
         self.nodes = nodes
         self.plan = plan
         self.backend = backend
+        self.memory: Memory = backend.memory  # where every buffer of the run is
         self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
         self.compiled_step: CompiledKernel | None = None  # the last kernel that ran compiled
-        self.buffers: dict[int, np.ndarray] = {}
+        self.buffers: dict[int, Any] = {}
+        # Leaves from another memory, by number: their copies in this one
+        self.moved = (
+            {number: moved[node] for number, node in enumerate(nodes) if node in moved} if moved else {}
+        )
         stats.count("kernels_planned", len(plan.kernels))
         for step, release in zip(plan.steps, plan.release, strict=True):
             if isinstance(step, LibraryStep):
                 node = nodes[step.node]
                 arguments = [self.array(source) for source in step.inputs]
-                self.buffers[step.node] = np.asarray(node.op.reference(*arguments, **dict(node.params)))
-                node.become_leaf(self.buffers[step.node])  # see interpret.run: kept, never called again
+                if self.memory is not HOST:  # the reference executor's NumPy call, on host copies
+                    arguments = [move(argument, self.memory, HOST) for argument in arguments]
+                value = move(
+                    np.asarray(node.op.reference(*arguments, **dict(node.params))), HOST, self.memory
+                )
+                self.buffers[step.node] = value
+                # See interpret.run: kept, never called again
+                node.become_leaf(move(value, self.memory, node.device or HOST))
             else:
                 self.run_kernel(step)
             for number in release:
                 del self.buffers[number]
 
-    def results(self, outputs: list[Node]) -> dict[Node, np.ndarray]:
+    def results(self, outputs: list[Node]) -> dict[Node, Any]:
         values = {self.nodes[number]: self.array(source) for number, source in self.plan.outputs}
         return {node: values[node] for node in outputs}
 
-    def array(self, source: Source, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    def array(self, source: Source, shape: tuple[int, ...] | None = None) -> Any:
         """A source as an array: the buffer, through its views, then read through its index map."""
-        base = self.nodes[source.node]
-        value = leaf_value(base) if base.is_materialized else self.buffers[source.node]
+        buffers = self.buffers  # a library call's result too, though its node holds it (as a leaf)
+        if source.node in buffers:
+            value = buffers[source.node]
+        elif source.node in self.moved:
+            value = self.moved[source.node]
+        else:
+            value = leaf_value(self.nodes[source.node], self.memory)
         for number in source.views:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
@@ -432,7 +528,8 @@ class _Run:
                 compiled = cache.compiled_kernel(self.backend, kernel)
                 if compiled is not None:
                     inputs = [self.array(source, kernel.shape) for source in step.loads]
-                    outputs = launch(kernel, compiled, inputs, [self.nodes[n].buffer for n in step.params])
+                    params = [self.nodes[n].buffer for n in step.params]
+                    outputs = launch(kernel, compiled, inputs, params, self.memory)
             except MemoryError:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
@@ -482,12 +579,17 @@ class _Run:
         return Tier.COMPILED
 
     def interpret(self, step: KernelStep) -> None:
-        known = {self.nodes[number]: value for number, value in self.buffers.items()}
+        """The step's nodes by the reference executor: on host copies where the run is elsewhere."""
         order = [self.nodes[number] for number in step.nodes]
         stores = [self.nodes[number] for number in step.stores]
+        known = {self.nodes[number]: value for number, value in self.buffers.items()}
+        if self.memory is not HOST:
+            needed = {child for node in order for child in node.inputs}
+            known = {node: move(value, self.memory, HOST) for node, value in known.items() if node in needed}
+            known.update(moved_leaves(order, HOST))
         values = interpret.run(order, stores, known)
         for number, node in zip(step.stores, stores, strict=True):
-            self.buffers[number] = values[node]
+            self.buffers[number] = move(values[node], HOST, self.memory)
 
 
 def explain_plan(outputs: list[Node], backend: Backend) -> tuple[list[Node], Plan]:

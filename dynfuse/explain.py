@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import config, execute, record, views
+from .devices import HOST
 from .kernel import Backend
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan
@@ -22,8 +23,10 @@ class Explanation(str):
         return str(self)
 
 
-def _backend(name: str | None) -> Backend | None:
-    name = config.backend if name is None else name
+def _backend(name: str | None, outputs: list[Node]) -> Backend | None:
+    """The backend named, or the one that would run ``outputs`` (``execute.backend_for``)."""
+    if name is None:
+        return execute.backend_for((outputs[0].device if outputs else None) or HOST)
     if name not in config.BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(config.BACKENDS))}")
     return config.BACKENDS[name]
@@ -35,12 +38,13 @@ def _outputs(arrays: tuple) -> list[Node]:
 
 def kernel_sources(*arrays: Any, backend: str | None = None) -> list[str]:
     """The generated source of each kernel that materializing ``arrays`` would compile."""
-    chosen = _backend(backend)
+    outputs = _outputs(arrays)
+    chosen = _backend(backend, outputs)
     if chosen is None:
         raise ValueError(
             "kernel_sources: the reference backend 'numpy' runs op by op and generates no kernels"
         )
-    _, plan = execute.explain_plan(_outputs(arrays), chosen)
+    _, plan = execute.explain_plan(outputs, chosen)
     return [chosen.source(step.kernel) for step in plan.kernels]
 
 
@@ -89,11 +93,11 @@ def _traffic_planned(nodes: list[Node], plan: Plan) -> int:
 def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> Explanation:
     """What materializing ``arrays`` would run: the trace, then each kernel and library call.
 
-    ``backend`` names the backend to plan for (default: the current one); ``source=True`` adds
-    each kernel's generated source.
+    ``backend`` names the backend to plan for (default: the one that would run them, the arrays'
+    device's for arrays on a device); ``source=True`` adds each kernel's generated source.
     """
     outputs = _outputs(arrays)
-    chosen = _backend(backend)
+    chosen = _backend(backend, outputs)
     order = topological_order(outputs)
     names: dict[int, str] = {}
     lines: list[str] = []

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import stats
+from .devices import HOST, move
 from .ops import OpKind
 from .trace import Node
 
@@ -24,21 +25,22 @@ def run(
 ) -> dict[Node, np.ndarray]:
     """Compute every node of ``order`` (inputs first); return the values of ``outputs``.
 
-    ``known`` holds values computed earlier for nodes that are not materialized yet.
+    ``known`` holds values computed earlier for nodes that are not materialized yet, and host
+    copies of leaves that live on a device: it runs on host arrays only.
     """
     wanted = set(outputs)
     computed_here = set(order)
     uses = Counter(child for node in order for child in node.inputs if child in computed_here)
     values: dict[Node, Any] = dict(known or {})
     for node in order:
-        args = [child.buffer if child.is_materialized else values[child] for child in node.inputs]
+        args = [values.get(child, child.buffer) for child in node.inputs]
         # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
         values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
         if node.op.kind is OpKind.BARRIER:
             # A library call costs far more than reading its result: the node keeps it (as a leaf),
             # so what is recorded over it and materialized later reads it rather than call again.
             # It lives as long as something recorded over it does.
-            node.become_leaf(values[node])
+            node.become_leaf(move(values[node], HOST, node.device or HOST))
         for child in node.inputs:
             if child in uses:
                 uses[child] -= 1

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import ops
+from .devices import Memory
 from .ops import Op, OpKind
 
 Shape = tuple[int, ...]
@@ -206,6 +207,7 @@ class Backend(Protocol):
 
     name: str
     target: Target
+    memory: Memory | None  # where its kernels read and write (``devices``); None: nowhere here yet
 
     def source(self, kernel: Kernel) -> str:
         """The generated source of ``kernel``, as text (no compiler needed)."""

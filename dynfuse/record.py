@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from . import array as array_module
-from . import config, dtypes, execute, ops, stats, views
+from . import config, devices, dtypes, execute, ops, stats, views
+from .devices import HOST
 from .ops import OpKind
-from .trace import Node, pending_readers
+from .trace import Node, mixed_devices, pending_readers
 
 # NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
@@ -36,19 +37,27 @@ def is_lazy(value: Any) -> bool:
 
 
 def array_node(value: Any) -> Node:
-    """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it)."""
-    return (
-        execute.new_leaf(np.asarray(value), exposed=False) if dtypes.is_weak_scalar(value) else as_node(value)
-    )
+    """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it; it
+    goes with any device, as a weak one does)."""
+    if dtypes.is_weak_scalar(value):
+        return execute.new_leaf(np.asarray(value), exposed=False, device=None)
+    return as_node(value)
 
 
 def as_node(value: Any) -> Node:
+    """``value`` as a node: a host array as one of host memory, a device's array (CuPy's) as one of
+    its device, a NumPy scalar as one that goes with any device, as CuPy takes one."""
     if is_lazy(value):
         return value._node
     if dtypes.is_weak_scalar(value):
         return Node.scalar(value)
     if isinstance(value, np.ndarray):
         return execute.new_leaf(value, exposed=True)
+    if isinstance(value, np.generic):
+        return execute.new_leaf(np.asarray(value), exposed=False, device=None)
+    owner = devices.owner(value)
+    if owner is not None:
+        return execute.new_leaf(value, exposed=True, device=owner)
     return execute.new_leaf(np.asarray(value), exposed=False)
 
 
@@ -57,8 +66,10 @@ def defers_to(value: Any) -> bool:
     CuPy array, a pandas Series): as ndarray does (NEP 13), a lazy array's operator or ufunc then
     leaves the operation to it, rather than converting it (computing a whole Dask array here)."""
     kind = type(value)
-    return hasattr(kind, "__array_ufunc__") and not issubclass(
-        kind, (np.ndarray, np.generic, array_module.LazyArray)
+    return (
+        hasattr(kind, "__array_ufunc__")
+        and not issubclass(kind, (np.ndarray, np.generic, array_module.LazyArray))
+        and devices.owner(value) is None  # a device's array is one dynfuse takes as its own
     )
 
 
@@ -462,6 +473,8 @@ def assign(target: Any, value: Node) -> None:
         value = Node(
             ops.VIEWS["broadcast_to"], (value,), (("shape", target.shape),), target.shape, value.dtype
         )
+    if value.device is not None and value.device is not _memory(target):
+        mixed_devices("assignment", (target._node, value))
     if value.dtype != target.dtype or value.op.kind is OpKind.VIEW:
         value = _cast_node(value, target.dtype)  # a fresh, writable array of the target's dtype
     with execute.lock:
@@ -470,24 +483,46 @@ def assign(target: Any, value: Node) -> None:
             bound_depth(target)
             return
         buffer = prepare_write(target, [value])
-        np.copyto(buffer, value.buffer)
+        np.copyto(buffer, devices.move(value.buffer, value.device or HOST, _memory(target)))
 
 
-def prepare_write(target: Any, also: Iterable[Node] = ()) -> np.ndarray:
+def _memory(array: Any) -> devices.Memory:
+    return array._node.device or HOST
+
+
+def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
     """Materialize what a write into ``target`` must not disturb; return the buffer to write."""
     execute.materialize([target._node, *also])
     buffer = target._node.buffer
     # A materialized reader may itself be a view of this memory; its readers are next, until none.
-    while readers := pending_readers(buffer):
+    while readers := pending_readers(buffer, _memory(target)):
         execute.materialize(readers)
     return buffer
 
 
 def setitem(target: Any, index: Any, value: Any) -> None:
+    """``target[index] = value``; on a device, host values (NumPy arrays, lists) are copied there,
+    lazy arrays must be on it."""
     lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
+    memory = _memory(target)
+    elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
+    if elsewhere:
+        mixed_devices("setitem", (target._node, *elsewhere))
     with execute.lock:
         buffer = prepare_write(target, [item._node for item in lazy_parts])
-        buffer[_concrete(index)] = _concrete(value)
+        if memory is HOST:
+            buffer[_concrete(index)] = _concrete(value)
+        else:
+            buffer[_on_device(_concrete(index), memory)] = _on_device(_concrete(value), memory)
+
+
+def _on_device(value: Any, memory: devices.Memory) -> Any:
+    """Host arrays (inside tuples) as copies on ``memory``; the rest as it is."""
+    if isinstance(value, (np.ndarray, list)):
+        return memory.from_host(np.asarray(value))
+    if isinstance(value, tuple):
+        return tuple(_on_device(item, memory) for item in value)
+    return value
 
 
 # ---- materialization and fallback ----------------------------------------------------------------
@@ -508,29 +543,37 @@ def _flatten(value: Any) -> Iterable[Any]:
         yield value
 
 
-def _concrete(value: Any) -> Any:
-    """Replace lazy arrays (already materialized) by their buffers, inside lists, tuples and dicts."""
+def _concrete(value: Any, host_copies: dict[int, np.ndarray] | None = None) -> Any:
+    """Replace lazy arrays (already materialized) by their buffers, inside lists, tuples and dicts;
+    with ``host_copies``, a device's buffer by a host copy, kept there by its node's id."""
     if is_lazy(value):
         node = value._node
+        if host_copies is not None and node.device not in (None, HOST):
+            if id(node) not in host_copies:
+                host_copies[id(node)] = node.device.to_host(node.buffer)
+            return host_copies[id(node)]
         node.exposed = True  # NumPy may return this very memory, or a view of it
         return node.buffer
     if isinstance(value, (list, tuple)):
-        return type(value)(_concrete(item) for item in value)
+        return type(value)(_concrete(item, host_copies) for item in value)
     if isinstance(value, dict):
-        return {key: _concrete(item) for key, item in value.items()}
+        return {key: _concrete(item, host_copies) for key, item in value.items()}
     return value
 
 
-def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool) -> Any:
+def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool, device: devices.Memory = HOST) -> Any:
+    """NumPy's results as lazy arrays of ``device`` (copied there from the host)."""
     for out, buffer in zip(outs, out_buffers, strict=True):
         if result is buffer:
             return out
-    if isinstance(result, np.ndarray):
-        return array_module.LazyArray(execute.new_leaf(result, exposed=exposed))
     if isinstance(result, np.generic):  # 0-d results are arrays, as everywhere in dynfuse
-        return array_module.LazyArray(execute.new_leaf(np.asarray(result), exposed=False))
+        result, exposed = np.asarray(result), False
+    if isinstance(result, np.ndarray):
+        if device is not HOST:
+            return array_module.LazyArray(execute.new_leaf(device.from_host(result), False, device))
+        return array_module.LazyArray(execute.new_leaf(result, exposed=exposed))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
-        return type(result)(_wrap(item, outs, out_buffers, exposed) for item in result)
+        return type(result)(_wrap(item, outs, out_buffers, exposed, device) for item in result)
     return result
 
 
@@ -567,24 +610,42 @@ def call_numpy(
 
     ``written``: arrays it writes into besides ``out=``; what reads their memory is materialized
     first, as for any write. ``fresh``: its array results are new memory (creation, random draws),
-    shared with nobody, so writes into them may stay lazy.
+    shared with nobody, so writes into them may stay lazy. Arrays on a device are given to NumPy as
+    host copies; its results, and what it wrote, are copied back to the device.
     """
     out = kwargs.get("out")
     outs = tuple(out) if isinstance(out, tuple) else (out,) if out is not None else ()
     inputs = [
         item for item in _flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)
     ]
+    lazy_outs = [item for item in outs if is_lazy(item)]
+    device = _one_device(function, inputs + lazy_outs)
+    host_copies = None if device is HOST else {}
     with execute.lock:
-        materialize_arrays(inputs + [item for item in outs if is_lazy(item)])
+        materialize_arrays(inputs + lazy_outs)
         out_buffers = tuple(prepare_write(item) if is_lazy(item) else item for item in outs)
         for target in written:
             if is_lazy(target):
                 prepare_write(target)
-        call_kwargs = _concrete({k: v for k, v in kwargs.items() if k != "out"})
+        if host_copies is not None:
+            out_buffers = tuple(_concrete(item, host_copies) if is_lazy(item) else item for item in outs)
+        call_kwargs = _concrete({k: v for k, v in kwargs.items() if k != "out"}, host_copies)
         if outs:
             call_kwargs["out"] = out_buffers if isinstance(out, tuple) else out_buffers[0]
-        result = function(*_concrete(args), **call_kwargs)
-    return _wrap(result, outs, out_buffers, exposed=not fresh)
+        result = function(*_concrete(args, host_copies), **call_kwargs)
+        for target in [*lazy_outs, *filter(is_lazy, written)] if host_copies else ():
+            if id(target._node) in host_copies:  # what NumPy wrote, back where it lives
+                target._node.buffer[...] = device.from_host(host_copies[id(target._node)])
+    return _wrap(result, outs, out_buffers, not fresh, device)
+
+
+def _one_device(function: Callable, arrays: list[Any]) -> devices.Memory:
+    """The memory of ``arrays`` (host memory if none is on a device); TypeError if they are in two."""
+    found = {node.device for node in (array._node for array in arrays)} - {None}
+    if len(found) > 1:
+        nodes = [array._node for array in arrays if array._node.device is not None]
+        mixed_devices(function_name(function), tuple(nodes))
+    return found.pop() if found else HOST
 
 
 def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:

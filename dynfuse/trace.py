@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import ops, stats
+from .devices import HOST, Memory
 from .ops import Op, OpKind
 
 # A structure larger than this (in leaf occurrences plus interior ancestors) gets no replay key:
@@ -71,6 +72,9 @@ class Node:
       twice: which positions hold the same leaf is part of the lookup); empty for a leaf itself;
     - ``ancestors``: the interior nodes under it. Once one of them is materialized, the structure no
       longer says what this node computes (the leaves it started from may since have changed).
+
+    ``device`` is the memory its value lives in (``devices``): its inputs', which must agree; None
+    for a weak scalar, or a NumPy scalar converted, which go with any device.
     """
 
     __slots__ = (
@@ -78,6 +82,7 @@ class Node:
         "ancestors",
         "buffer",
         "depth",
+        "device",
         "dtype",
         "exposed",
         "inputs",
@@ -101,12 +106,17 @@ class Node:
         # This runs once per recorded op: loops without generators, tuples joined in C, no calls
         # but the one that interns the structure.
         depth = 0
+        device = None
         description: list[Any] = [op, params]
         leaves: tuple[Node, ...] = ()
         ancestors: tuple[Node, ...] = ()
         for node in inputs:
             if node.depth >= depth:
                 depth = node.depth + 1
+            if node.device is not device and node.device is not None:
+                if device is not None:
+                    mixed_devices(op, inputs)
+                device = node.device
             description.append(node.key)
             if node.inputs:
                 leaves += node.leaves
@@ -115,6 +125,7 @@ class Node:
             else:  # a leaf does not list itself: that would be a cycle, kept alive until a GC pass
                 leaves += (node,)
         self.depth = depth
+        self.device = device
         if None in description or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
             self.key, self.leaves, self.ancestors = None, (), ()
         else:
@@ -130,21 +141,30 @@ class Node:
                 recording.sweep()
 
     @classmethod
-    def leaf(cls, array: np.ndarray, exposed: bool) -> Node:
-        """A materialized leaf; ``exposed`` when code outside dynfuse may hold this memory."""
-        return cls._leaf(
-            ops.BUFFER, array, array.shape, array.dtype, exposed, structure_id(buffer_key(array))
-        )
+    def leaf(cls, array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
+        """A materialized leaf of ``device``'s ``array``; ``exposed`` when code outside dynfuse may
+        hold this memory."""
+        key = structure_id(buffer_key(array, device))
+        return cls._leaf(ops.BUFFER, array, array.shape, array.dtype, exposed, key, device)
 
     @classmethod
     def scalar(cls, value: bool | int | float | complex) -> Node:
-        return cls._leaf(ops.SCALAR, value, (), None, False, structure_id(type(value)))
+        return cls._leaf(ops.SCALAR, value, (), None, False, structure_id(type(value)), None)
 
     @classmethod
-    def _leaf(cls, op: Op, value: Any, shape: tuple, dtype: np.dtype | None, exposed: bool, key: int) -> Node:
+    def _leaf(
+        cls,
+        op: Op,
+        value: Any,
+        shape: tuple,
+        dtype: np.dtype | None,
+        exposed: bool,
+        key: int,
+        device: Memory | None,
+    ) -> Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.params, node.shape, node.dtype = op, (), (), shape, dtype
-        node.buffer, node.exposed, node.depth = value, exposed, 0
+        node.buffer, node.exposed, node.depth, node.device = value, exposed, 0, device
         node.key, node.leaves, node.ancestors = key, (), ()
         return node
 
@@ -152,15 +172,16 @@ class Node:
     def is_materialized(self) -> bool:
         return not self.inputs
 
-    def become_leaf(self, array: np.ndarray, key: int | None = None) -> None:
-        """Hold the computed value and let go of the graph above it. ``key``: the array's
-        ``structure_id(buffer_key(array))``, where the caller knows it already."""
+    def become_leaf(self, array: Any, key: int | None = None) -> None:
+        """Hold the computed value (an array of the node's device) and let go of the graph above
+        it. ``key``: the array's ``structure_id(buffer_key(array, device))``, where the caller knows
+        it already."""
         self.op = ops.BUFFER
         self.inputs = ()
         self.params = ()
         self.buffer = array
         self.depth = 0
-        self.key = structure_id(buffer_key(array)) if key is None else key
+        self.key = structure_id(buffer_key(array, self.device)) if key is None else key
         self.leaves = ()
         self.ancestors = ()
 
@@ -174,9 +195,22 @@ def buffer_layout(array: np.ndarray) -> tuple[int, ...] | None:
     return None if array.flags.c_contiguous else array.strides
 
 
-def buffer_key(array: np.ndarray) -> tuple:
-    """A buffer leaf as plans see it."""
-    return (array.dtype, array.shape, buffer_layout(array))
+def buffer_key(array: Any, device: Memory | None = HOST) -> tuple:
+    """A buffer leaf as plans see it; a device's names its memory, so a structure says where its
+    leaves are."""
+    key = (array.dtype, array.shape, buffer_layout(array))
+    return key if device is HOST or device is None else (*key, device.name)
+
+
+def mixed_devices(op: Op | str, inputs: tuple[Node, ...]) -> None:
+    """Raise, for an op (or a call, by name) over arrays in different memories, CuPy's error for a
+    NumPy operand."""
+    found = ", ".join(f"{node.device.name} {node.shape}" for node in inputs if node.device is not None)
+    name = op if isinstance(op, str) else op.name
+    raise TypeError(
+        f"{name}: operands on different devices ({found}); move them to one with .to(device) or "
+        "dynfuse.asarray(x, device=...)"
+    )
 
 
 class _Recording:
@@ -236,14 +270,16 @@ _thread = threading.local()  # .recording: this thread's _Recording
 _pending = _PendingNodes()
 
 
-def pending_readers(memory: np.ndarray) -> list[Node]:
-    """Unmaterialized nodes that read a buffer sharing memory with ``memory``."""
+def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
+    """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``."""
     return [
         node
         for node in _pending.alive()
         if node.inputs
         and any(
-            source.op.kind is OpKind.BUFFER and np.may_share_memory(source.buffer, memory)
+            source.op.kind is OpKind.BUFFER
+            and (source.device or HOST) is device
+            and np.may_share_memory(source.buffer, memory)
             for source in node.inputs
         )
     ]

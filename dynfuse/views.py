@@ -18,6 +18,9 @@ import numpy as np
 from numpy._core.einsumfunc import _parse_einsum_input
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
+from . import devices
+from .devices import HOST
+
 Shape = tuple[int, ...]
 
 
@@ -455,14 +458,15 @@ def _reshape_input_map(
     return IndexMap(tuple(map(tuple, rows)), tuple(offsets))
 
 
-def strided_view(array: np.ndarray, index_map: IndexMap, shape: Shape) -> np.ndarray:
+def strided_view(array: Any, index_map: IndexMap, shape: Shape) -> Any:
     """``array`` read through ``index_map`` as a read-only array of the iteration ``shape``: no copy.
 
     ``shape`` may be empty along axes the map ignores (a reduction over no elements still reads
     its per-row values); an empty ``array`` is only read by an empty iteration.
     """
+    memory = HOST if isinstance(array, np.ndarray) else devices.owner(array)  # a device's array
     if array.size == 0:  # nothing to read; an empty iteration still reads per-row values
-        return np.empty(shape, array.dtype)
+        return memory.empty(shape, array.dtype)
     strides, _ = _combine(array.strides, index_map, len(shape))
     origin = array[(*index_map.offsets, Ellipsis)]  # a 0-d view at the first element read
-    return np.lib.stride_tricks.as_strided(origin, shape, tuple(strides), writeable=False)
+    return memory.as_strided(origin, shape, tuple(strides))

@@ -9,6 +9,7 @@ mode its kernel ran in, so the tests fail if column mode is dropped or taken whe
 """
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -153,7 +154,9 @@ def test_row_mode_is_kept_where_memory_runs_along_the_reduced_axes():
     assert modes(dynfuse.asarray(np.ones((100, 8), np.int8)).sum(axis=0)) == [False]
 
 
-PACKED = {"sum": "addps", "mean": "addps", "var": "addps", "max": "blendvps", "argmax": "blendvps"}
+# A packed instruction each reduction's column loop has once vectorized: a packed compare for max
+# and argmax (then a blend on AVX2, a masked move on AVX-512).
+PACKED = {"sum": "addps", "mean": "addps", "var": "addps", "max": r"cmp\w*ps\b", "argmax": r"cmp\w*ps\b"}
 
 
 @pytest.mark.parametrize("name", sorted(PACKED))
@@ -168,7 +171,7 @@ def test_column_loops_vectorize_without_runtime_overlap_checks(name):
     for split in (False, True) if splittable else (False,):  # ENTRY's module; PARTIAL and FINISH's
         optimized = host.emit(str(llvm.generate(step.kernel, split)[0]), "ir").decode()
         assert "vector.memcheck" not in optimized
-    assert PACKED[name] in cpu.BACKEND.assembly(step.kernel)
+    assert re.search(PACKED[name], cpu.BACKEND.assembly(step.kernel))
 
 
 # ---- every reduction, dtype and leading axis ----------------------------------------------------

@@ -5,6 +5,7 @@ program both ways and compare what was built, and check what only the C side can
 (reference counts, malformed calls).
 """
 
+import contextlib
 import gc
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 
 import dynfuse
 from dynfuse import accelerate, config, ops, record, trace
+from dynfuse.backends import cuda
+from dynfuse.devices import HOST
 from dynfuse.trace import Node
 
 from .test_plan_differential import STEP, inputs
@@ -61,6 +64,7 @@ def describe(roots):
             node.key,
             node.buffer if node.op is ops.SCALAR else None,
             node.exposed,
+            node.device,
             [name(child) for child in node.inputs],
             [name(leaf) for leaf in node.leaves],
             [name(ancestor) for ancestor in node.ancestors],
@@ -118,6 +122,21 @@ def outcome(op, operands):
         return record.record_common(op, *operands)
     except Exception as error:
         return type(error)
+
+
+def test_devices_are_recorded_and_mixed_devices_refused_the_same_in_c_and_python():
+    """A node's device is its inputs' (scalars go with any); two devices raise TypeError, naming them."""
+    emulated = cuda.EMULATOR.device
+    host = dynfuse.asarray(np.arange(6.0))
+    device = dynfuse.LazyArray(Node.leaf(emulated.from_host(np.arange(6.0)), False, emulated))
+    for pure in (False, True):
+        with accelerate.pure_python() if pure else contextlib.nullcontext():
+            assert (device * 2 + device)._node.device is emulated
+            assert (2.5 - host)._node.device is HOST
+            assert Node(ops.elementwise_op("negative"), (Node.scalar(2),), (), (), None).device is None
+            expected = r"add: operands on different devices \(cuda-emulator \(6,\), cpu \(6,\)\)"
+            with pytest.raises(TypeError, match=expected):
+                device + host
 
 
 def test_the_depth_bound_holds(monkeypatch):

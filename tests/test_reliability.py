@@ -55,7 +55,7 @@ def test_out_of_memory_for_a_fused_output_raises_memory_error(backend, monkeypat
     x = dynfuse.asarray(data)
     y = chain(x)
 
-    def no_memory(kernel):
+    def no_memory(kernel, memory):
         raise MemoryError(f"simulated: cannot allocate {kernel.output_layouts}")
 
     monkeypatch.setattr(execute, "allocate_outputs", no_memory)

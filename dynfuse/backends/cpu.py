@@ -25,6 +25,7 @@ import numpy as np
 from .. import config, disk_cache, pools, stats
 from ..codegen import llvm as codegen
 from ..codegen.common import element_strides, range_flag
+from ..devices import HOST
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 
 if TYPE_CHECKING:
@@ -325,6 +326,7 @@ def _bind(function: Any, *arguments: Any) -> Any:
 
 class CpuBackend:
     name = "cpu"
+    memory = HOST
     # Measured by perf/bench_tiers.py and perf/bench_compile_cost.py (see perf/RESULTS.md): tiny
     # traces repay a compile after about a thousand runs. Interpreting costs about 0.5 ns a unit of
     # work, and a compile a few ms plus 0.16 ms per line of the module's IR: 2**22 units, what a load

@@ -6,10 +6,11 @@ suite compiles what the generator writes with NVRTC (``cupy.cuda.nvrtc``, which 
 
 A kernel runs through one launcher whatever the device: the grid is sized from the kernel's layout
 and the device's multiprocessors, and the arguments are the layout's, in order. The device compiles,
-loads and launches. ``cuda-emulator`` is a device emulated on the host (``cuda_emulator``): the same
-kernels and launches on host memory, so that CI checks what a GPU would compute. ``cuda`` itself
-runs kernels on arrays that live on a GPU; until those exist it has no device and cannot be chosen
-to materialize (``unavailable_reason``), so a kernel is never launched on host memory.
+loads and launches, on arrays in its own memory (``devices.Memory``): a trace of host arrays
+given to a CUDA backend runs on device copies (``execute``). ``cuda-emulator`` is a device emulated
+on the host (``cuda_emulator``): the same kernels and launches on its arrays, so that CI checks what
+a GPU would compute. ``cuda`` runs kernels on a GPU; until its device is built it has none and
+cannot be chosen to materialize (``unavailable_reason``).
 """
 
 from __future__ import annotations
@@ -20,20 +21,17 @@ import numpy as np
 
 from ..codegen import cuda as codegen
 from ..codegen.common import element_strides, param_arguments
+from ..devices import Memory
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from .cuda_emulator import EmulatedDevice
 
 
-class Device(Protocol):
-    """What the launcher needs of a device: its size, and a way to build and launch kernels."""
+class Device(Memory, Protocol):
+    """What the launcher needs of a device besides its memory: its size, and a way to build and
+    launch kernels."""
 
-    name: str
     multiprocessors: int
     resident_threads: int  # threads each multiprocessor holds at once
-
-    def unavailable_reason(self) -> str | None:
-        """Why kernels cannot run here, or None."""
-        ...
 
     def cached(self, source: str) -> bool: ...
 
@@ -42,10 +40,6 @@ class Device(Protocol):
         ...
 
     def function(self, module: Any, name: str) -> Any: ...
-
-    def empty(self, count: int, dtype: np.dtype) -> Any:
-        """An uninitialized array on the device, for a kernel's scratch."""
-        ...
 
     def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
         """Arguments: the device arrays of pointer parameters, NumPy scalars of the others."""
@@ -99,7 +93,7 @@ class _Launcher:
         if not self.split_grid:
             self.device.launch(self.entry, self.grid, self.block, arguments)
             return
-        states = [self.device.empty(layout.elements * layout.chunks, dtype) for dtype in layout.states]
+        states = [self.device.empty((layout.elements * layout.chunks,), dtype) for dtype in layout.states]
         self.device.launch(self.partial, self.split_grid, self.block, arguments + states)
         self.device.launch(self.finish, self.grid, self.block, arguments + states)
 
@@ -112,6 +106,7 @@ class CudaBackend:
     def __init__(self, name: str, device: Device | None) -> None:
         self.name = name
         self.device = device
+        self.memory: Memory | None = device  # where its kernels read and write
         self.target = Target(name, persistent_row_elements=self.persistent_row_elements, compute_weight=0.1)
 
     def source(self, kernel: Kernel) -> str:

@@ -6,6 +6,11 @@ It is how the CUDA code generator's kernels are checked where there is no GPU (C
 layout and the device, arguments as cuLaunchKernel takes them), so the differential tests compare
 what a GPU would compute with NumPy. Threads are fibers, run one at a time: it is slow, for
 checking only. Modules are kept in the disk cache, as the CPU backend's object code.
+
+Its memory is host memory behind CuPy's interface (``EmulatedArray``): arrays put on the device
+``'cuda-emulator'`` behave as CuPy's do where dynfuse's device code relies on it (NumPy's functions
+dispatch to them; converting one to NumPy without ``.get()`` raises TypeError), so CI runs the same
+device path as a GPU, and a host function reached by a device array fails there as it would on one.
 """
 
 from __future__ import annotations
@@ -24,6 +29,96 @@ from typing import Any
 import numpy as np
 
 from .. import disk_cache
+
+_IMPLICIT = (
+    "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy "
+    "array explicitly."
+)
+
+
+class EmulatedArray:
+    """An array in the emulated device's memory: a NumPy array that only CuPy's interface reaches,
+    as much of it as dynfuse uses (NumPy's functions, indexing, ``reshape``, ``get``)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = data
+
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
+    ndim = property(lambda self: self._data.ndim)
+    size = property(lambda self: self._data.size)
+    nbytes = property(lambda self: self._data.nbytes)
+    itemsize = property(lambda self: self._data.itemsize)
+    strides = property(lambda self: self._data.strides)
+    flags = property(lambda self: self._data.flags)
+
+    @property
+    def base(self) -> EmulatedArray | None:
+        return None if self._data.base is None else EmulatedArray(self._data.base)
+
+    @property
+    def device_pointer(self) -> int:
+        return self._data.ctypes.data
+
+    def get(self) -> np.ndarray:
+        """A host copy, as ``cupy.ndarray.get``."""
+        return self._data.copy()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(_IMPLICIT)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        outs = kwargs.get("out", ())
+        result = getattr(ufunc, method)(*_device_data(inputs), **_device_data(kwargs))
+        return _device_result(result, outs if isinstance(outs, tuple) else (outs,))
+
+    def __array_function__(self, function: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        return _device_result(function(*_device_data(args), **_device_data(kwargs)))
+
+    def __getitem__(self, index: Any) -> EmulatedArray:
+        return _device_result(self._data[_device_data(index)])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._data[_device_data(index)] = _device_data(value)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> EmulatedArray:
+        return EmulatedArray(self._data.reshape(*shape, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"EmulatedArray({np.array2string(self._data, separator=', ')}, dtype={self.dtype})"
+
+
+def _device_data(value: Any) -> Any:
+    """The NumPy data behind emulated arrays, inside tuples, lists and dicts; a host array refused,
+    as CuPy refuses one."""
+    kind = type(value)
+    if kind is EmulatedArray:
+        return value._data
+    if kind is np.ndarray:
+        raise TypeError(f"Unsupported type {kind}")
+    if kind in (tuple, list):
+        return kind(map(_device_data, value))
+    if kind is dict:
+        return {key: _device_data(item) for key, item in value.items()}
+    return value
+
+
+def _device_result(result: Any, outs: tuple = ()) -> Any:
+    """NumPy's results as the device's: arrays and NumPy scalars (0-d arrays, as CuPy returns them)
+    wrapped, the ``out`` arrays given back as themselves."""
+    if isinstance(result, np.ndarray):
+        for out in outs:
+            if type(out) is EmulatedArray and out._data is result:
+                return out
+        return EmulatedArray(result)
+    if isinstance(result, np.generic):
+        return EmulatedArray(np.asarray(result))
+    if type(result) in (tuple, list):
+        return type(result)(_device_result(item, outs) for item in result)
+    return result
+
 
 HEADER = Path(__file__).with_name("cuda_emulator.h").read_text()
 # Host compilation without fast math or contraction: each op rounds as it does in the kernel on a GPU.
@@ -118,14 +213,36 @@ class EmulatedDevice:
             self._workspace = np.empty(size(), np.uint8)  # touched only where fibers run
         return launch
 
-    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
-        return np.empty(count, dtype)
+    def owns(self, value: Any) -> bool:
+        return type(value) is EmulatedArray
+
+    def from_host(self, array: np.ndarray) -> EmulatedArray:
+        return EmulatedArray(np.array(array, copy=True))
+
+    def to_host(self, array: EmulatedArray) -> np.ndarray:
+        return array.get()
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> EmulatedArray:
+        return EmulatedArray(np.empty(shape, dtype))
+
+    def contiguous(self, array: EmulatedArray) -> EmulatedArray:
+        return array if array.flags.c_contiguous else EmulatedArray(np.ascontiguousarray(array._data))
+
+    def as_strided(
+        self, array: EmulatedArray, shape: tuple[int, ...], strides: tuple[int, ...]
+    ) -> EmulatedArray:
+        return EmulatedArray(np.lib.stride_tricks.as_strided(array._data, shape, strides, writeable=False))
+
+    def __repr__(self) -> str:
+        return f"<memory {self.name}>"
 
     def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
-        """Run ``function`` on ``grid`` blocks of ``block`` threads: arrays are passed as their
+        """Run ``function`` on ``grid`` blocks of ``block`` threads: device arrays are passed as their
         data's address, NumPy scalars by value, as cuLaunchKernel takes them."""
+        if any(isinstance(value, np.ndarray) for value in arguments):
+            raise TypeError("a host array was passed to a kernel on the emulated device")
         values = [
-            np.array(value.ctypes.data, np.uintp) if isinstance(value, np.ndarray) else np.array(value)
+            np.array(value.device_pointer, np.uintp) if type(value) is EmulatedArray else np.array(value)
             for value in arguments
         ]
         pointers = (ctypes.c_void_p * max(len(values), 1))(*(value.ctypes.data for value in values))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
+from ..devices import HOST
 from ..kernel import CompiledKernel, Kernel, Target
 from ..ops import OpKind
 
@@ -31,6 +32,7 @@ _NAMESPACE: dict[str, Any] = {
 
 class GroupBackend:
     name = "groups"
+    memory = HOST
     # Measured by perf/bench_tiers.py (see perf/RESULTS.md): a planned group beats the op-by-op
     # interpreter from about 2**16 elements when its plan and code are cached, and from about 2**17
     # when it must plan and compile first (a 5-op chain: about 2**19 element-ops).

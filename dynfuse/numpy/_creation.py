@@ -3,6 +3,8 @@
 There is no work to fuse in making an array, and what NumPy returns is new memory that nothing
 else sees, so writes into it (``x += 1``) may stay lazy. Lazy arguments (``linspace(0, x.max())``)
 are computed first; the prototype of a ``*_like`` function is not, only its shape and dtype count.
+``device=`` (the array API's) puts the array on that device; a ``*_like`` array is on its
+prototype's by default.
 """
 
 from __future__ import annotations
@@ -43,11 +45,16 @@ __all__ = [
 
 def _creating(function: Callable) -> Callable:
     @functools.wraps(function)
-    def create(*args: Any, **kwargs: Any) -> Any:
+    def create(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
-        return record.call_numpy(function, args, kwargs, fresh=True)
+        return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create
+
+
+def _placed(array: LazyArray, device: Any) -> LazyArray:
+    """``array``, made by NumPy on the host, on ``device`` (None: where it is)."""
+    return array if device is None else array_module.asarray(array, device=device)
 
 
 def _stand_in(prototype: Any) -> Any:
@@ -59,14 +66,16 @@ def _stand_in(prototype: Any) -> Any:
 
 def _creating_like(function: Callable) -> Callable:
     @functools.wraps(function)
-    def create_like(*args: Any, **kwargs: Any) -> Any:
+    def create_like(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        name = _prototype_name(function) if not args and kwargs else None
+        prototype = args[0] if args else kwargs.get(name) if name else None
+        if device is None and record.is_lazy(prototype):
+            device = prototype.device
         if args:
             args = (_stand_in(args[0]), *args[1:])
-        elif kwargs:
-            name = _prototype_name(function)
-            if name in kwargs:
-                kwargs[name] = _stand_in(kwargs[name])
-        return record.call_numpy(function, args, kwargs, fresh=True)
+        elif name in kwargs:
+            kwargs[name] = _stand_in(kwargs[name])
+        return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create_like
 
@@ -105,7 +114,7 @@ def asarray(
     like: Any = None,
 ) -> LazyArray:
     """``numpy.asarray``: an ndarray is wrapped without a copy (see ``dynfuse.asarray``)."""
-    return array_module.asarray(a, dtype=dtype, copy=copy)
+    return array_module.asarray(a, dtype=dtype, copy=copy, device=device)
 
 
 asanyarray = asarray

@@ -77,4 +77,5 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
-    return record.astype(x, dtype, copy=copy)
+    result = record.astype(x, dtype, copy=copy)
+    return result if device is None else result.to(device)

@@ -1,0 +1,280 @@
+"""Arrays that live on a device: ``asarray(x, device=...)``, ``.device``, ``.to()``, results kept
+on the device between materializations, host copies only when asked for, and a clear error for an
+op that mixes devices. They run on the emulated CUDA device (``cuda-emulator``), whose arrays behave
+as CuPy's where dynfuse relies on it: a host function that reached one would fail here as on a GPU."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import config
+from dynfuse.backends import cuda, cuda_emulator
+from dynfuse.backends.cuda_emulator import EmulatedArray
+from dynfuse.testing import faults
+
+from .helpers import assert_same
+
+pytestmark = pytest.mark.skipif(
+    cuda_emulator.compiler() is None, reason="no C++ compiler with _Float16 to emulate a CUDA device"
+)
+
+DEVICE = "cuda-emulator"
+
+
+def on_device(values):
+    return dynfuse.asarray(values, device=DEVICE)
+
+
+def assert_on_device(array):
+    """The array is on the device, and so are its values, once computed."""
+    assert array.device == DEVICE
+    dynfuse.evaluate(array)
+    assert type(array._node.buffer) is EmulatedArray
+
+
+def data(shape=(64, 96), dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).uniform(-3, 3, shape).astype(dtype)
+
+
+# ---- placing arrays --------------------------------------------------------------------------------
+
+
+def test_asarray_puts_a_copy_on_the_device_and_numpy_asarray_copies_it_back():
+    host = data()
+    array = on_device(host)
+    assert array.device == DEVICE and array.shape == host.shape and array.dtype == host.dtype
+    host[0, 0] = 100  # a copy was taken
+    back = np.asarray(array)
+    assert type(back) is np.ndarray and back[0, 0] != 100
+    back[0, 1] = 100  # and a copy is given
+    assert np.asarray(array)[0, 1] != 100
+    with pytest.raises(ValueError, match="avoid copy"):
+        np.asarray(array, copy=False)
+
+
+def test_a_device_array_is_wrapped_without_a_copy():
+    device_array = cuda.EMULATOR.device.from_host(data())
+    array = dynfuse.asarray(device_array)
+    assert array.device == DEVICE and array._node.buffer is device_array
+    assert_same(array + 1, device_array.get() + 1)
+
+
+def test_to_moves_and_returns_the_array_itself_where_it_is():
+    host = dynfuse.asarray(data())
+    assert host.device == "cpu" and host.to("cpu") is host
+    device = host.to(DEVICE)
+    assert device.device == DEVICE and device.to(DEVICE) is device and device.to_device(DEVICE) is device
+    assert_same(device.to("cpu"), data())
+    assert dynfuse.asarray(device, device="cpu").device == "cpu"
+    assert dynfuse.asarray(host, device=DEVICE).device == DEVICE
+
+
+def test_unknown_and_unavailable_devices_raise_value_error():
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        dynfuse.asarray([1, 2], device="tpu")
+    if config.unavailable_reason("cuda") is not None:
+        with pytest.raises(ValueError, match="'cuda' is not available"):
+            dynfuse.asarray([1, 2], device="cuda")
+
+
+def test_printing_and_pickling_a_device_array():
+    array = on_device(np.arange(3, dtype=np.int32))
+    assert repr(array) == "LazyArray([0, 1, 2], dtype=int32, device='cuda-emulator')"
+    assert str(array * 2) == "[0 2 4]"
+    assert array[1].item() == 1 and array.tolist() == [0, 1, 2] and int(array.sum()) == 3
+    restored = pickle.loads(pickle.dumps(array * 2))
+    assert restored.device == DEVICE
+    assert_same(restored, np.arange(3, dtype=np.int32) * 2)
+
+
+# ---- computing on the device ------------------------------------------------------------------------
+
+PROGRAMS = {
+    "chain": lambda x, y: np.tanh(x * 0.5 + y) ** 2 - np.float32(1.5),
+    "rows": lambda x, y: (x * y).sum(axis=1),
+    "columns": lambda x, y: np.maximum(x, y).max(axis=0),
+    "softmax": lambda x, y: (
+        np.exp(x - x.max(axis=1, keepdims=True))
+        / np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)
+    ),
+    "views": lambda x, y: x[::2, 1:].T * y[1::2, :-1].T + x[:32, 0],
+    "whole": lambda x, y: (x - y).mean() + np.sqrt(np.abs(y)).std(),
+    "barrier": lambda x, y: np.tanh(x @ y.T) + 1,
+    "scan": lambda x, y: np.cumsum(x * y, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_programs_run_on_the_device_as_numpy_runs_them(name):
+    x, y = data(seed=1), data(seed=2)
+    result = PROGRAMS[name](on_device(x), on_device(y))
+    assert_on_device(result)
+    counted = dynfuse.stats()
+    assert counted["kernels_launched"] > 0 and counted["fallbacks"] == 0
+    expected = PROGRAMS[name](x, y)
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-5, atol=1e-5 * np.abs(expected).max())
+
+
+def test_results_stay_on_the_device_between_materializations():
+    x = on_device(data())
+    y = np.exp(x) + 1
+    dynfuse.evaluate(y)
+    z = (y * 2).sum(axis=0)  # reads y's device buffer
+    assert_on_device(y)
+    assert_on_device(z)
+    assert_same(z, ((np.exp(data()) + 1) * 2).sum(axis=0), max_ulp=64)
+
+
+def test_repeated_traces_replay_on_the_device():
+    host = data((8, 8))
+    for step in range(30):
+        result = on_device(host) * step + 1
+        assert_same(result, host * step + 1)
+    assert dynfuse.stats()["replays"] > 0
+
+
+def test_numpy_scalars_and_python_scalars_go_with_the_device():
+    x = on_device(data())
+    result = x * np.float32(2) + np.sqrt(np.float64(2)) - 1
+    assert_on_device(result)
+    assert_same(result, data() * np.float32(2) + np.sqrt(np.float64(2)) - 1)
+
+
+def test_the_reference_backend_runs_device_arrays_on_host_copies(monkeypatch):
+    monkeypatch.setattr(config, "backend", "numpy")
+    result = np.exp(on_device(data())).sum(axis=0) @ on_device(data((96, 4)))
+    assert_on_device(result)
+    assert dynfuse.stats()["kernels_launched"] == 0
+    assert_same(result, np.exp(data()).sum(axis=0) @ data((96, 4)), max_ulp=64)
+
+
+def test_a_failing_plan_falls_back_on_host_copies_and_stays_on_the_device():
+    x = on_device(data())
+    with faults.injected_faults(1.0, backend=DEVICE), pytest.warns(RuntimeWarning, match="planning failed"):
+        result = np.exp(x) * 2
+        assert_on_device(result)
+    assert dynfuse.stats()["fallbacks"] == 1
+    assert_same(result, np.exp(data()) * 2)
+
+
+def test_a_failing_device_launch_falls_back_on_host_copies_and_stays_on_the_device(monkeypatch):
+    def refused(*arguments):
+        raise RuntimeError("simulated: the launch failed")
+
+    monkeypatch.setattr(cuda.EMULATOR.device, "launch", refused)
+    x, y = on_device(data()), on_device(data(seed=3))
+    with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed"):
+        result = (np.exp(x) * y).sum(axis=1) + x[:, 0]
+        assert_on_device(result)
+    assert dynfuse.stats()["fallbacks"] >= 1
+    assert_same(result, (np.exp(data()) * data(seed=3)).sum(axis=1) + data()[:, 0], max_ulp=64)
+
+
+def test_unrecorded_functions_run_on_host_copies_and_come_back_to_the_device():
+    x = on_device(data())
+    result = np.sort(x * 2, axis=1)
+    assert_on_device(result)
+    assert dynfuse.stats()["fallbacks"] == 1
+    assert_same(result, np.sort(data() * 2, axis=1))
+    target = on_device(np.zeros_like(data()))
+    np.copyto(target, x + 1)  # written through a host copy, then copied back
+    assert_on_device(target)
+    assert_same(target, data() + 1)
+    out = on_device(np.zeros(96, np.float32))
+    np.add.reduce(x, axis=0, out=out)
+    assert_same(out, np.add.reduce(data(), axis=0), max_ulp=64)
+
+
+def test_writes_on_the_device_keep_numpy_aliasing():
+    host = data((6, 5))
+    x = on_device(host)
+    view = x[1:]
+    before = view * 2
+    x[1] = 100  # before must keep the values from before the write
+    x[2, :2] = np.array([7, 8], np.float32)  # host values are copied to the device
+    x[3] = [1, 2, 3, 4, 5]
+    expected = host.copy()
+    expected_before = expected[1:] * 2
+    expected[1], expected[2, :2], expected[3] = 100, [7, 8], [1, 2, 3, 4, 5]
+    assert_same(before, expected_before)
+    assert_same(view, expected[1:])
+    assert_same(x, expected)
+    x += 1  # in place, lazily
+    assert_same(x, expected + 1)
+
+
+# ---- mixing devices -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [
+        lambda device, host: device + host,
+        lambda device, host: np.add(host, device),
+        lambda device, host: np.where(device > 0, host, 0),
+        lambda device, host: np.concatenate([device, host]),
+        lambda device, host: device @ host.T,
+        lambda device, host: np.sort(np.stack([device, host])),
+        lambda device, host: device * np.asarray(host),
+    ],
+)
+def test_an_op_that_mixes_devices_raises_type_error_where_it_is_written(mix):
+    device, host = on_device(data()), dynfuse.asarray(data())
+    with pytest.raises(TypeError, match="different devices"):
+        mix(device, host)
+
+
+def test_a_write_from_another_device_raises_and_changes_nothing():
+    device, host = on_device(data()), dynfuse.asarray(data())
+    with pytest.raises(TypeError, match="different devices"):
+        host += device
+    with pytest.raises(TypeError, match="different devices"):
+        device[0] = host[0]
+    with pytest.raises(TypeError, match="different devices"):
+        np.add(device, 1, out=host)
+    assert_same(host, data())
+    assert_same(device, data())
+
+
+# ---- a host trace given to the device's backend -------------------------------------------------------
+
+
+def test_host_arrays_run_on_device_copies_under_a_device_backend(monkeypatch):
+    monkeypatch.setattr(config, "backend", DEVICE)
+    monkeypatch.setattr(config, "tiers", False)
+    host = dynfuse.asarray(data())
+    result = np.exp(host).sum(axis=1)
+    dynfuse.evaluate(result)
+    assert result.device == "cpu" and type(result._node.buffer) is np.ndarray
+    assert dynfuse.stats()["kernels_launched"] > 0
+    assert_same(result, np.exp(data()).sum(axis=1), max_ulp=64)
+
+
+def test_stats_and_warnings_are_clean_on_the_device():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same(np.abs(on_device(data())) + 1, np.abs(data()) + 1)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
+def test_explain_plans_a_device_array_for_its_device_backend():
+    result = np.exp(on_device(data())) + 1
+    assert "plan on backend 'cuda-emulator'" in dynfuse.explain(result)
+    assert dynfuse.kernel_sources(result) == dynfuse.kernel_sources(result, backend="cuda")
+    assert "plan on backend 'cpu'" in dynfuse.explain(np.exp(dynfuse.asarray(data())))
+
+
+def test_creation_functions_take_a_device_and_like_functions_follow_their_prototype():
+    from dynfuse import numpy as dnp
+
+    zeros = dnp.zeros((3, 4), dtype=np.float32, device=DEVICE)
+    assert zeros.device == DEVICE
+    like = dnp.ones_like(zeros)
+    assert like.device == DEVICE
+    assert_same(like + zeros, np.ones((3, 4), np.float32))
+    assert dnp.full_like(zeros, 2, device="cpu").device == "cpu"
+    assert dnp.asarray([1, 2], device=DEVICE).device == DEVICE
+    assert dnp.astype(zeros, np.int32, device="cpu").device == "cpu"
