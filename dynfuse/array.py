@@ -124,8 +124,7 @@ def cumulative_method(name: str) -> Any:
 
 def _outer_operands(a: Any, b: Any) -> tuple[Any, Any]:
     """``ufunc.outer(a, b)`` as an elementwise call: ``a`` with an axis of one per axis of ``b``."""
-    a = a if isinstance(a, LazyArray) else np.asarray(a)
-    b = b if isinstance(b, LazyArray) else np.asarray(b)
+    a, b = record.lazy(a), record.lazy(b)
     return record.reshape(a, a.shape + (1,) * b.ndim), b
 
 

@@ -200,8 +200,9 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
 
 
 def _value_of(node: Node) -> np.ndarray:
+    """A node's values, on the host, for a check that depends on them."""
     execute.materialize([node])
-    return node.buffer
+    return devices.move(node.buffer, node.device or HOST, HOST)
 
 
 def single_out(out: Any) -> Any:
@@ -377,7 +378,7 @@ def barrier(
 def scan(op: ops.Op, value: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """``cumsum``, ``cumprod`` (``ops.SCANS``), recorded along one axis, normalized: without one (or
     on a 0-d array) NumPy runs along the flattened array."""
-    array = value if is_lazy(value) else np.asarray(value)
+    array = lazy(value)
     dtype = None if dtype is None else np.dtype(dtype)
     if axis is None or array.ndim == 0:
         if axis is not None:

@@ -278,3 +278,17 @@ def test_creation_functions_take_a_device_and_like_functions_follow_their_protot
     assert dnp.full_like(zeros, 2, device="cpu").device == "cpu"
     assert dnp.asarray([1, 2], device=DEVICE).device == DEVICE
     assert dnp.astype(zeros, np.int32, device="cpu").device == "cpu"
+
+
+def test_checks_that_read_values_read_them_on_the_host():
+    base = on_device(np.array([1, 2, 3]))
+    assert_same(base**base, np.array([1, 4, 27]))
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        base ** (base - 5)
+    assert_same(
+        np.add.outer(base, cuda.EMULATOR.device.from_host(np.arange(2))),
+        np.add.outer([1, 2, 3], np.arange(2)),
+    )
+    scanned = dynfuse.numpy.cumsum(cuda.EMULATOR.device.from_host(np.arange(4)))  # a CuPy-like array as such
+    assert scanned.device == DEVICE
+    assert_same(scanned, np.cumsum(np.arange(4)))
