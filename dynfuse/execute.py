@@ -467,7 +467,6 @@ class _Run:
         compile_small: bool = False,
         moved: dict[Node, Any] | None = None,
     ) -> None:
-        moved = moved or {}
         self.nodes = nodes
         self.plan = plan
         self.backend = backend
