@@ -69,6 +69,10 @@ class EmulatedArray:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(_IMPLICIT)
 
+    def __bool__(self) -> bool:
+        """The one value's truth, as CuPy reads it back (not Python's default, always true)."""
+        return bool(self._data)
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         outs = kwargs.get("out", ())
         result = getattr(ufunc, method)(*_device_data(inputs), **_device_data(kwargs))
