@@ -225,13 +225,13 @@ class LazyArray:
     def device(self) -> str:
         """Where the values live, as the array API asks: ``'cpu'`` (host memory, as NumPy's),
         ``'cuda'`` or ``'cuda-emulator'`` (``devices``)."""
-        return (self._node.device or HOST).name
+        return self._node.memory.name
 
     def to(self, device: Any) -> LazyArray:
         """This array on ``device``: itself if it is there, else a copy there (its values computed
         first, where they live)."""
         target = devices.named(device, "to")
-        source = self._node.device or HOST
+        source = self._node.memory
         if target is source:
             return self
         moved = devices.move(self._value(), source, target)
@@ -258,10 +258,7 @@ class LazyArray:
         return node.buffer
 
     def _host(self) -> np.ndarray:
-        """The computed values in host memory: the buffer itself, or a copy of a device's."""
-        buffer = self._value()
-        device = self._node.device
-        return buffer if device is None or device is HOST else device.to_host(buffer)
+        return record.host_value(self._node)
 
     def numpy(self) -> np.ndarray:
         """The values as an ndarray sharing this array's memory (as ``numpy.asarray`` gives); a
@@ -269,7 +266,7 @@ class LazyArray:
         return self.__array__()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if (self._node.device or HOST) is not HOST:
+        if self._node.memory is not HOST:
             if copy is False:
                 raise ValueError(
                     f"Unable to avoid copy while creating an array on the host from {self.device}"
@@ -310,7 +307,7 @@ class LazyArray:
 
     def __repr__(self) -> str:
         text = np.array_repr(self._host())
-        if (self._node.device or HOST) is not HOST:
+        if self._node.memory is not HOST:
             text = f"{text[:-1]}, device={self.device!r})" if text.endswith(")") else text
         return "LazyArray" + text[len("array") :] if text.startswith("array") else f"LazyArray({text})"
 
@@ -561,7 +558,7 @@ def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, 
             _refuse_copy(copy, target)
             host = np.asarray(obj, dtype=dtype)
             return LazyArray(execute.new_leaf(target.from_host(host), exposed=False, device=target)), None
-    if target is not None and (obj._node.device or HOST) is not target:
+    if target is not None and obj._node.memory is not target:
         _refuse_copy(copy, target)
         return obj.to(target), None
     return obj, copy

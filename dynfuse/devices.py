@@ -105,10 +105,10 @@ def memories() -> dict[str, Memory]:
 
 
 def named(device: Any, operation: str) -> Memory:
-    """The memory ``device`` names (a name, a memory, or a CuPy device: its GPU), ready for arrays;
-    ValueError naming ``operation`` otherwise, as the array API has ``asarray`` refuse a device."""
-    if not isinstance(device, str):
-        device = getattr(device, "name", None) if hasattr(device, "owns") else _cupy_device_name(device)
+    """The memory ``device`` names (a name, or a memory), ready for arrays; ValueError naming
+    ``operation`` otherwise, as the array API has ``asarray`` refuse a device."""
+    if hasattr(device, "owns"):  # a memory itself
+        device = device.name
     from . import config
 
     found = memories()
@@ -124,11 +124,6 @@ def named(device: Any, operation: str) -> Memory:
     if reason is not None:
         raise ValueError(f"{operation}: device {device!r} is not available here: {reason}")
     return memory
-
-
-def _cupy_device_name(device: Any) -> Any:
-    """'cuda' for a ``cupy.cuda.Device`` (what a CuPy array's ``.device`` is), else ``device``."""
-    return "cuda" if type(device).__module__.startswith("cupy") else device
 
 
 def owner(value: Any) -> Memory | None:

@@ -123,8 +123,8 @@ def moved_leaves(order: Sequence[Node], place: Memory) -> dict[Node, Any]:
     moved: dict[Node, Any] = {}
     for node in order:
         for child in node.inputs:
-            if child.op.kind is OpKind.BUFFER and child not in moved and (child.device or HOST) is not place:
-                moved[child] = move(child.buffer, child.device or HOST, place)
+            if child.op.kind is OpKind.BUFFER and child not in moved and child.memory is not place:
+                moved[child] = move(child.buffer, child.memory, place)
     return moved
 
 
@@ -322,7 +322,7 @@ class Replay:
         holds where each leaf is, so what holds for this trace holds for every replay.)"""
         if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
             return None
-        if any((leaf.device or HOST) is not memory for leaf in node.leaves if leaf.op.kind is OpKind.BUFFER):
+        if any(leaf.memory is not memory for leaf in node.leaves if leaf.op.kind is OpKind.BUFFER):
             return None
         step = plan.steps[0]
         ((number, source),) = plan.outputs
@@ -490,7 +490,7 @@ class _Run:
                 )
                 self.buffers[step.node] = value
                 # See interpret.run: kept, never called again
-                node.become_leaf(move(value, self.memory, node.device or HOST))
+                node.become_leaf(move(value, self.memory, node.memory))
             else:
                 self.run_kernel(step)
             for number in release:

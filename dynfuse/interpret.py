@@ -40,7 +40,7 @@ def run(
             # A library call costs far more than reading its result: the node keeps it (as a leaf),
             # so what is recorded over it and materialized later reads it rather than call again.
             # It lives as long as something recorded over it does.
-            node.become_leaf(move(values[node], HOST, node.device or HOST))
+            node.become_leaf(move(values[node], HOST, node.memory))
         for child in node.inputs:
             if child in uses:
                 uses[child] -= 1

@@ -191,7 +191,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     if not dtypes.is_supported(dtype):
         return fallback(op.name, op.reference, operands, kwargs)
     if op.value_check is not None:
-        op.value_check(dtype, nodes, _value_of)
+        op.value_check(dtype, nodes, host_value)
     node = Node(op, tuple(nodes), params, shape, dtype)
     if out is None:
         return new_array(node)
@@ -199,10 +199,12 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     return out
 
 
-def _value_of(node: Node) -> np.ndarray:
-    """A node's values, on the host, for a check that depends on them."""
-    execute.materialize([node])
-    return devices.move(node.buffer, node.device or HOST, HOST)
+def host_value(node: Node) -> np.ndarray:
+    """A node's values, computed, in host memory: its buffer itself, or a copy of a device's (for a
+    check that depends on values, printing, ``item``)."""
+    if node.inputs:
+        execute.materialize((node,))
+    return devices.move(node.buffer, node.memory, HOST)
 
 
 def single_out(out: Any) -> Any:
@@ -402,7 +404,7 @@ def _barrier_node(op: ops.Op, nodes: list[Node], static: tuple, out: Any) -> Nod
     if not dtypes.is_supported(dtype):
         return None
     if op.value_check is not None:
-        op.value_check(dtype, nodes, _value_of)
+        op.value_check(dtype, nodes, host_value)
     return Node(op, tuple(nodes), static, shape, dtype)
 
 
@@ -474,7 +476,7 @@ def assign(target: Any, value: Node) -> None:
         value = Node(
             ops.VIEWS["broadcast_to"], (value,), (("shape", target.shape),), target.shape, value.dtype
         )
-    if value.device is not None and value.device is not _memory(target):
+    if value.device is not None and value.device is not target._node.memory:
         mixed_devices("assignment", (target._node, value))
     if value.dtype != target.dtype or value.op.kind is OpKind.VIEW:
         value = _cast_node(value, target.dtype)  # a fresh, writable array of the target's dtype
@@ -484,11 +486,7 @@ def assign(target: Any, value: Node) -> None:
             bound_depth(target)
             return
         buffer = prepare_write(target, [value])
-        np.copyto(buffer, devices.move(value.buffer, value.device or HOST, _memory(target)))
-
-
-def _memory(array: Any) -> devices.Memory:
-    return array._node.device or HOST
+        np.copyto(buffer, devices.move(value.buffer, value.memory, target._node.memory))
 
 
 def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
@@ -496,7 +494,7 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
     execute.materialize([target._node, *also])
     buffer = target._node.buffer
     # A materialized reader may itself be a view of this memory; its readers are next, until none.
-    while readers := pending_readers(buffer, _memory(target)):
+    while readers := pending_readers(buffer, target._node.memory):
         execute.materialize(readers)
     return buffer
 
@@ -505,7 +503,7 @@ def setitem(target: Any, index: Any, value: Any) -> None:
     """``target[index] = value``; on a device, host values (NumPy arrays, lists) are copied there,
     lazy arrays must be on it."""
     lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
-    memory = _memory(target)
+    memory = target._node.memory
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
     if elsewhere:
         mixed_devices("setitem", (target._node, *elsewhere))
@@ -549,7 +547,7 @@ def _concrete(value: Any, host_copies: dict[int, np.ndarray] | None = None) -> A
     with ``host_copies``, a device's buffer by a host copy, kept there by its node's id."""
     if is_lazy(value):
         node = value._node
-        if host_copies is not None and node.device not in (None, HOST):
+        if host_copies is not None and node.memory is not HOST:
             if id(node) not in host_copies:
                 host_copies[id(node)] = node.device.to_host(node.buffer)
             return host_copies[id(node)]

@@ -172,6 +172,12 @@ class Node:
     def is_materialized(self) -> bool:
         return not self.inputs
 
+    @property
+    def memory(self) -> Memory:
+        """Where its value is: its device's memory, or the host's for a node that goes with any
+        device (a scalar, a converted NumPy scalar)."""
+        return self.device or HOST
+
     def become_leaf(self, array: Any, key: int | None = None) -> None:
         """Hold the computed value (an array of the node's device) and let go of the graph above
         it. ``key``: the array's ``structure_id(buffer_key(array, device))``, where the caller knows
@@ -278,7 +284,7 @@ def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
         if node.inputs
         and any(
             source.op.kind is OpKind.BUFFER
-            and (source.device or HOST) is device
+            and source.memory is device
             and np.may_share_memory(source.buffer, memory)
             for source in node.inputs
         )
