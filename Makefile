@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-slow fuzz soak lint bench clean
+.PHONY: demo test test-slow test-gpu fuzz soak lint bench clean
 
 # The bytecode is compiled at install, as a wheel install does: where PYTHONDONTWRITEBYTECODE is set,
 # every process would otherwise compile dynfuse's sources again (0.15 s of each `dynfuse run`).
@@ -23,6 +23,10 @@ test: $(INSTALLED) lint
 
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -m slow
+
+# On a machine with a GPU and its driver: the device, kernel, exactness and reliability tests on it.
+test-gpu: $(INSTALLED)
+	$(BIN)/python -m pytest -m gpu
 
 # A long fuzzing session (CI runs a bounded one in `make test`); a fresh seed each time, printed.
 fuzz: $(INSTALLED)

@@ -525,12 +525,12 @@ static PyObject *node_init(PyObject *module, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-/* trace.replay_key(backend_name, node) */
+/* trace.replay_key(backend, node) */
 static PyObject *replay_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
     if (nargs != 2 || !PyObject_TypeCheck(args[1], S.node_type)) {
-        PyErr_SetString(PyExc_TypeError, "replay_key takes a backend name and a node");
+        PyErr_SetString(PyExc_TypeError, "replay_key takes a backend and a node");
         return NULL;
     }
     PyObject *node = args[1], *key = NODE_SLOT(node, KEY), *leaves = NODE_SLOT(node, LEAVES);

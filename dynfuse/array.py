@@ -265,6 +265,25 @@ class LazyArray:
         copy of an array on a device."""
         return self.__array__()
 
+    def cupy(self) -> Any:
+        """The values as the CuPy array that holds them, without a copy (as ``numpy()`` gives an
+        ndarray): the array must be on device ``'cuda'``; ``x.to('cuda').cupy()`` copies it there."""
+        if self.device != "cuda":
+            raise ValueError(
+                f"cupy: the array is on device {self.device!r}, not 'cuda'; x.to('cuda') copies it there"
+            )
+        buffer = self._value()
+        self._node.exposed = True
+        return buffer
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA's array protocol, for an array on ``'cuda'``: CuPy, PyTorch and Numba take its values
+        without a copy (``cupy.asarray(x)``); absent from arrays elsewhere."""
+        if self.device != "cuda":
+            raise AttributeError(f"an array on device {self.device!r} has no __cuda_array_interface__")
+        return self.cupy().__cuda_array_interface__
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._node.memory is not HOST:
             if copy is False:

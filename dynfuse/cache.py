@@ -105,20 +105,22 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
     """The compiled kernel, built on first use (or waited for, if it is compiling in the
     background); None if the backend declines it (it then runs interpreted): asked once per
     signature, not on every launch."""
-    compiled = _compiled.get_or_build((backend.name, kernel.signature), _builder(backend, kernel))
+    compiled = _compiled.get_or_build(_key(backend, kernel), _builder(backend, kernel))
     return None if compiled is _DECLINED else compiled
+
+
+def _key(backend: Backend, kernel: Kernel) -> tuple:
+    return backend.name, backend.variant(), kernel.signature
 
 
 def has_compiled(backend: Backend, kernel: Kernel) -> bool:
     """Whether the kernel is compiled, or compiling, in this process."""
-    return (backend.name, kernel.signature) in _compiled
+    return _key(backend, kernel) in _compiled
 
 
 def compile_in_background(backend: Backend, kernel: Kernel) -> None:
     """Compile the kernel on the compile thread, unless it is compiled or compiling already."""
-    _compiled.build_in_background(
-        (backend.name, kernel.signature), _builder(backend, kernel), _compile_thread.get()
-    )
+    _compiled.build_in_background(_key(backend, kernel), _builder(backend, kernel), _compile_thread.get())
 
 
 def _builder(backend: Backend, kernel: Kernel) -> Callable[[], Any]:

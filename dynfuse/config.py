@@ -5,9 +5,9 @@ DYNFUSE_BACKEND      which executor materializes traces of host arrays: ``cpu`` 
                      executor, op by op; ``groups``, the scheduler's plan, each kernel run as NumPy
                      calls; ``cuda-emulator``, the CUDA backend's kernels compiled by the host's C++
                      compiler and run on an emulated device, on device copies (slow: to check them
-                     without a GPU); ``cuda`` generates CUDA C, readable with ``kernel_sources``, and
-                     cannot run arrays yet. Traces of a device's arrays run on that device's backend,
-                     or, with ``numpy``, by the reference executor on host copies (``execute``)
+                     without a GPU); ``cuda``, the CUDA backend's kernels on a GPU through CuPy, on
+                     device copies. Traces of a device's arrays run on that device's backend, or,
+                     with ``numpy``, by the reference executor on host copies (``execute``)
 DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default ``~/.cache/dynfuse``)
 DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a

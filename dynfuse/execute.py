@@ -16,7 +16,8 @@ answer.
 A trace runs where its backend's kernels run (``backend_for``): in its own memory, or, a device's
 trace given to the reference executor or a host trace given to a device's backend, on copies of its
 leaves there, its results copied back (``devices``). The reference executor always runs on the
-host: a device's kernel interpreted, or a library call on a device, runs on host copies.
+host: a device's kernel interpreted runs on host copies. A library call on a device runs in the
+device's library (CuPy's), or on host copies where that library cannot make it (``library_call``).
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def materialize(nodes: Sequence[Node]) -> None:
         backend = config.BACKENDS[config.backend] if memory is HOST else backend_for(memory)
         key = None
         if backend is not None and backend.memory is memory and len(outputs) == 1:
-            key = trace.replay_key(backend.name, outputs[0])
+            # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
+            runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
+            key = trace.replay_key(runs_on, outputs[0])
         if key is not None:
             replay = cache.replay(key)
             if replay is not None and replay.materialize(outputs[0], key):
@@ -482,12 +485,7 @@ class _Run:
         for step, release in zip(plan.steps, plan.release, strict=True):
             if isinstance(step, LibraryStep):
                 node = nodes[step.node]
-                arguments = [self.array(source) for source in step.inputs]
-                if self.memory is not HOST:  # the reference executor's NumPy call, on host copies
-                    arguments = [move(argument, self.memory, HOST) for argument in arguments]
-                value = move(
-                    np.asarray(node.op.reference(*arguments, **dict(node.params))), HOST, self.memory
-                )
+                value = self.library_call(node, [self.array(source) for source in step.inputs])
                 self.buffers[step.node] = value
                 # See interpret.run: kept, never called again
                 node.become_leaf(move(value, self.memory, node.memory))
@@ -495,6 +493,22 @@ class _Run:
                 self.run_kernel(step)
             for number in release:
                 del self.buffers[number]
+
+    def library_call(self, node: Node, arguments: list) -> Any:
+        """A library call's NumPy function on the run's arrays. On a device it is given the device's
+        arrays, which NumPy hands to the device's library (CuPy's, by ``__array_function__``); where
+        that fails, or does not give the shape and dtype NumPy's would, it runs on host copies."""
+        params = dict(node.params)
+        if self.memory is not HOST:
+            try:
+                value = node.op.reference(*arguments, **params)
+            except Exception:  # the device's library lacks the function, or this use of it
+                value = None
+            if self.memory.owns(value) and value.shape == node.shape and value.dtype == node.dtype:
+                return value
+            stats.count_fallback(f"{node.op.name} on the host")
+            arguments = [move(argument, self.memory, HOST) for argument in arguments]
+        return move(np.asarray(node.op.reference(*arguments, **params)), HOST, self.memory)
 
     def results(self, outputs: list[Node]) -> dict[Node, Any]:
         values = {self.nodes[number]: self.array(source) for number, source in self.plan.outputs}

@@ -33,7 +33,7 @@ extent 1). A backend computes exactly what NumPy computes, op by op, in these dt
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -207,7 +207,7 @@ class Backend(Protocol):
 
     name: str
     target: Target
-    memory: Memory | None  # where its kernels read and write (``devices``); None: nowhere here yet
+    memory: Memory  # where its kernels read and write (``devices``)
 
     def source(self, kernel: Kernel) -> str:
         """The generated source of ``kernel``, as text (no compiler needed)."""
@@ -227,4 +227,9 @@ class Backend(Protocol):
     def compile_work(self, kernel: Kernel) -> float:
         """What compiling this kernel costs, in the work of interpreting it (``Target``): at least
         ``target.first_sight_work``."""
+        ...
+
+    def variant(self) -> Hashable:
+        """What compiled code depends on besides the kernel (the GPU it runs on); compiled kernels
+        are cached per signature and variant."""
         ...

@@ -48,14 +48,14 @@ def structure_id(description: Hashable) -> int:
     return found
 
 
-def replay_key(backend_name: str, node: Node) -> tuple | None:
-    """What identifies a node's trace to the replay cache: the backend, the structure recorded with
-    the node, and which of its leaf positions hold the same leaf. None once an ancestor was
-    materialized: the structure no longer says what the node computes."""
+def replay_key(backend: Hashable, node: Node) -> tuple | None:
+    """What identifies a node's trace to the replay cache: the backend (its name; with a device's,
+    its GPU too), the structure recorded with the node, and which of its leaf positions hold the same
+    leaf. None once an ancestor was materialized: the structure no longer says what the node computes."""
     if node.key is None or not all(map(_inputs, node.ancestors)):
         return None
     ids = list(map(id, node.leaves))
-    return (backend_name, node.key, tuple(map(ids.index, ids)))
+    return (backend, node.key, tuple(map(ids.index, ids)))
 
 
 _inputs = operator.attrgetter("inputs")

@@ -61,15 +61,15 @@ def median_time(function, repeats, before=None) -> float:
     return measure(function, repeats, before).median
 
 
-def write_results_section(name: str, section: str) -> None:
-    """Replace the section of perf/RESULTS.md between ``<!-- name:start -->`` and
+def write_results_section(name: str, section: str, results: Path = RESULTS) -> None:
+    """Replace the section of ``results`` (perf/RESULTS.md) between ``<!-- name:start -->`` and
     ``<!-- name:end -->``, or add it at the end; the rest stays."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    text = RESULTS.read_text()
+    text = results.read_text() if results.exists() else "# Benchmark results on a GPU\n"
     block = f"{start}\n{section}\n{end}"
     if start in text and end in text:
         before, rest = text.split(start, 1)
         text = before + block + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
+    results.write_text(text)

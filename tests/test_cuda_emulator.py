@@ -5,7 +5,7 @@ NumPy. They cover each path of the generator: elementwise grid-stride loops over
 broadcast loads; weak scalars of every dtype; rows reduced by one warp, by several warps through
 shared memory, in several passes, and in two stages (rows shared by blocks); every reduction of
 every dtype along each axis. The whole of tests/test_exactness.py runs on the emulator too, in
-``make test-slow``."""
+``make test-slow``. On a GPU (``make test-gpu``) the kernel tests run there too, backend ``cuda``."""
 
 import numpy as np
 import pytest
@@ -16,16 +16,24 @@ from dynfuse.backends import cuda, cuda_emulator
 
 from .helpers import assert_same
 
-pytestmark = pytest.mark.skipif(
+NO_COMPILER = pytest.mark.skipif(
     cuda_emulator.compiler() is None, reason="no C++ compiler with _Float16 to emulate a CUDA device"
 )
 
 DTYPES = [np.dtype(name) for name in dynfuse.dtypes.SUPPORTED_DTYPES]
 
 
-@pytest.fixture(autouse=True)
-def emulated(monkeypatch):
-    monkeypatch.setattr(config, "backend", "cuda-emulator")
+@pytest.fixture(
+    autouse=True,
+    params=[pytest.param("cuda-emulator", marks=NO_COMPILER), pytest.param("cuda", marks=pytest.mark.gpu)],
+)
+def cuda_backend(request, monkeypatch):
+    """The emulated device, or a GPU."""
+    reason = config.unavailable_reason(request.param)
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setattr(config, "backend", request.param)
+    return request.param
 
 
 def run(function, *values, close=False):
@@ -111,10 +119,11 @@ def test_softmax_and_layernorm_over_rows(dtype, shape):
 
 
 def _layout(*arrays):
-    """The launch layout of the kernel that materializing ``arrays`` takes, and the emulated device."""
-    _, plan = execute.explain_plan([array._node for array in arrays], config.BACKENDS["cuda-emulator"])
+    """The launch layout of the kernel that materializing ``arrays`` takes, and the device."""
+    backend = config.BACKENDS[config.backend]
+    _, plan = execute.explain_plan([array._node for array in arrays], backend)
     (step,) = plan.kernels
-    return cuda.codegen.generate(step.kernel)[1], config.BACKENDS["cuda-emulator"].device
+    return cuda.codegen.generate(step.kernel)[1], backend.device
 
 
 def _reductions(dtype):
@@ -188,9 +197,11 @@ def test_grids_smaller_than_the_work_stride_over_it():
     run(lambda a: a.sum(axis=1), np.ones((3000, 3), np.int16))  # many rows per block, few blocks
 
 
-def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(monkeypatch):
+def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(cuda_backend, monkeypatch):
     """A compile that fails (here the compiler is ``false``) runs the kernel by the reference
     executor: the right result, a warning, and the fallback counted for the backend."""
+    if cuda_backend != "cuda-emulator":
+        pytest.skip("the emulator's own compiler (tests/test_cupy_device.py: NVRTC's faults)")
     monkeypatch.setattr(cuda_emulator, "compiler", lambda: ("false", "false"))
     monkeypatch.setattr(config, "disk_cache", False)
     cache.clear()
@@ -202,10 +213,12 @@ def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(monkeypatc
     cache.clear()
 
 
-def test_a_launch_the_device_refuses_falls_back_with_a_warning(monkeypatch):
+def test_a_launch_the_device_refuses_falls_back_with_a_warning(cuda_backend, monkeypatch):
     """A launch that fails (on a GPU, a driver error: too many resources asked, an illegal address)
     is the reference executor's to run: the right result, a warning, the fallback counted. Here
     the emulated device's entry reports failure, as a failed cuLaunchKernel returns one."""
+    if cuda_backend != "cuda-emulator":
+        pytest.skip("the emulator's own launch (tests/test_cupy_device.py: a GPU's faults)")
     build_function = cuda_emulator.EmulatedDevice.function
 
     def refusing(device, module, name):

@@ -1,7 +1,11 @@
 """Arrays that live on a device: ``asarray(x, device=...)``, ``.device``, ``.to()``, results kept
 on the device between materializations, host copies only when asked for, and a clear error for an
-op that mixes devices. They run on the emulated CUDA device (``cuda-emulator``), whose arrays behave
-as CuPy's where dynfuse relies on it: a host function that reached one would fail here as on a GPU."""
+op that mixes devices.
+
+Every test runs on each device: the emulated CUDA device (``cuda-emulator``); the GPU device's own
+code (``cupy_device``) on CuPy's interface emulated (``emulated_cupy``), which CI runs; and, marked
+``gpu``, a GPU through CuPy. The emulated arrays behave as CuPy's where dynfuse relies on it: a host
+function that reached one would fail here as on a GPU."""
 
 import pickle
 import warnings
@@ -12,27 +16,47 @@ import pytest
 import dynfuse
 from dynfuse import config
 from dynfuse.backends import cuda, cuda_emulator
-from dynfuse.backends.cuda_emulator import EmulatedArray
 from dynfuse.testing import faults
 
+from . import emulated_cupy
 from .helpers import assert_same
 
-pytestmark = pytest.mark.skipif(
+NO_COMPILER = pytest.mark.skipif(
     cuda_emulator.compiler() is None, reason="no C++ compiler with _Float16 to emulate a CUDA device"
 )
 
-DEVICE = "cuda-emulator"
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("cuda-emulator", marks=NO_COMPILER),
+        pytest.param("cuda on emulated CuPy", marks=NO_COMPILER),
+        pytest.param("cuda", marks=pytest.mark.gpu),
+    ],
+)
+def device(request):
+    """The device's memory (``devices.Memory``), ready for arrays."""
+    if request.param == "cuda-emulator":
+        yield cuda.EMULATOR.device
+    elif request.param == "cuda":
+        reason = cuda.BACKEND.unavailable_reason()
+        if reason is not None:
+            pytest.skip(reason)
+        yield cuda.BACKEND.device
+    else:
+        with emulated_cupy.installed() as installed:
+            yield installed
 
 
-def on_device(values):
-    return dynfuse.asarray(values, device=DEVICE)
+def on_device(values, device):
+    return dynfuse.asarray(values, device=device.name)
 
 
-def assert_on_device(array):
+def assert_on_device(array, device):
     """The array is on the device, and so are its values, once computed."""
-    assert array.device == DEVICE
+    assert array.device == device.name
     dynfuse.evaluate(array)
-    assert type(array._node.buffer) is EmulatedArray
+    assert device.owns(array._node.buffer)
 
 
 def data(shape=(64, 96), dtype=np.float32, seed=0):
@@ -42,10 +66,10 @@ def data(shape=(64, 96), dtype=np.float32, seed=0):
 # ---- placing arrays --------------------------------------------------------------------------------
 
 
-def test_asarray_puts_a_copy_on_the_device_and_numpy_asarray_copies_it_back():
+def test_asarray_puts_a_copy_on_the_device_and_numpy_asarray_copies_it_back(device):
     host = data()
-    array = on_device(host)
-    assert array.device == DEVICE and array.shape == host.shape and array.dtype == host.dtype
+    array = on_device(host, device)
+    assert array.device == device.name and array.shape == host.shape and array.dtype == host.dtype
     host[0, 0] = 100  # a copy was taken
     back = np.asarray(array)
     assert type(back) is np.ndarray and back[0, 0] != 100
@@ -55,24 +79,25 @@ def test_asarray_puts_a_copy_on_the_device_and_numpy_asarray_copies_it_back():
         np.asarray(array, copy=False)
 
 
-def test_a_device_array_is_wrapped_without_a_copy():
-    device_array = cuda.EMULATOR.device.from_host(data())
+def test_a_device_array_is_wrapped_without_a_copy(device):
+    device_array = device.from_host(data())
     array = dynfuse.asarray(device_array)
-    assert array.device == DEVICE and array._node.buffer is device_array
+    assert array.device == device.name and array._node.buffer is device_array
     assert_same(array + 1, device_array.get() + 1)
 
 
-def test_to_moves_and_returns_the_array_itself_where_it_is():
+def test_to_moves_and_returns_the_array_itself_where_it_is(device):
     host = dynfuse.asarray(data())
     assert host.device == "cpu" and host.to("cpu") is host
-    device = host.to(DEVICE)
-    assert device.device == DEVICE and device.to(DEVICE) is device and device.to_device(DEVICE) is device
-    assert_same(device.to("cpu"), data())
-    assert dynfuse.asarray(device, device="cpu").device == "cpu"
-    assert dynfuse.asarray(host, device=DEVICE).device == DEVICE
+    moved = host.to(device.name)
+    assert moved.device == device.name and moved.to(device.name) is moved
+    assert moved.to_device(device.name) is moved and moved.to(device) is moved  # a name, or the memory
+    assert_same(moved.to("cpu"), data())
+    assert dynfuse.asarray(moved, device="cpu").device == "cpu"
+    assert dynfuse.asarray(host, device=device.name).device == device.name
 
 
-def test_unknown_and_unavailable_devices_raise_value_error():
+def test_unknown_and_unavailable_devices_raise_value_error(device):
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         dynfuse.asarray([1, 2], device="tpu")
     if config.unavailable_reason("cuda") is not None:
@@ -80,13 +105,13 @@ def test_unknown_and_unavailable_devices_raise_value_error():
             dynfuse.asarray([1, 2], device="cuda")
 
 
-def test_printing_and_pickling_a_device_array():
-    array = on_device(np.arange(3, dtype=np.int32))
-    assert repr(array) == "LazyArray([0, 1, 2], dtype=int32, device='cuda-emulator')"
+def test_printing_and_pickling_a_device_array(device):
+    array = on_device(np.arange(3, dtype=np.int32), device)
+    assert repr(array) == f"LazyArray([0, 1, 2], dtype=int32, device='{device.name}')"
     assert str(array * 2) == "[0 2 4]"
     assert array[1].item() == 1 and array.tolist() == [0, 1, 2] and int(array.sum()) == 3
     restored = pickle.loads(pickle.dumps(array * 2))
-    assert restored.device == DEVICE
+    assert restored.device == device.name
     assert_same(restored, np.arange(3, dtype=np.int32) * 2)
 
 
@@ -108,89 +133,92 @@ PROGRAMS = {
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_programs_run_on_the_device_as_numpy_runs_them(name):
+def test_programs_run_on_the_device_as_numpy_runs_them(device, name):
     x, y = data(seed=1), data(seed=2)
-    result = PROGRAMS[name](on_device(x), on_device(y))
-    assert_on_device(result)
+    result = PROGRAMS[name](on_device(x, device), on_device(y, device))
+    assert_on_device(result, device)
     counted = dynfuse.stats()
     assert counted["kernels_launched"] > 0 and counted["fallbacks"] == 0
     expected = PROGRAMS[name](x, y)
     np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-5, atol=1e-5 * np.abs(expected).max())
 
 
-def test_results_stay_on_the_device_between_materializations():
-    x = on_device(data())
+def test_results_stay_on_the_device_between_materializations(device):
+    x = on_device(data(), device)
     y = np.exp(x) + 1
     dynfuse.evaluate(y)
     z = (y * 2).sum(axis=0)  # reads y's device buffer
-    assert_on_device(y)
-    assert_on_device(z)
+    assert_on_device(y, device)
+    assert_on_device(z, device)
     assert_same(z, ((np.exp(data()) + 1) * 2).sum(axis=0), max_ulp=64)
 
 
-def test_repeated_traces_replay_on_the_device():
+def test_repeated_traces_replay_on_the_device(device):
     host = data((8, 8))
     for step in range(30):
-        result = on_device(host) * step + 1
+        result = on_device(host, device) * step + 1
         assert_same(result, host * step + 1)
     assert dynfuse.stats()["replays"] > 0
 
 
-def test_numpy_scalars_and_python_scalars_go_with_the_device():
-    x = on_device(data())
+def test_numpy_scalars_and_python_scalars_go_with_the_device(device):
+    x = on_device(data(), device)
     result = x * np.float32(2) + np.sqrt(np.float64(2)) - 1
-    assert_on_device(result)
+    assert_on_device(result, device)
     assert_same(result, data() * np.float32(2) + np.sqrt(np.float64(2)) - 1)
 
 
-def test_the_reference_backend_runs_device_arrays_on_host_copies(monkeypatch):
+def test_the_reference_backend_runs_device_arrays_on_host_copies(device, monkeypatch):
     monkeypatch.setattr(config, "backend", "numpy")
-    result = np.exp(on_device(data())).sum(axis=0) @ on_device(data((96, 4)))
-    assert_on_device(result)
+    result = np.exp(on_device(data(), device)).sum(axis=0) @ on_device(data((96, 4)), device)
+    assert_on_device(result, device)
     assert dynfuse.stats()["kernels_launched"] == 0
     assert_same(result, np.exp(data()).sum(axis=0) @ data((96, 4)), max_ulp=64)
 
 
-def test_a_failing_plan_falls_back_on_host_copies_and_stays_on_the_device():
-    x = on_device(data())
-    with faults.injected_faults(1.0, backend=DEVICE), pytest.warns(RuntimeWarning, match="planning failed"):
+def test_a_failing_plan_falls_back_on_host_copies_and_stays_on_the_device(device):
+    x = on_device(data(), device)
+    with (
+        faults.injected_faults(1.0, backend=device.name),
+        pytest.warns(RuntimeWarning, match="planning failed"),
+    ):
         result = np.exp(x) * 2
-        assert_on_device(result)
+        assert_on_device(result, device)
     assert dynfuse.stats()["fallbacks"] == 1
     assert_same(result, np.exp(data()) * 2)
 
 
-def test_a_failing_device_launch_falls_back_on_host_copies_and_stays_on_the_device(monkeypatch):
+def test_a_failing_device_launch_falls_back_on_host_copies_and_stays_on_the_device(device, monkeypatch):
     def refused(*arguments):
         raise RuntimeError("simulated: the launch failed")
 
-    monkeypatch.setattr(cuda.EMULATOR.device, "launch", refused)
-    x, y = on_device(data()), on_device(data(seed=3))
-    with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed"):
+    monkeypatch.setattr(device, "launch", refused)
+    x, y = on_device(data(), device), on_device(data(seed=3), device)
+    with pytest.warns(RuntimeWarning, match=f"{device.name} kernel failed"):
         result = (np.exp(x) * y).sum(axis=1) + x[:, 0]
-        assert_on_device(result)
+        assert_on_device(result, device)
     assert dynfuse.stats()["fallbacks"] >= 1
     assert_same(result, (np.exp(data()) * data(seed=3)).sum(axis=1) + data()[:, 0], max_ulp=64)
 
 
-def test_unrecorded_functions_run_on_host_copies_and_come_back_to_the_device():
-    x = on_device(data())
+def test_unrecorded_functions_run_on_host_copies_and_come_back_to_the_device(device):
+    x = on_device(data(), device)
     result = np.sort(x * 2, axis=1)
-    assert_on_device(result)
+    assert_on_device(result, device)
     assert dynfuse.stats()["fallbacks"] == 1
     assert_same(result, np.sort(data() * 2, axis=1))
-    target = on_device(np.zeros_like(data()))
+    target = on_device(np.zeros_like(data()), device)
     np.copyto(target, x + 1)  # written through a host copy, then copied back
-    assert_on_device(target)
+    assert_on_device(target, device)
     assert_same(target, data() + 1)
-    out = on_device(np.zeros(96, np.float32))
+    out = on_device(np.zeros(96, np.float32), device)
     np.add.reduce(x, axis=0, out=out)
     assert_same(out, np.add.reduce(data(), axis=0), max_ulp=64)
 
 
-def test_writes_on_the_device_keep_numpy_aliasing():
+def test_writes_on_the_device_keep_numpy_aliasing(device):
     host = data((6, 5))
-    x = on_device(host)
+    x = on_device(host, device)
     view = x[1:]
     before = view * 2
     x[1] = 100  # before must keep the values from before the write
@@ -212,38 +240,38 @@ def test_writes_on_the_device_keep_numpy_aliasing():
 @pytest.mark.parametrize(
     "mix",
     [
-        lambda device, host: device + host,
-        lambda device, host: np.add(host, device),
-        lambda device, host: np.where(device > 0, host, 0),
-        lambda device, host: np.concatenate([device, host]),
-        lambda device, host: device @ host.T,
-        lambda device, host: np.sort(np.stack([device, host])),
-        lambda device, host: device * np.asarray(host),
+        lambda there, host: there + host,
+        lambda there, host: np.add(host, there),
+        lambda there, host: np.where(there > 0, host, 0),
+        lambda there, host: np.concatenate([there, host]),
+        lambda there, host: there @ host.T,
+        lambda there, host: np.sort(np.stack([there, host])),
+        lambda there, host: there * np.asarray(host),
     ],
 )
-def test_an_op_that_mixes_devices_raises_type_error_where_it_is_written(mix):
-    device, host = on_device(data()), dynfuse.asarray(data())
+def test_an_op_that_mixes_devices_raises_type_error_where_it_is_written(device, mix):
+    there, host = on_device(data(), device), dynfuse.asarray(data())
     with pytest.raises(TypeError, match="different devices"):
-        mix(device, host)
+        mix(there, host)
 
 
-def test_a_write_from_another_device_raises_and_changes_nothing():
-    device, host = on_device(data()), dynfuse.asarray(data())
+def test_a_write_from_another_device_raises_and_changes_nothing(device):
+    there, host = on_device(data(), device), dynfuse.asarray(data())
     with pytest.raises(TypeError, match="different devices"):
-        host += device
+        host += there
     with pytest.raises(TypeError, match="different devices"):
-        device[0] = host[0]
+        there[0] = host[0]
     with pytest.raises(TypeError, match="different devices"):
-        np.add(device, 1, out=host)
+        np.add(there, 1, out=host)
     assert_same(host, data())
-    assert_same(device, data())
+    assert_same(there, data())
 
 
 # ---- a host trace given to the device's backend -------------------------------------------------------
 
 
-def test_host_arrays_run_on_device_copies_under_a_device_backend(monkeypatch):
-    monkeypatch.setattr(config, "backend", DEVICE)
+def test_host_arrays_run_on_device_copies_under_a_device_backend(device, monkeypatch):
+    monkeypatch.setattr(config, "backend", device.name)
     monkeypatch.setattr(config, "tiers", False)
     host = dynfuse.asarray(data())
     result = np.exp(host).sum(axis=1)
@@ -253,42 +281,79 @@ def test_host_arrays_run_on_device_copies_under_a_device_backend(monkeypatch):
     assert_same(result, np.exp(data()).sum(axis=1), max_ulp=64)
 
 
-def test_stats_and_warnings_are_clean_on_the_device():
+def test_stats_and_warnings_are_clean_on_the_device(device):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert_same(np.abs(on_device(data())) + 1, np.abs(data()) + 1)
+        assert_same(np.abs(on_device(data(), device)) + 1, np.abs(data()) + 1)
     assert dynfuse.stats()["fallbacks"] == 0
 
 
-def test_explain_plans_a_device_array_for_its_device_backend():
-    result = np.exp(on_device(data())) + 1
-    assert "plan on backend 'cuda-emulator'" in dynfuse.explain(result)
+def test_explain_plans_a_device_array_for_its_device_backend(device):
+    result = np.exp(on_device(data(), device)) + 1
+    assert f"plan on backend '{device.name}'" in dynfuse.explain(result)
     assert dynfuse.kernel_sources(result) == dynfuse.kernel_sources(result, backend="cuda")
     assert "plan on backend 'cpu'" in dynfuse.explain(np.exp(dynfuse.asarray(data())))
 
 
-def test_creation_functions_take_a_device_and_like_functions_follow_their_prototype():
+def test_creation_functions_take_a_device_and_like_functions_follow_their_prototype(device):
     from dynfuse import numpy as dnp
 
-    zeros = dnp.zeros((3, 4), dtype=np.float32, device=DEVICE)
-    assert zeros.device == DEVICE
+    zeros = dnp.zeros((3, 4), dtype=np.float32, device=device.name)
+    assert zeros.device == device.name
     like = dnp.ones_like(zeros)
-    assert like.device == DEVICE
+    assert like.device == device.name
     assert_same(like + zeros, np.ones((3, 4), np.float32))
     assert dnp.full_like(zeros, 2, device="cpu").device == "cpu"
-    assert dnp.asarray([1, 2], device=DEVICE).device == DEVICE
+    assert dnp.asarray([1, 2], device=device.name).device == device.name
     assert dnp.astype(zeros, np.int32, device="cpu").device == "cpu"
 
 
-def test_checks_that_read_values_read_them_on_the_host():
-    base = on_device(np.array([1, 2, 3]))
+def test_checks_that_read_values_read_them_on_the_host(device):
+    base = on_device(np.array([1, 2, 3]), device)
     assert_same(base**base, np.array([1, 4, 27]))
     with pytest.raises(ValueError, match="Integers to negative integer powers"):
         base ** (base - 5)
     assert_same(
-        np.add.outer(base, cuda.EMULATOR.device.from_host(np.arange(2))),
+        np.add.outer(base, device.from_host(np.arange(2))),
         np.add.outer([1, 2, 3], np.arange(2)),
     )
-    scanned = dynfuse.numpy.cumsum(cuda.EMULATOR.device.from_host(np.arange(4)))  # a CuPy-like array as such
-    assert scanned.device == DEVICE
+    scanned = dynfuse.numpy.cumsum(device.from_host(np.arange(4)))  # a CuPy-like array as such
+    assert scanned.device == device.name
     assert_same(scanned, np.cumsum(np.arange(4)))
+
+
+# ---- library calls on the device ----------------------------------------------------------------------
+
+
+def test_library_calls_run_in_the_devices_library_without_host_copies(device, monkeypatch):
+    x, y = on_device(data(), device), on_device(data(seed=2), device)
+    dynfuse.evaluate(x, y)
+
+    def refused(array):
+        raise AssertionError("a host copy")
+
+    monkeypatch.setattr(device, "to_host", refused)
+    result = np.tanh(x @ y.T) + np.median(x, axis=1)[:, None] + np.concatenate([x, y]).sum()
+    assert_on_device(result, device)
+    monkeypatch.undo()
+    assert dynfuse.stats()["fallbacks"] == 0
+    expected = np.tanh(data() @ data(seed=2).T) + np.median(data(), axis=1)[:, None]
+    expected += np.concatenate([data(), data(seed=2)]).sum()
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-5, atol=1e-3)
+
+
+def test_cupy_hands_over_the_array_on_cuda_without_a_copy(device):
+    x = on_device(data(), device) * 2
+    host = dynfuse.asarray(data())
+    assert not hasattr(host, "__cuda_array_interface__")
+    with pytest.raises(ValueError, match="cupy: the array is on device 'cpu', not 'cuda'"):
+        host.cupy()
+    if device.name != "cuda":
+        with pytest.raises(ValueError, match=f"on device '{device.name}'"):
+            x.cupy()
+        return
+    handed = x.cupy()
+    assert device.owns(handed) and handed is x._node.buffer
+    assert_same(x, data() * 2)
+    handed[0, 0] = 5  # the array's own memory, as numpy() gives a host array's
+    assert float(x[0, 0]) == 5

@@ -24,8 +24,13 @@ import dynfuse
 from dynfuse import config
 
 # The CUDA backend's kernels too, emulated on the host (tests/test_cuda_emulator.py): slow, as each
-# kernel is compiled by the host's C++ compiler; in make test-slow.
-KERNEL_BACKENDS = ["groups", "cpu", pytest.param("cuda-emulator", marks=pytest.mark.slow)]
+# kernel is compiled by the host's C++ compiler; in make test-slow. On a GPU, in make test-gpu.
+KERNEL_BACKENDS = [
+    "groups",
+    "cpu",
+    pytest.param("cuda-emulator", marks=pytest.mark.slow),
+    pytest.param("cuda", marks=pytest.mark.gpu),
+]
 
 ALL_DTYPES = [np.dtype(name) for name in dynfuse.dtypes.SUPPORTED_DTYPES]
 FLOAT_DTYPES = [dtype for dtype in ALL_DTYPES if dtype.kind == "f"]
@@ -39,6 +44,9 @@ NEAR_ZERO = {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 1e-6, np.dtype(np
 @pytest.fixture(autouse=True, params=KERNEL_BACKENDS)
 def kernel_backend(request):
     """Every test runs once per kernel backend, then the previous backend is restored."""
+    reason = config.unavailable_reason(request.param)
+    if reason is not None:
+        pytest.skip(reason)
     saved = config.backend
     dynfuse.set_backend(request.param)
     yield request.param

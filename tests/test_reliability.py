@@ -1,6 +1,7 @@
 """Reliability (issue 8): out of memory, interrupts, threads and processes never give a wrong answer,
 never hang, and leave every array and cache usable."""
 
+import contextlib
 import gc
 import multiprocessing
 import threading
@@ -15,9 +16,17 @@ import dynfuse
 from dynfuse import cache, config, disk_cache, execute
 from dynfuse.backends import cpu
 
+from . import emulated_cupy
 from .helpers import assert_same
 
-BACKENDS = ["cpu", "groups", "cuda-emulator"]
+# The GPU device's own code runs in CI on CuPy's interface emulated (tests/emulated_cupy.py)
+BACKENDS = [
+    "cpu",
+    "groups",
+    "cuda-emulator",
+    "cuda on emulated CuPy",
+    pytest.param("cuda", marks=pytest.mark.gpu),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +39,17 @@ def no_dynfuse_faults():
 
 @pytest.fixture
 def backend(request, monkeypatch):
-    monkeypatch.setattr(config, "backend", request.param)
-    cache.clear()
-    yield config.BACKENDS[request.param]
-    cache.clear()
+    name = request.param
+    with contextlib.ExitStack() as installed:
+        if name == "cuda on emulated CuPy":
+            name = "cuda"
+            installed.enter_context(emulated_cupy.installed())
+        elif config.unavailable_reason(name) is not None:
+            pytest.skip(config.unavailable_reason(name))
+        monkeypatch.setattr(config, "backend", name)
+        cache.clear()
+        yield config.BACKENDS[name]
+        cache.clear()
 
 
 def chain(x):

@@ -367,6 +367,10 @@ class CpuBackend:
         lines = _launched_module(kernel).text.count("\n")
         return self.target.first_sight_work + COMPILE_WORK_PER_LINE * lines
 
+    def variant(self) -> None:
+        """One host per process: its code depends on the host alone (``disk_key``)."""
+        return None
+
     def disk_key(self, text: str) -> str:
         """The disk-cache key of a module: the code itself (a change to the code generator is a
         miss) and what its object code depends on."""

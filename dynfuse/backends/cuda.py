@@ -7,14 +7,15 @@ suite compiles what the generator writes with NVRTC (``cupy.cuda.nvrtc``, which 
 A kernel runs through one launcher whatever the device: the grid is sized from the kernel's layout
 and the device's multiprocessors, and the arguments are the layout's, in order. The device compiles,
 loads and launches, on arrays in its own memory (``devices.Memory``): a trace of host arrays
-given to a CUDA backend runs on device copies (``execute``). ``cuda-emulator`` is a device emulated
-on the host (``cuda_emulator``): the same kernels and launches on its arrays, so that CI checks what
-a GPU would compute. ``cuda`` runs kernels on a GPU; until its device is built it has none and
-cannot be chosen to materialize (``unavailable_reason``).
+given to a CUDA backend runs on device copies (``execute``). ``cuda`` runs kernels on a GPU, through
+CuPy (``cupy_device``); without one it cannot be chosen to materialize (``unavailable_reason``).
+``cuda-emulator`` is a device emulated on the host (``cuda_emulator``): the same kernels and launches
+on its arrays, so that CI checks what a GPU would compute.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..codegen.common import element_strides, param_arguments
 from ..devices import Memory
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from .cuda_emulator import EmulatedDevice
+from .cupy_device import CupyDevice
 
 
 class Device(Memory, Protocol):
@@ -32,6 +34,11 @@ class Device(Memory, Protocol):
 
     multiprocessors: int
     resident_threads: int  # threads each multiprocessor holds at once
+
+    def variant(self) -> Hashable:
+        """What a compiled kernel depends on besides its source (which GPU); kernels are cached per
+        signature and variant."""
+        ...
 
     def cached(self, source: str) -> bool: ...
 
@@ -103,10 +110,10 @@ class CudaBackend:
     # MAX_ROW_THREADS threads walks the row once per pass, the later passes reading it from L2.
     persistent_row_elements = 32768
 
-    def __init__(self, name: str, device: Device | None) -> None:
+    def __init__(self, name: str, device: Device) -> None:
         self.name = name
         self.device = device
-        self.memory: Memory | None = device  # where its kernels read and write
+        self.memory: Memory = device  # where its kernels read and write
         self.target = Target(name, persistent_row_elements=self.persistent_row_elements, compute_weight=0.1)
 
     def source(self, kernel: Kernel) -> str:
@@ -120,24 +127,25 @@ class CudaBackend:
         )
 
     def unavailable_reason(self) -> str | None:
-        if self.device is None:
-            return "it runs kernels on arrays on a GPU, which dynfuse does not have yet"
         return self.device.unavailable_reason()
+
+    def variant(self) -> Hashable:
+        return self.device.variant()
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
         reason = self.unavailable_reason()
-        if self.device is None or reason is not None:
+        if reason is not None:
             raise RuntimeError(f"the {self.name} backend cannot run kernels: {reason}")
         text, layout = codegen.generate(kernel)
         return _Launcher(layout, self.device.load(text), self.device)
 
     def cached(self, kernel: Kernel) -> bool:
-        return self.device is not None and self.device.cached(self.source(kernel))
+        return self.device.cached(self.source(kernel))
 
     def compile_work(self, kernel: Kernel) -> float:
         """Not measured on a device yet: the target's one number for every kernel."""
         return self.target.first_sight_work
 
 
-BACKEND = CudaBackend("cuda", None)
+BACKEND = CudaBackend("cuda", CupyDevice())
 EMULATOR = CudaBackend("cuda-emulator", EmulatedDevice())

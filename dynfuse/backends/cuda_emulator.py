@@ -56,7 +56,7 @@ class EmulatedArray:
 
     @property
     def base(self) -> EmulatedArray | None:
-        return None if self._data.base is None else EmulatedArray(self._data.base)
+        return None if self._data.base is None else type(self)(self._data.base)
 
     @property
     def device_pointer(self) -> int:
@@ -76,29 +76,29 @@ class EmulatedArray:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         outs = kwargs.get("out", ())
         result = getattr(ufunc, method)(*_device_data(inputs), **_device_data(kwargs))
-        return _device_result(result, outs if isinstance(outs, tuple) else (outs,))
+        return _device_result(type(self), result, outs if isinstance(outs, tuple) else (outs,))
 
     def __array_function__(self, function: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        return _device_result(function(*_device_data(args), **_device_data(kwargs)))
+        return _device_result(type(self), function(*_device_data(args), **_device_data(kwargs)))
 
     def __getitem__(self, index: Any) -> EmulatedArray:
-        return _device_result(self._data[_device_data(index)])
+        return _device_result(type(self), self._data[_device_data(index)])
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._data[_device_data(index)] = _device_data(value)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> EmulatedArray:
-        return EmulatedArray(self._data.reshape(*shape, **kwargs))
+        return type(self)(self._data.reshape(*shape, **kwargs))
 
     def __repr__(self) -> str:
-        return f"EmulatedArray({np.array2string(self._data, separator=', ')}, dtype={self.dtype})"
+        return f"{type(self).__name__}({np.array2string(self._data, separator=', ')}, dtype={self.dtype})"
 
 
 def _device_data(value: Any) -> Any:
     """The NumPy data behind emulated arrays, inside tuples, lists and dicts; a host array refused,
     as CuPy refuses one."""
     kind = type(value)
-    if kind is EmulatedArray:
+    if isinstance(value, EmulatedArray):
         return value._data
     if kind is np.ndarray:
         raise TypeError(f"Unsupported type {kind}")
@@ -109,18 +109,18 @@ def _device_data(value: Any) -> Any:
     return value
 
 
-def _device_result(result: Any, outs: tuple = ()) -> Any:
-    """NumPy's results as the device's: arrays and NumPy scalars (0-d arrays, as CuPy returns them)
-    wrapped, the ``out`` arrays given back as themselves."""
+def _device_result(kind: type[EmulatedArray], result: Any, outs: tuple = ()) -> Any:
+    """NumPy's results as the device's arrays of ``kind``: arrays and NumPy scalars (0-d arrays, as
+    CuPy returns them) wrapped, the ``out`` arrays given back as themselves."""
     if isinstance(result, np.ndarray):
         for out in outs:
-            if type(out) is EmulatedArray and out._data is result:
+            if isinstance(out, EmulatedArray) and out._data is result:
                 return out
-        return EmulatedArray(result)
+        return kind(result)
     if isinstance(result, np.generic):
-        return EmulatedArray(np.asarray(result))
+        return kind(np.asarray(result))
     if type(result) in (tuple, list):
-        return type(result)(_device_result(item, outs) for item in result)
+        return type(result)(_device_result(kind, item, outs) for item in result)
     return result
 
 
@@ -170,6 +170,10 @@ class EmulatedDevice:
     def unavailable_reason(self) -> str | None:
         """Why kernels cannot run here, or None."""
         return None if compiler() is not None else "no C++ compiler with _Float16 (g++ 12 or clang 15)"
+
+    def variant(self) -> None:
+        """One emulated device: kernels depend on their source alone."""
+        return None
 
     def module_key(self, source: str) -> str:
         return disk_cache.key_of(self.name, HEADER, source, FLAGS, compiler())
@@ -246,7 +250,7 @@ class EmulatedDevice:
         if any(isinstance(value, np.ndarray) for value in arguments):
             raise TypeError("a host array was passed to a kernel on the emulated device")
         values = [
-            np.array(value.device_pointer, np.uintp) if type(value) is EmulatedArray else np.array(value)
+            np.array(value.device_pointer, np.uintp) if isinstance(value, EmulatedArray) else np.array(value)
             for value in arguments
         ]
         pointers = (ctypes.c_void_p * max(len(values), 1))(*(value.ctypes.data for value in values))

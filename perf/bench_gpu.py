@@ -1,0 +1,236 @@
+"""The CUDA backend on a GPU (issue 5): fused elementwise chains against the device's copy bandwidth,
+``cupy.fuse`` and ``torch.compile``; row softmax and layernorm against ``torch.compile``.
+
+Each case first checks dynfuse's result against CuPy's unfused one (and every peer's against it),
+then times every contender interleaved in rounds, after warm-up (compiles, autotuning), each run
+ended by a synchronize of the device: medians and interquartile ranges. Bandwidth counts each input
+read once and each output written once, as a fused kernel does. Data stays on the device
+throughout: dynfuse's arrays wrap CuPy's without a copy, torch's share them through DLPack.
+
+Writes perf/RESULTS-gpu.md's section; with ``--print-only``, writes nothing. On the emulated device
+(``--device cuda-emulator --size tiny``) it runs dynfuse alone, as a check of the script itself.
+
+    python perf/bench_gpu.py [--device cuda|cuda-emulator] [--size full|tiny] [--repeats N]
+"""
+
+import argparse
+import datetime
+import math
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from timing import Timing, measure_interleaved, write_results_section
+
+import dynfuse
+
+RESULTS_GPU = Path(__file__).resolve().parent / "RESULTS-gpu.md"
+SIZES = {"full": (1 << 28, 8192), "tiny": (1 << 12, 64)}  # elements of a chain, rows (= columns)
+GELU_SCALE = math.sqrt(2.0 / math.pi)
+
+
+# Each case is written once over a namespace: ``numpy`` (what dynfuse records), ``cupy`` or ``torch``.
+def axpy(xp, x, y):
+    return x * 2.5 + y
+
+
+def gelu(xp, x, y):
+    return 0.5 * x * (1.0 + xp.tanh(GELU_SCALE * (x + 0.044715 * x * x * x)))
+
+
+def chain8(xp, x, y):
+    return xp.sqrt(xp.abs(xp.exp(-x * x) * y + 1.0)) - xp.sin(x) / (1.0 + y * y)
+
+
+def softmax(xp, x, y):
+    if xp.__name__ == "torch":
+        return xp.softmax(x, dim=1)
+    shifted = xp.exp(x - x.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def layernorm(xp, x, y):
+    if xp.__name__ == "torch":
+        return xp.nn.functional.layer_norm(x, x.shape[1:], eps=1e-5)
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / xp.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
+
+
+# name: (function, inputs it reads, 1-D chain or rows)
+CASES = {
+    "x * 2.5 + y": (axpy, 2, False),
+    "GELU (tanh)": (gelu, 1, False),
+    "8-op chain, 2 inputs": (chain8, 2, False),
+    "row softmax": (softmax, 1, True),
+    "row layernorm": (layernorm, 1, True),
+}
+
+
+class Device:
+    """Arrays, a synchronize, and the peers there are: CuPy and torch on a GPU, none on the emulator."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.peers: dict[str, Callable] = {}
+        if name == "cuda":
+            import cupy
+
+            self.cupy = cupy
+            self.synchronize = cupy.cuda.get_current_stream().synchronize
+            properties = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+            self.description = properties["name"].decode()
+            self.peers["cupy.fuse"] = self.cupy_fuse
+            try:
+                import torch
+
+                self.torch = torch
+                self.peers["torch.compile"] = self.torch_compile
+                self.description += f", torch {torch.__version__}"
+            except ImportError:
+                pass
+            self.description += f", CuPy {cupy.__version__}"
+        else:
+            self.synchronize = lambda: None
+            self.description = "emulated CUDA device (a check of this script, not a speed)"
+
+    def put(self, values: np.ndarray):
+        return dynfuse.asarray(values, device=self.name)
+
+    def reference(self, function: Callable, inputs: list) -> np.ndarray:
+        """CuPy's unfused result on a GPU, NumPy's on the emulator (in float64, then rounded)."""
+        if self.name == "cuda":
+            return function(self.cupy, *[value.cupy() for value in inputs]).get()
+        wide = [np.asarray(value).astype(np.float64) for value in inputs]  # then rounded, as one op
+        return function(np, *wide).astype(np.float32)
+
+    def cupy_fuse(self, function: Callable, inputs: list, rows: bool) -> Callable | None:
+        if rows:
+            return None  # cupy.fuse fuses reductions along an axis with keepdims poorly; not a peer
+        fused = self.cupy.fuse(lambda x, y: function(self.cupy, x, y))
+        x, y = (value.cupy() for value in inputs)
+        return lambda: fused(x, y)
+
+    def torch_compile(self, function: Callable, inputs: list, rows: bool) -> Callable:
+        compiled = self.torch.compile(lambda x, y: function(self.torch, x, y))
+        x, y = (self.torch.from_dlpack(value.cupy()) for value in inputs)
+        return lambda: compiled(x, y)
+
+
+def to_host(result) -> np.ndarray:
+    if hasattr(result, "get"):
+        return result.get()
+    if hasattr(result, "cpu"):
+        return result.cpu().numpy()
+    return np.asarray(result)
+
+
+@dataclass
+class Measured:
+    timings: dict[str, Timing]  # by contender
+    traffic: int  # bytes a fused kernel reads and writes
+    copy_bandwidth: float | None  # bytes a second of a device-to-device copy, read and written
+
+
+def run_case(device: Device, name: str, elements: int, side: int, repeats: int) -> Measured:
+    function, count, rows = CASES[name]
+    shape = (side, side) if rows else (elements,)
+    rng = np.random.default_rng(0)
+    inputs = [device.put(rng.standard_normal(shape, dtype=np.float32)) for _ in range(count)]
+    operands = (inputs * 2)[:2]  # (x, y); y is x where a case reads one input
+
+    def fused():
+        result = function(np, *operands)
+        dynfuse.evaluate(result)
+        return result
+
+    contenders = {"dynfuse": fused}
+    for peer, build in device.peers.items():
+        made = build(function, operands, rows)
+        if made is not None:
+            contenders[peer] = made
+    expected = device.reference(function, operands)
+    tolerance = 5e-6 if name.startswith("x *") else 2e-5
+    for contender, call in contenders.items():
+        got = to_host(call())
+        if not np.allclose(got, expected, rtol=tolerance, atol=tolerance * float(np.abs(expected).max())):
+            sys.exit(f"{name}: {contender} differs from the unfused result")
+    for call in contenders.values():  # warm-up beyond the first: caches, autotuning, clocks
+        for _ in range(3):
+            call()
+    device.synchronize()
+    timed = {
+        name: (lambda call=call: (call(), device.synchronize()), None) for name, call in contenders.items()
+    }
+    copy_bandwidth = None
+    if device.name == "cuda":
+        source = inputs[0].cupy()
+        target = device.cupy.empty_like(source)
+        timed["copy"] = (lambda: (device.cupy.copyto(target, source), device.synchronize()), None)
+    timings = measure_interleaved(timed, repeats)
+    if "copy" in timings:
+        copy_bandwidth = 2 * source.nbytes / timings.pop("copy").median
+    return Measured(timings, (count + 1) * math.prod(shape) * 4, copy_bandwidth)
+
+
+def table(results: dict, device: Device, size: str, repeats: int) -> str:
+    peers = [
+        peer for peer in ("cupy.fuse", "torch.compile") if any(peer in m.timings for m in results.values())
+    ]
+    header = "| case | dynfuse | GB/s | of copy's GB/s |" + "".join(
+        f" {peer} | dynfuse speedup |" for peer in peers
+    )
+    lines = [
+        f"## The CUDA backend on a GPU (issue 5), measured {datetime.date.today()}",
+        "",
+        f"`python perf/bench_gpu.py --size {size} --repeats {repeats}` on {device.description}: "
+        f"the median of {repeats} interleaved rounds (± half the interquartile range), each run ended by a "
+        "synchronize. "
+        "GB/s counts each input read and the output written once; the copy is `cupy.copyto` of the "
+        "first input, read and written. Chains have "
+        f"{SIZES[size][0]:,} float32 elements; rows are {SIZES[size][1]}x{SIZES[size][1]} float32. "
+        f"Python {platform.python_version()}, NumPy {np.__version__}.",
+        "",
+        header,
+        "| --- |" + " ---: |" * (3 + 2 * len(peers)),
+    ]
+    for name, measured in results.items():
+        ours = measured.timings["dynfuse"]
+        bandwidth = measured.traffic / ours.median
+        fraction = f"{bandwidth / measured.copy_bandwidth:.0%}" if measured.copy_bandwidth else "-"
+        row = f"| {name} | {ours.median * 1e3:.3f} ms (±{ours.spread / 2:.0%}) | {bandwidth / 1e9:.0f} |"
+        row += f" {fraction} |"
+        for peer in peers:
+            theirs = measured.timings.get(peer)
+            row += (
+                f" {theirs.median * 1e3:.3f} ms | {theirs.median / ours.median:.2f}x |"
+                if theirs
+                else " - | - |"
+            )
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cuda", "cuda-emulator"), default="cuda")
+    parser.add_argument("--size", choices=SIZES, default="full")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--print-only", action="store_true")
+    arguments = parser.parse_args()
+    reason = dynfuse.config.unavailable_reason(arguments.device)
+    if reason is not None:
+        sys.exit(f"bench_gpu: {reason}")
+    device = Device(arguments.device)
+    elements, side = SIZES[arguments.size]
+    results = {name: run_case(device, name, elements, side, arguments.repeats) for name in CASES}
+    section = table(results, device, arguments.size, arguments.repeats)
+    print(section)
+    if not arguments.print_only:
+        write_results_section("gpu", section, RESULTS_GPU)
+
+
+if __name__ == "__main__":
+    main()
