@@ -502,6 +502,8 @@ class _Run:
         if self.memory is not HOST:
             try:
                 value = node.op.reference(*arguments, **params)
+            except MemoryError:  # the device's memory is full: as NumPy's would be, not a fault
+                raise
             except Exception:  # the device's library lacks the function, or this use of it
                 value = None
             if self.memory.owns(value) and value.shape == node.shape and value.dtype == node.dtype:

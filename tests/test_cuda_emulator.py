@@ -233,3 +233,16 @@ def test_a_launch_the_device_refuses_falls_back_with_a_warning(cuda_backend, mon
     np.testing.assert_allclose(result, np.tanh(data).sum() + data, rtol=1e-14)
     assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
     cache.clear()
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.dtype(name) for name in ("bool", "int8", "float16", "float32", "float64")], ids=str
+)
+def test_contiguous_arrays_go_in_packs_when_aligned_and_one_by_one_when_not(dtype):
+    """Packs of 8 narrow or 16 bytes of wide elements, a tail of fewer than a pack, a view that starts
+    between words (then every element is taken alone), and arrays of several widths in one kernel."""
+    a, b = sample(dtype, (1003,)), sample(dtype, (1003,), seed=1)
+    wide = sample(np.dtype(np.float64), (1003,), seed=2)
+    run(lambda x, y: (np.maximum(x, y), x == y), a, b)
+    run(lambda x, y: np.minimum(x[1:], y[:-1]), a, b)
+    run(lambda x, w: (x * 2 > w, (w * 3).astype(x.dtype)), a, wide)

@@ -57,7 +57,8 @@ def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads:
     """(blocks, threads per block): blocks enough to fill every multiprocessor, or fewer when the work
     needs fewer; the kernels' grid-stride loops cover any work with any grid."""
     block = layout.block_threads
-    per_block = block // layout.threads_per_row if layout.threads_per_row else block  # rows or elements
+    # rows, or elements (a pack a thread where the arrays allow)
+    per_block = block // layout.threads_per_row if layout.threads_per_row else block * max(1, layout.pack)
     needed = -(-layout.elements // per_block)
     return max(1, min(needed, _resident_blocks(layout, multiprocessors, resident_threads))), block
 

@@ -88,6 +88,8 @@ class CupyDevice:
             library = self.library
         except ImportError as error:
             return f"CuPy is not installed ({error}; pip install 'dynfuse[cuda13]')"
+        except Exception as error:  # CuPy's import found no CUDA libraries it needs
+            return f"CuPy cannot be imported ({type(error).__name__}: {error})"
         try:
             count = library.cuda.runtime.getDeviceCount()
         except Exception as error:  # CUDARuntimeError: no driver, or no device

@@ -14,7 +14,10 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
 -1 or 1 when it lies below or above the dtype's range).
 
 - An elementwise kernel is a grid-stride loop over the elements in C order, with 64-bit indices
-  only when the element count needs them; any grid size is correct.
+  only when the element count needs them; any grid size is correct. Where every load is contiguous
+  (or one value), each thread first takes packs of ``Layout.pack`` elements, loading and storing
+  each array's pack in vector words of up to 16 bytes (``df_pack``), when every array is aligned to
+  its word (checked in the kernel: a view may start anywhere); the rest goes one element at a time.
 - A reducing kernel gives each row (one index of the kept axes) a group of ``threads_per_row``
   threads (a warp, or a block of up to 1024: from the row length, at code generation), several rows
   to a block when they are short. Each pass walks the row with the group's threads, accumulates in
@@ -120,6 +123,7 @@ class Layout:
     # rows * chunks), then FINISH combines each row's states. 0 where it cannot.
     chunks: int = 0
     states: tuple[np.dtype, ...] = ()
+    pack: int = 0  # elementwise: elements a thread takes at once where arrays are aligned (0: one)
 
 
 def literal(dtype: np.dtype, value: float | int | bool) -> str:
@@ -471,6 +475,10 @@ class _Generator(KernelFacts):
         chunk = self.threads_per_row * CHUNK_PER_THREAD
         splittable = self.reduce_axes and not ordered and kernel.passes == 1 and self.row_elements > chunk
         self.chunks = -(-self.row_elements // chunk) if splittable else 0
+        # Packs of 16 bytes of the narrowest array (8 elements at most, for registers' sake)
+        self.packed_loads = [inst for inst in self.loads if not dict(inst.params)["zero_dim"]]
+        narrowest = min((value.dtype.itemsize for value in [*self.packed_loads, *kernel.outputs]), default=16)
+        self.pack = 0 if self.reduce_axes or self.strided else min(8, 16 // narrowest)
 
     # -- arguments --
 
@@ -533,20 +541,23 @@ class _Generator(KernelFacts):
 
     # -- values --
 
-    def compute(self, number: int, element: str | None, coordinates: dict[int, str]) -> list[str]:
-        """The statement defining ``v{number}``."""
+    def compute(
+        self, number: int, element: str | None, coordinates: dict[int, str], lane: str | None = None
+    ) -> list[str]:
+        """The statement defining ``v{number}``; with ``lane``, the element of that lane of the packs."""
         inst = self.instructions[number]
         kind = inst.op.kind
         t = register_type(inst.dtype) if inst.dtype is not None else None
         if kind is OpKind.BUFFER:
             params = dict(inst.params)
             if params["zero_dim"]:
-                address = "0"
+                raw = f"in{inst.slot}[0]"
+            elif lane is not None:
+                raw = f"in_pack{inst.slot}.e[{lane}]"
             elif params["contiguous"] and element is not None:
-                address = element
+                raw = f"in{inst.slot}[{element}]"
             else:
-                address = self.offset(coordinates, self.strides(inst))
-            raw = f"in{inst.slot}[{address}]"
+                raw = f"in{inst.slot}[{self.offset(coordinates, self.strides(inst))}]"
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
             operand = (f"v{inst.args[0]}", self.instructions[inst.args[0]].dtype)
@@ -593,9 +604,10 @@ class _Generator(KernelFacts):
             value = f"({flag} != 0 ? {decided} : {value})"
         return [f"const {t} v{number} = {value};"]
 
-    def store(self, position: int, output: Output, address: str) -> str:
+    def store(self, position: int, output: Output, address: str, lane: str | None = None) -> str:
         value = self.scalars.cast(f"v{output.value}", self.instructions[output.value].dtype, output.dtype)
-        return f"out{position}[{address}] = {to_memory(value, output.dtype)};"
+        target = f"out{position}[{address}]" if lane is None else f"out_pack{position}.e[{lane}]"
+        return f"{target} = {to_memory(value, output.dtype)};"
 
     def needed(self, stage: int | None, roots: list[int]) -> list[int]:
         """The per-element instructions that ``roots`` read, in order (per-row ones are known)."""
@@ -653,13 +665,15 @@ class _Generator(KernelFacts):
         lines = [
             f"const {i} count = {self.elements};",
             f"const {i} step = ({i})gridDim.x * blockDim.x;",
-            f"for ({i} element = ({i})blockIdx.x * blockDim.x + threadIdx.x; element < count;",
-            "     element += step) {",
+            f"const {i} thread = ({i})blockIdx.x * blockDim.x + threadIdx.x;",
         ]
+        first = "thread"
+        if self.pack:
+            lines += self.packed_loop()
+            first = f"packs * {self.pack} + thread"
         body: list[str] = []
-        needs_coordinates = bool(self.strided)
         coordinates: dict[int, str] = {}
-        if needs_coordinates:
+        if self.strided:
             split, coordinates = self.coordinates("element", list(range(self.ndim)), "c")
             body += split
         roots = [output.value for output in self.kernel.outputs]
@@ -667,7 +681,46 @@ class _Generator(KernelFacts):
             body += self.compute(number, "element", coordinates)
         for position, output in enumerate(self.kernel.outputs):
             body.append(self.store(position, output, "element"))
-        return lines + ["  " + line for line in body] + ["}"]
+        loop = f"for ({i} element = {first}; element < count; element += step) {{"
+        return [*lines, loop, *("  " + line for line in body), "}"]
+
+    def packed_loop(self) -> list[str]:
+        """Each thread's packs, while every array is aligned to its pack's word; ``packs`` of them
+        are done after it (none where an array is not aligned)."""
+        i, size = self.index_type, self.pack
+        arrays = [(f"in{inst.slot}", f"in_pack{inst.slot}", inst.dtype) for inst in self.packed_loads]
+        arrays += [
+            (f"out{position}", f"out_pack{position}", output.dtype)
+            for position, output in enumerate(self.kernel.outputs)
+        ]
+        pack_type = {name: f"df_pack<{storage_type(dtype)}, {size}>" for _, name, dtype in arrays}
+        aligned = " && ".join(f"{pack_type[name]}::aligned({array})" for array, name, _ in arrays)
+        lanes: list[str] = []
+        roots = [output.value for output in self.kernel.outputs]
+        for number in self.needed(None, roots):
+            lanes += self.compute(number, None, {}, lane="lane")
+        for position, output in enumerate(self.kernel.outputs):
+            lanes.append(self.store(position, output, "", lane="lane"))
+        loads = [
+            f"{pack_type[name]} {name}; {name}.load({array} + group * {size});"
+            for array, name, _ in arrays
+            if array.startswith("in")
+        ]
+        results = [f"{pack_type[name]} {name};" for array, name, _ in arrays if array.startswith("out")]
+        stores = [
+            f"{name}.store({array} + group * {size});" for array, name, _ in arrays if array.startswith("out")
+        ]
+        return [
+            f"const {i} packs = ({aligned}) ? count / {size} : 0;",
+            f"for ({i} group = thread; group < packs; group += step) {{",
+            *("  " + line for line in loads + results),
+            "#pragma unroll",
+            f"  for (int lane = 0; lane < {size}; ++lane) {{",
+            *("    " + line for line in lanes),
+            "  }",
+            *("  " + line for line in stores),
+            "}",
+        ]
 
     # -- reducing kernels: ENTRY walks whole rows; PARTIAL and FINISH share each row between blocks --
 
@@ -901,7 +954,7 @@ class _Generator(KernelFacts):
         loads = tuple(inst.slot for inst in self.loads)
         facts = (loads, self.strided, tuple(self.param_uses))
         if not self.reduce_axes:
-            return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS)
+            return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS, pack=self.pack)
         shape = (self.rows, self.row_elements, self.threads_per_row, self.block_threads)
         return Layout(*facts, *shape, self.chunks, tuple(dtype for _, dtype in self.states()))
 

@@ -11,6 +11,39 @@ typedef unsigned int df_u32;
 typedef long long df_i64;
 typedef unsigned long long df_u64;
 
+// ---- packs: N consecutive elements of a contiguous array, loaded and stored in vector words of up
+// to 16 bytes (one ld.global.v4 / st.global.v4 each, as CUDA's uint4), where every array of the
+// kernel is aligned to its word
+template <int BYTES> struct df_word;
+template <> struct alignas(16) df_word<16> { df_u32 x, y, z, w; };
+template <> struct alignas(8) df_word<8> { df_u32 x, y; };
+template <> struct df_word<4> { df_u32 x; };
+template <> struct df_word<2> { df_u16 x; };
+template <> struct df_word<1> { df_u8 x; };
+
+template <typename T, int N> struct df_pack {
+  static constexpr int BYTES = (int)sizeof(T) * N;
+  static constexpr int WORD = BYTES < 16 ? BYTES : 16;
+  typedef df_word<WORD> Word;
+  union {
+    T e[N];
+    Word words[BYTES / WORD];
+  };
+  __device__ __forceinline__ static bool aligned(const void* address) {
+    return (unsigned long long)address % WORD == 0;
+  }
+  __device__ __forceinline__ void load(const T* from) {
+    const Word* source = reinterpret_cast<const Word*>(from);
+#pragma unroll
+    for (int k = 0; k < BYTES / WORD; ++k) words[k] = source[k];
+  }
+  __device__ __forceinline__ void store(T* to) const {
+    Word* target = reinterpret_cast<Word*>(to);
+#pragma unroll
+    for (int k = 0; k < BYTES / WORD; ++k) target[k] = words[k];
+  }
+};
+
 // ---- float16: stored as its bits, computed in float, rounded once per op as NumPy's half loops
 #ifdef __CUDA_ARCH__
 __device__ __forceinline__ float df_half_to_float(df_u16 bits) {
