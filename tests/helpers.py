@@ -8,11 +8,12 @@ from dynfuse.testing.compare import ulp_distance
 DTYPES = list(dynfuse.dtypes.SUPPORTED_DTYPES)
 
 
-def assert_same(actual, expected, max_ulp=4, zero_signs=True):
+def assert_same(actual, expected, max_ulp=4, zero_signs=True, atol=0.0):
     """Same type of result, shape, dtype and values; NaN where NumPy has NaN; the sign of zeros too.
 
     Bools and integers are exact. Floats may differ by ``max_ulp`` units in the last place, as
     C's libm and NumPy's own SIMD loops differ for transcendentals; infinities and zeros are exact.
+    Floats within ``atol`` of NumPy's pass as they are (where the error bound is absolute).
     """
     assert isinstance(actual, dynfuse.LazyArray), type(actual)
     value = np.asarray(actual)
@@ -23,11 +24,13 @@ def assert_same(actual, expected, max_ulp=4, zero_signs=True):
         np.testing.assert_array_equal(value, expected)
         return
     np.testing.assert_array_equal(np.isnan(value), np.isnan(expected))
-    exact = np.isinf(expected) | (expected == 0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        near = np.abs(value.astype(np.float64) - expected) <= atol if atol else np.zeros(expected.shape, bool)
+    exact = (np.isinf(expected) | (expected == 0)) & ~near
     np.testing.assert_array_equal(value[exact], expected[exact])
     if zero_signs:
         np.testing.assert_array_equal(np.signbit(value[exact]), np.signbit(expected[exact]))
-    finite = ~np.isnan(expected)
+    finite = ~np.isnan(expected) & ~near
     distance = ulp_distance(value[finite], expected[finite])
     assert distance.size == 0 or distance.max() <= max_ulp, (value, expected, distance.max())
 

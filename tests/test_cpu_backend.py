@@ -15,6 +15,7 @@ import dynfuse
 from dynfuse import cache, config, execute
 from dynfuse.backends import cpu
 
+from .helpers import assert_same
 from .test_schedule import check_layouts_in_every_order
 
 
@@ -53,6 +54,25 @@ def test_a_cube_is_computed_without_pow_in_vector_instructions(dtype):
     assert "pow" not in assembly
     packed = "cvtps2pd" if dtype == np.float32 else "fmadd"
     assert packed in assembly, assembly
+
+
+def test_what_follows_a_scan_along_a_row_vectorizes(monkeypatch):
+    """A running sum is computed in order, a block of the row at a time into a buffer; the exp of
+    it and the sum that follow run over the block in vector instructions (a Monte-Carlo path's
+    ``exp(cumsum(returns))``), with the results of the loop that computes all in order."""
+    values = np.random.default_rng(0).standard_normal((40, 300)) * 0.1
+    x = dynfuse.asarray(values)
+    assembly = cpu.BACKEND.assembly(kernel_of(np.exp(np.cumsum(x * 0.5, axis=1)).sum(axis=1)))
+    assert "vmulpd" in assembly or "mulpd" in assembly, assembly
+    monkeypatch.setattr(config, "tiers", False)
+    prices = np.exp(np.cumsum(x * 0.5, axis=1))
+    assert_same(prices, np.exp(np.cumsum(values * 0.5, axis=1)))
+    fused = np.exp(np.cumsum(x * 0.5, axis=1)).sum(axis=1)  # positive terms: a few ulps apart at most
+    assert_same(fused, np.exp(np.cumsum(values * 0.5, axis=1)).sum(axis=1), max_ulp=16)
+    double = np.cumsum(np.cumprod(1 + x, axis=1) - x.mean(axis=1, keepdims=True), axis=1)
+    assert_same(
+        double, np.cumsum(np.cumprod(1 + values, axis=1) - values.mean(axis=1, keepdims=True), axis=1)
+    )
 
 
 def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows(monkeypatch):

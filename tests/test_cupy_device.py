@@ -157,3 +157,19 @@ def test_the_gpu_benchmark_checks_and_times_every_case_on_the_emulated_device():
     assert finished.returncode == 0, finished.stderr
     for case in ("x * 2.5 + y", "GELU (tanh)", "8-op chain", "row softmax", "row layernorm"):
         assert f"| {case}" in finished.stdout
+
+
+@pytest.mark.skipif(cuda_emulator.compiler() is None, reason="no C++ compiler to emulate a CUDA device")
+def test_an_nvrtc_failure_falls_back_with_the_compilers_log(monkeypatch):
+    def failing(program, options):
+        raise emulated_cupy.NVRTCError("NVRTC_ERROR_COMPILATION (6)")
+
+    monkeypatch.setattr(emulated_cupy.LIBRARY.cuda.nvrtc, "compileProgram", failing)
+    monkeypatch.setattr(config, "disk_cache", False)
+    with emulated_cupy.installed():
+        x = dynfuse.asarray(DATA, device="cuda")
+        with pytest.warns(
+            RuntimeWarning, match="cuda kernel failed.*NVRTC failed on a CUDA kernel for sm_90"
+        ):
+            assert_same(chain(x), chain(DATA))
+        assert dynfuse.stats()["fallback_names"] == {"kernel:cuda": 1}

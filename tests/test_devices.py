@@ -201,6 +201,22 @@ def test_a_failing_device_launch_falls_back_on_host_copies_and_stays_on_the_devi
     assert_same(result, (np.exp(data()) * data(seed=3)).sum(axis=1) + data()[:, 0], max_ulp=64)
 
 
+def test_a_kernel_the_device_cannot_compile_falls_back_on_host_copies(device, monkeypatch):
+    def refused(source):
+        raise RuntimeError("simulated: the compiler failed")
+
+    monkeypatch.setattr(device, "load", refused)
+    monkeypatch.setattr(config, "disk_cache", False)
+    dynfuse.cache.clear()
+    x = on_device(data(), device)
+    with pytest.warns(RuntimeWarning, match=f"{device.name} kernel failed.*simulated: the compiler failed"):
+        result = np.sqrt(np.abs(x)) * 3
+        assert_on_device(result, device)
+    assert dynfuse.stats()["fallback_names"] == {f"kernel:{device.name}": 1}
+    assert_same(result, np.sqrt(np.abs(data())) * 3)
+    dynfuse.cache.clear()
+
+
 def test_unrecorded_functions_run_on_host_copies_and_come_back_to_the_device(device):
     x = on_device(data(), device)
     result = np.sort(x * 2, axis=1)

@@ -27,6 +27,8 @@ A reducing kernel works in one of two modes, with the same code:
 
 - *Rows*: one row at a time, each pass walking the row's elements in the inner loop (its
   accumulators in registers, vectorized where an op allows reassociation, as a float sum's block).
+  A row's scans run in order, a block of the row at a time, into a buffer that the rest of the
+  block's work then reads in a loop of its own, which vectorizes (``_Bodies``).
 - *Columns*, when the innermost axis is kept, memory runs along it and it holds enough columns
   (``reads_columns``: a C-contiguous ``x.sum(axis=0)``, or axis 1 of a 3-d array): a row would be
   read with a stride, so the kernel takes a chunk of adjacent rows ("columns") at once, holds each
@@ -653,6 +655,17 @@ class _Unit:
     strides: tuple[Stride, ...] = ()  # columns: each operand's step from one column to the next
 
 
+class _Bodies(NamedTuple):
+    """A pass's work at one element (``rest``), and, for a row with scans, the scans' part, split
+    off so that only it runs in order: each block of a row runs ``scanning`` over its elements first,
+    leaving the scans' values in a buffer, then ``rest``, which reads them and vectorizes (a
+    transcendental of a running sum, as a Monte-Carlo path's ``exp(cumsum(...))``). Each takes (the
+    reduced index, the operands' offsets, the element's slot in its block)."""
+
+    scanning: Callable | None
+    rest: Callable
+
+
 class _Accumulator:
     """A reduction's running state, per lane: allocas that LLVM promotes to registers (a row), or
     arrays in the scratch that the loop over a chunk of columns reads and writes in vectors."""
@@ -1213,22 +1226,43 @@ class _KernelModule(KernelFacts):
 
     def element_body(
         self, stage: int | None, accumulators: list[_Accumulator], unit: _Unit | None
-    ) -> Callable[[ir.Value, list[ir.Value]], None]:
+    ) -> _Bodies:
         """What a pass does at one reduced index (or one element): for each lane, compute, accumulate
-        and write per-element outputs."""
+        and write per-element outputs. A row's scans are split off (``_Bodies``)."""
         wanted = self.needed(stage)
         outputs = [
             (position, out.value)
             for position, out in enumerate(self.kernel.outputs)
             if self.per_element(out) and (stage is None or self.instructions[out.value].stage == stage)
         ]
+        one_row = unit is not None and unit.count is None  # columns vectorize across lanes already
+        scans = [n for n in wanted if self.instructions[n].op.kind is OpKind.SCAN] if one_row else []
+        before_scans = self.ancestors(scans, wanted)
+        buffers: dict[int, ir.Value] = {}  # each scan's values of a block, by the element's slot in it
 
-        def body(index: ir.Value, offsets: list[ir.Value]) -> None:
+        def buffered(number: int, slot: ir.Value) -> ir.Value:
+            return self.b.gep(buffers[number], [ir.Constant(I64, 0), slot])
+
+        def scanning(index: ir.Value, offsets: list[ir.Value], slot: ir.Value) -> None:
+            values = self.row_values(None)
+            for number in before_scans:
+                values[number] = self.compute(number, values, offsets)
+            for number in scans:
+                if number not in buffers:
+                    buffers[number] = self.variable(ir.ArrayType(values[number].ir.type, BLOCK))
+                self.b.store(values[number].ir, buffered(number, slot))
+
+        def body(index: ir.Value, offsets: list[ir.Value], slot: ir.Value) -> None:
             def lane(j: ir.Value | None) -> None:
                 values = self.row_values(j)
+                for number in scans:
+                    values[number] = Value(
+                        self.b.load(buffered(number, slot)), self.instructions[number].dtype
+                    )
                 lane_offsets = self.lane_offsets(unit, j, offsets)
                 for number in wanted:
-                    values[number] = self.compute(number, values, lane_offsets, j)
+                    if number not in values:
+                        values[number] = self.compute(number, values, lane_offsets, j)
                 for accumulator in accumulators:
                     accumulator.update(values[self.instructions[accumulator.number].args[0]], index, j)
                 for position, value in outputs:
@@ -1236,7 +1270,18 @@ class _KernelModule(KernelFacts):
 
             self.each_lane(unit, lane)
 
-        return body
+        return _Bodies(scanning if scans else None, body)
+
+    def ancestors(self, numbers: list[int], among: list[int]) -> list[int]:
+        """``numbers`` and the instructions of ``among`` they read, in order."""
+        found: set[int] = set()
+        pending = list(numbers)
+        while pending:
+            number = pending.pop()
+            if number in among and number not in found:
+                found.add(number)
+                pending.extend(self.instructions[number].args)
+        return sorted(found)
 
     # -- loops --
 
@@ -1282,19 +1327,24 @@ class _KernelModule(KernelFacts):
             return base if stride == 0 else self.b.add(base, self.b.mul(index, ir.Constant(I64, stride)))
         return self.b.add(base, self.b.mul(index, stride))
 
-    def elements(self, body: Callable, accumulators: list[_Accumulator], unit: _Unit | None) -> Callable:
-        """A segment of ``range_loop`` run element by element, in blocks where a sum is pairwise."""
+    def elements(self, bodies: _Bodies, accumulators: list[_Accumulator], unit: _Unit | None) -> Callable:
+        """A segment of ``range_loop`` run element by element, in blocks where a sum is pairwise or a
+        row has scans (then two loops over each block: the scans, then the rest)."""
         b = self.b
 
         def segment(inner: _Group, bases: list[ir.Value], start: ir.Value, first: ir.Value, last: ir.Value):
-            def element(k: ir.Value) -> None:
-                offsets = [
-                    self.advance(base, k, stride) for base, stride in zip(bases, inner.strides, strict=True)
-                ]
-                body(b.add(start, k), offsets)
+            def elementwise(body: Callable, lower: ir.Value) -> Callable[[ir.Value], None]:
+                def element(k: ir.Value) -> None:
+                    offsets = [
+                        self.advance(base, k, stride)
+                        for base, stride in zip(bases, inner.strides, strict=True)
+                    ]
+                    body(b.add(start, k), offsets, b.sub(k, lower))
 
-            if not any(accumulator.pairwise for accumulator in accumulators):
-                counted_loop(b, first, last, element)
+                return element
+
+            if bodies.scanning is None and not any(accumulator.pairwise for accumulator in accumulators):
+                counted_loop(b, first, last, elementwise(bodies.rest, first))
                 return
             block_start = self.variable(I64)
             b.store(first, block_start)
@@ -1303,9 +1353,11 @@ class _KernelModule(KernelFacts):
                 lower = b.load(block_start)
                 upper = b.add(lower, ir.Constant(I64, BLOCK))
                 upper = b.select(b.icmp_signed("<", upper, last), upper, last)
+                if bodies.scanning is not None:
+                    counted_loop(b, lower, upper, elementwise(bodies.scanning, lower))
                 for accumulator in accumulators:
                     accumulator.start_block(unit)
-                counted_loop(b, lower, upper, element)
+                counted_loop(b, lower, upper, elementwise(bodies.rest, lower))
                 for accumulator in accumulators:
                     accumulator.end_block(unit)
                 b.store(upper, block_start)
