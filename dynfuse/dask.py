@@ -20,7 +20,8 @@ names this module): ``LazyArray`` becomes a chunk type Dask's arrays dispatch to
 the lazy arrays it returns are materialized before it ends (a task's result that stayed lazy would
 be computed wherever it is next read: on the worker's event loop while it is sent, or by the whole
 graph at once in the client). Workers compile each kernel once, and workers on one machine share
-the disk cache of compiled kernels.
+the disk cache of compiled kernels. Chunks on a device (CuPy's arrays) become lazy arrays on that
+device (``asarray`` wraps them), so each task's plan runs on the device's backend.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 chunks: on Dask's threads, and on a ``distributed`` cluster of two worker processes, where each
 task's chunk work is one dynfuse plan run in the worker."""
 
+import contextlib
 import json
 import math
 import os
@@ -13,6 +14,9 @@ import numpy as np
 import pytest
 
 import dynfuse
+from dynfuse.backends import cuda, cuda_emulator
+
+from . import emulated_cupy
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -241,3 +245,30 @@ def test_dynfuse_run_on_a_script_that_uses_dask_on_a_cluster(tmp_path):
     workers = json.loads(report.read_text())["workers"]
     assert len(workers) == 2
     assert sum(worker["kernels_launched"] for worker in workers.values()) > 0
+
+
+@pytest.mark.skipif(cuda_emulator.compiler() is None, reason="no C++ compiler to emulate a CUDA device")
+@pytest.mark.parametrize("emulated", ["device", "CuPy"])
+def test_chunks_on_a_device_run_on_its_backend(emulated):
+    """Chunks a device holds (CuPy's arrays, on a GPU) are lazy arrays on it: each task's plan runs
+    on the device's backend until ``to_numpy_chunks``. Here on the emulated CUDA device, and on the
+    GPU device's own code over CuPy's interface emulated (``emulated_cupy``)."""
+    with contextlib.ExitStack() as stack:
+        device = (
+            cuda.EMULATOR.device if emulated == "device" else stack.enter_context(emulated_cupy.installed())
+        )
+        check_chunks_on(device)
+
+
+def check_chunks_on(device):
+    x = da.random.default_rng(1).standard_normal((301, 200), chunks=((150, 150, 1), (100, 100)))
+    expected = softmax(x).compute(scheduler="sync")
+    meta = np.empty((0, 0), x.dtype)
+    on_device = dynfuse_dask.from_dask(x.map_blocks(device.from_host, dtype=x.dtype, meta=meta))
+    assert softmax(on_device).blocks[1, 0].compute(scheduler="sync").device == device.name
+    dynfuse.reset_stats()
+    result = dynfuse_dask.to_numpy_chunks(softmax(on_device)).compute(scheduler="sync")
+    assert type(result) is np.ndarray
+    stats = dynfuse.stats()
+    assert stats["kernels_launched"] > 0 and stats["fallbacks"] == 0
+    np.testing.assert_allclose(result, expected, rtol=1e-13, atol=1e-15)
