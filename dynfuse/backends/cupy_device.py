@@ -102,32 +102,33 @@ class CupyDevice:
 
     # ---- the GPU ----------------------------------------------------------------------------------
 
-    def _properties(self) -> dict[str, Any]:
+    def _current(self) -> tuple[int, dict[str, Any]]:
+        """The current GPU's number and properties."""
         runtime = self.library.cuda.runtime
         gpu = runtime.getDevice()
         found = self._properties_of.get(gpu)
         if found is None:
             found = self._properties_of[gpu] = runtime.getDeviceProperties(gpu)
-        return found
+        return gpu, found
 
     @property
     def multiprocessors(self) -> int:
-        return int(self._properties()["multiProcessorCount"])
+        return int(self._current()[1]["multiProcessorCount"])
 
     @property
     def resident_threads(self) -> int:
-        return int(self._properties()["maxThreadsPerMultiProcessor"])
+        return int(self._current()[1]["maxThreadsPerMultiProcessor"])
 
     def variant(self) -> Hashable:
         """What a compiled kernel depends on besides its source: the GPU, and its architecture."""
-        properties = self._properties()
-        return self.library.cuda.runtime.getDevice(), properties["major"], properties["minor"]
+        gpu, properties = self._current()
+        return gpu, properties["major"], properties["minor"]
 
     # ---- kernels ----------------------------------------------------------------------------------
 
     def _binary_key(self, source: str) -> tuple[str, str]:
         """The NVRTC target for the current GPU, and the disk-cache key of ``source``'s binary."""
-        properties = self._properties()
+        _, properties = self._current()
         nvrtc = self.library.cuda.nvrtc
         target = architecture(10 * properties["major"] + properties["minor"], nvrtc.getSupportedArchs())
         key = disk_cache.key_of(self.name, source, codegen.COMPILE_OPTIONS, nvrtc.getVersion(), target)

@@ -688,13 +688,13 @@ class _Generator(KernelFacts):
         """Each thread's packs, while every array is aligned to its pack's word; ``packs`` of them
         are done after it (none where an array is not aligned)."""
         i, size = self.index_type, self.pack
-        arrays = [(f"in{inst.slot}", f"in_pack{inst.slot}", inst.dtype) for inst in self.packed_loads]
-        arrays += [
+        inputs = [(f"in{inst.slot}", f"in_pack{inst.slot}", inst.dtype) for inst in self.packed_loads]
+        outputs = [
             (f"out{position}", f"out_pack{position}", output.dtype)
             for position, output in enumerate(self.kernel.outputs)
         ]
-        pack_type = {name: f"df_pack<{storage_type(dtype)}, {size}>" for _, name, dtype in arrays}
-        aligned = " && ".join(f"{pack_type[name]}::aligned({array})" for array, name, _ in arrays)
+        pack_type = {name: f"df_pack<{storage_type(dtype)}, {size}>" for _, name, dtype in inputs + outputs}
+        aligned = " && ".join(f"{pack_type[name]}::aligned({array})" for array, name, _ in inputs + outputs)
         lanes: list[str] = []
         roots = [output.value for output in self.kernel.outputs]
         for number in self.needed(None, roots):
@@ -702,14 +702,10 @@ class _Generator(KernelFacts):
         for position, output in enumerate(self.kernel.outputs):
             lanes.append(self.store(position, output, "", lane="lane"))
         loads = [
-            f"{pack_type[name]} {name}; {name}.load({array} + group * {size});"
-            for array, name, _ in arrays
-            if array.startswith("in")
+            f"{pack_type[name]} {name}; {name}.load({array} + group * {size});" for array, name, _ in inputs
         ]
-        results = [f"{pack_type[name]} {name};" for array, name, _ in arrays if array.startswith("out")]
-        stores = [
-            f"{name}.store({array} + group * {size});" for array, name, _ in arrays if array.startswith("out")
-        ]
+        results = [f"{pack_type[name]} {name};" for _, name, _ in outputs]
+        stores = [f"{name}.store({array} + group * {size});" for array, name, _ in outputs]
         return [
             f"const {i} packs = ({aligned}) ? count / {size} : 0;",
             f"for ({i} group = thread; group < packs; group += step) {{",

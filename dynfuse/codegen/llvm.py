@@ -1180,7 +1180,12 @@ class _KernelModule(KernelFacts):
         roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
         roots = [n for n in roots if stage is None or self.instructions[n].stage == stage]
         roots += [self.instructions[n].args[0] for n in self.accumulating(stage)]
+        return self.reading(roots)
+
+    def reading(self, roots: list[int]) -> list[int]:
+        """``roots`` and the per-element instructions they read, in order (per-row ones are known)."""
         wanted: set[int] = set()
+        roots = list(roots)
         while roots:
             number = roots.pop()
             inst = self.instructions[number]
@@ -1237,7 +1242,7 @@ class _KernelModule(KernelFacts):
         ]
         one_row = unit is not None and unit.count is None  # columns vectorize across lanes already
         scans = [n for n in wanted if self.instructions[n].op.kind is OpKind.SCAN] if one_row else []
-        before_scans = self.ancestors(scans, wanted)
+        before_scans = self.reading(scans)
         buffers: dict[int, ir.Value] = {}  # each scan's values of a block, by the element's slot in it
 
         def buffered(number: int, slot: ir.Value) -> ir.Value:
@@ -1271,17 +1276,6 @@ class _KernelModule(KernelFacts):
             self.each_lane(unit, lane)
 
         return _Bodies(scanning if scans else None, body)
-
-    def ancestors(self, numbers: list[int], among: list[int]) -> list[int]:
-        """``numbers`` and the instructions of ``among`` they read, in order."""
-        found: set[int] = set()
-        pending = list(numbers)
-        while pending:
-            number = pending.pop()
-            if number in among and number not in found:
-                found.add(number)
-                pending.extend(self.instructions[number].args)
-        return sorted(found)
 
     # -- loops --
 
