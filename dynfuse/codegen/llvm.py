@@ -48,7 +48,7 @@ row or by column (NumPy itself adds an axis-0 sum's rows one after the other, le
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -613,16 +613,19 @@ class _Group:
     """Adjacent axes that every operand steps through as one: an extent and one stride each."""
 
     extent: int
-    strides: tuple[Stride, ...]
+    strides: tuple[Stride | None, ...]
 
 
-def coalesce(axes: list[int], shape: tuple[int, ...], operands: list[_Operand]) -> list[_Group]:
-    """Merge axes wherever every stride is known and C-ordered across them; drop extent-1 axes."""
+def coalesce(
+    axes: list[int], shape: tuple[int, ...], operand_strides: Sequence[Sequence[Stride | None]]
+) -> list[_Group]:
+    """Merge axes wherever every operand's stride is known and C-ordered across them; drop extent-1
+    axes. A stride is known where it is an int (None: one read at launch, not yet loaded)."""
     groups: list[_Group] = []
     for axis in axes:
         if shape[axis] == 1:
             continue
-        strides = tuple(operand.strides[axis] for operand in operands)
+        strides = tuple(operand[axis] for operand in operand_strides)
         if groups:
             last = groups[-1]
             if all(
@@ -670,20 +673,21 @@ class _Accumulator:
     """A reduction's running state, per lane: allocas that LLVM promotes to registers (a row), or
     arrays in the scratch that the loop over a chunk of columns reads and writes in vectors."""
 
-    def __init__(self, module: _KernelModule, number: int) -> None:
-        inst = module.instructions[number]
-        self.module = module
+    def __init__(self, function: _KernelFunction, number: int) -> None:
+        facts = function.module
+        inst = facts.instructions[number]
+        self.function = function
         self.number = number
         self.name = inst.op.name
         self.result = inst.dtype
-        operand = module.instructions[inst.args[0]].dtype
-        self.dtype, self.pairwise = accumulation(inst, operand, module.innermost_reduced)
-        self.value = module.lane_variable(self.dtype)
-        self.index = module.lane_variable(INT64) if self.name in ("argmax", "argmin") else None
+        operand = facts.instructions[inst.args[0]].dtype
+        self.dtype, self.pairwise = accumulation(inst, operand, facts.innermost_reduced)
+        self.value = function.lane_variable(self.dtype)
+        self.index = function.lane_variable(INT64) if self.name in ("argmax", "argmin") else None
         if self.pairwise:
-            self.block = module.lane_variable(self.dtype)
-            self.levels = module.lane_variable(self.dtype, module.pairwise_levels)
-            self.blocks = module.variable(I64)  # blocks summed so far: one count for every lane
+            self.block = function.lane_variable(self.dtype)
+            self.levels = function.lane_variable(self.dtype, facts.pairwise_levels)
+            self.blocks = function.variable(I64)  # blocks summed so far: one count for every lane
 
     @staticmethod
     def lane_bytes(inst: Instruction, operand: np.dtype, levels: int, innermost_reduced: bool) -> int:
@@ -693,7 +697,7 @@ class _Accumulator:
         return dtype.itemsize * (1 + (1 + levels if pairwise else 0)) + index
 
     def identity(self) -> ir.Constant:
-        dtype, name, scalars = self.dtype, self.name, self.module.scalars
+        dtype, name, scalars = self.dtype, self.name, self.function.scalars
         if name == "sum" or name == "any":  # NumPy's sums start at +0.0: a sum of -0.0s is +0.0
             return scalars.const(dtype, 0)
         if name == "prod" or name == "all":
@@ -709,34 +713,38 @@ class _Accumulator:
         return scalars.const(dtype, info.max if largest else info.min)
 
     def get(self, pointer: ir.Value) -> ir.Value:
-        return from_memory(self.module.b, self.module.lane_load(pointer), self.dtype)
+        return from_memory(self.function.b, self.function.lane_load(pointer), self.dtype)
 
     def put(self, value: ir.Value, pointer: ir.Value) -> None:
-        self.module.b.store(to_memory(self.module.b, value, self.dtype), pointer)
+        self.function.b.store(to_memory(self.function.b, value, self.dtype), pointer)
 
     def start(self, unit: _Unit) -> None:
-        module, b = self.module, self.module.b
+        function, b = self.function, self.function.b
         if self.pairwise:
             b.store(ir.Constant(I64, 0), self.blocks)
 
         def lane(j: ir.Value | None) -> None:
-            self.put(self.identity(), module.at(self.value, j))
+            self.put(self.identity(), function.at(self.value, j))
             if self.index is not None:
-                b.store(ir.Constant(I64, -1), module.at(self.index, j))
+                b.store(ir.Constant(I64, -1), function.at(self.index, j))
 
-        module.each_lane(unit, lane)
+        function.each_lane(unit, lane)
 
     def start_block(self, unit: _Unit | None) -> None:
         if self.pairwise:
-            self.module.each_lane(unit, lambda j: self.put(self.identity(), self.module.at(self.block, j)))
+            self.function.each_lane(
+                unit, lambda j: self.put(self.identity(), self.function.at(self.block, j))
+            )
 
     def update(self, value: Value, index: ir.Value, lane: ir.Value | None) -> None:
-        value = self.module.scalars.cast(value, self.dtype)
-        self.combine(self.module.at(self.block if self.pairwise else self.value, lane), value.ir, index, lane)
+        value = self.function.scalars.cast(value, self.dtype)
+        self.combine(
+            self.function.at(self.block if self.pairwise else self.value, lane), value.ir, index, lane
+        )
 
     def combine(self, target: ir.Value, v: ir.Value, index: ir.Value | None, lane: ir.Value | None) -> None:
         """``target`` <- ``target`` combined with ``v`` (at ``index``, for argmax/argmin)."""
-        b, scalars = self.module.b, self.module.scalars
+        b, scalars = self.function.b, self.function.scalars
         acc = self.get(target)
         name, dtype = self.name, self.dtype
         if name in ("sum", "prod"):
@@ -762,8 +770,8 @@ class _Accumulator:
             )
             self.put(best.ir, target)
         else:
-            best_index = self.module.at(self.index, lane)
-            best = self.module.lane_load(best_index)
+            best_index = self.function.at(self.index, lane)
+            best = self.function.lane_load(best_index)
             better = scalars.compare(
                 "greater" if name == "argmax" else "less", [Value(v, dtype), Value(acc, dtype)]
             )
@@ -781,21 +789,22 @@ class _Accumulator:
         with as many levels as the count of blocks so far ends in ones."""
         if not self.pairwise:
             return
-        module, b = self.module, self.module.b
+        function, b = self.function, self.function.b
         blocks = b.load(self.blocks)
-        trailing_zeros = module.module.declare_intrinsic("llvm.cttz", [I64, I1])
+        trailing_zeros = function.module.module.declare_intrinsic("llvm.cttz", [I64, I1])
         merges = b.call(trailing_zeros, [b.xor(blocks, ir.Constant(I64, -1)), ir.Constant(I1, 0)])
 
         def merge(level: ir.Value) -> None:
             def lane(j: ir.Value | None) -> None:
-                carry = module.at(self.block, j)
-                self.put(b.fadd(self.get(module.at(self.levels, j, level)), self.get(carry)), carry)
+                carry = function.at(self.block, j)
+                self.put(b.fadd(self.get(function.at(self.levels, j, level)), self.get(carry)), carry)
 
-            module.each_lane(unit, lane)
+            function.each_lane(unit, lane)
 
         counted_loop(b, ir.Constant(I64, 0), merges, merge)
-        module.each_lane(
-            unit, lambda j: self.put(self.get(module.at(self.block, j)), module.at(self.levels, j, merges))
+        function.each_lane(
+            unit,
+            lambda j: self.put(self.get(function.at(self.block, j)), function.at(self.levels, j, merges)),
         )
         b.store(b.add(blocks, ir.Constant(I64, 1)), self.blocks)
 
@@ -803,9 +812,9 @@ class _Accumulator:
         """Pairwise: collapse the counter into ``value`` (earlier blocks on the left)."""
         if not self.pairwise:
             return
-        module, b = self.module, self.module.b
-        level = module.variable(I64)
-        rest = module.variable(I64)
+        function, b = self.function, self.function.b
+        level = function.variable(I64)
+        rest = function.variable(I64)
         b.store(ir.Constant(I64, 0), level)
         b.store(b.load(self.blocks), rest)
 
@@ -817,23 +826,23 @@ class _Accumulator:
             current = b.load(level)
 
             def lane(j: ir.Value | None) -> None:
-                total = self.get(module.at(self.value, j))
-                added = b.fadd(self.get(module.at(self.levels, j, current)), total)
-                self.put(b.select(present, added, total), module.at(self.value, j))
+                total = self.get(function.at(self.value, j))
+                added = b.fadd(self.get(function.at(self.levels, j, current)), total)
+                self.put(b.select(present, added, total), function.at(self.value, j))
 
-            module.each_lane(unit, lane)
+            function.each_lane(unit, lane)
             b.store(b.add(current, ir.Constant(I64, 1)), level)
             b.store(b.lshr(b.load(rest), ir.Constant(I64, 1)), rest)
 
         while_loop(b, more, add_level)
 
     def result_value(self, lane: ir.Value | None) -> Value:
-        module, b = self.module, self.module.b
+        function, b = self.function, self.function.b
         if self.index is not None:
-            return Value(b.load(module.at(self.index, lane)), self.result)
-        if self.name == "sum" and module.row_elements == 0:
-            return Value(module.scalars.const(self.result, 0), self.result)
-        return module.scalars.cast(Value(self.get(module.at(self.value, lane)), self.dtype), self.result)
+            return Value(b.load(function.at(self.index, lane)), self.result)
+        if self.name == "sum" and function.module.row_elements == 0:
+            return Value(function.scalars.const(self.result, 0), self.result)
+        return function.scalars.cast(Value(self.get(function.at(self.value, lane)), self.dtype), self.result)
 
 
 def while_loop(b: ir.IRBuilder, condition: Callable[[], ir.Value], body: Callable[[], None]) -> None:
@@ -870,27 +879,22 @@ def counted_loop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, body: Callable
 
 
 class _KernelModule(KernelFacts):
-    """Builds the module for one kernel: its entry, and for one-pass reductions PARTIAL and FINISH.
-
-    A reducing kernel works on *units* of kept elements: one row at a time, or, in column mode
-    (``reads_columns``), chunks of up to ``lanes`` adjacent columns, each pass walking the reduced
-    axes outside a loop over the chunk's columns. The two share all code: a per-row value or
-    accumulator is held per lane (one alloca for a row, an array of ``lanes`` in the scratch for
-    columns), and ``each_lane`` runs a piece of code once for a row, or in a loop over the chunk's
-    columns.
-    """
+    """Builds the module for one kernel: its entry, and for one-pass reductions PARTIAL and FINISH,
+    each by a ``_KernelFunction`` of its own. It holds what lives as long as the module, which its
+    functions share: the kernel's facts, the operands' strides known when the module is built, the
+    columns a unit holds, the outputs' alias scopes, and the most scratch a function takes."""
 
     def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
-        self.module = ir.Module(name="dynfuse")
-        self.instructions = kernel.instructions
         KernelFacts.__init__(self, kernel)
+        self.module = ir.Module(name="dynfuse")
         # Threads may share a one-pass kernel's rows, but not a scan's: it runs along each in order.
         self.splittable = bool(self.reduce_axes) and kernel.passes == 1 and not self.scans
         self.columns = reads_columns(kernel)
-        self.scratch_bytes = 0  # the most any function's lanes take (see ``lane_variable``)
+        self.scratch_bytes = 0  # the most any function's lanes take (``_KernelFunction.lane_variable``)
         # levels of a pairwise sum's binary counter: a bit of the count of blocks each
         self.pairwise_levels = self.blocks_at_most().bit_length()
+        self.operand_strides = self.known_strides()
+        self.lanes = self.chunk_columns() if self.columns else 1  # rows reduced together
         domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.outputs")])
         self.scopes = [
             self.module.add_metadata([ir.MetaDataString(self.module, f"out{position}"), domain])
@@ -920,10 +924,34 @@ class _KernelModule(KernelFacts):
         segment = reduced[-1] if reduced else 1
         return self.row_elements // segment * -(-segment // BLOCK) + 2
 
+    def known_strides(self) -> list[Sequence[int | None]]:
+        """Each operand's strides in elements (loads by slot, then outputs); None where a load's is
+        read from the cells at launch (``stride_cell``)."""
+        strides: list[Sequence[int | None]] = []
+        for inst in self.loads:
+            params = dict(inst.params)
+            if params["zero_dim"]:
+                strides.append([0] * len(self.shape))
+            elif params["contiguous"]:
+                strides.append(c_strides(self.shape))
+            else:
+                strides.append(
+                    [
+                        0 if axis in params["broadcast"] or extent == 1 else None
+                        for axis, extent in enumerate(self.shape)
+                    ]
+                )
+        return strides + [c_strides(self.kernel.output_shape(output)) for output in self.kernel.outputs]
+
+    def stride_cell(self, slot: int, axis: int) -> int:
+        """The cell of a strided load's stride along ``axis``."""
+        first = len(self.loads) + len(self.kernel.outputs) + self.strided.index(slot) * len(self.shape)
+        return first + axis
+
     def chunk_columns(self) -> int:
         """Column mode's chunk: a whole segment of the kept axes when it fits, else as many columns
         as fit, in whole cache lines."""
-        segment = self.kept_groups()[-1].extent
+        segment = coalesce(self.kept_axes, self.shape, self.operand_strides)[-1].extent
         fit = min(COLUMN_LANES, COLUMN_BYTES // self.lane_bytes())
         return segment if segment <= fit else max(fit - fit % LINE_COLUMNS, 1)
 
@@ -952,224 +980,15 @@ class _KernelModule(KernelFacts):
     def build(self, split: bool) -> ir.Module:
         if split:
             assert self.splittable, "PARTIAL and FINISH of a kernel that cannot share its rows"
-            self.partial()
-            self.finish()
+            _KernelFunction(self, PARTIAL, [I64, I64, I64, I64, CELLS]).partial()
+            # In rows mode a launch shares rows only when they are fewer than its threads: then
+            # FINISH combines a few states, and vectorizing its loops cost up to half the split
+            # module's compile (perf/RESULTS.md), for a call of microseconds. In columns mode it
+            # combines every lane's.
+            _KernelFunction(self, FINISH, [I64, I64, CELLS, I64], small=not self.columns).finish()
         else:
-            self.entry()
+            _KernelFunction(self, ENTRY, [I64, I64]).entry()
         return self.module
-
-    # -- per function --
-
-    def function(self, name: str, arguments: list[ir.Type], small: bool = False) -> list[ir.Argument]:
-        """A kernel function, built from here on. ``small``: code that does little work a launch
-        (FINISH: a few rows' states), compiled for size, which keeps LLVM from vectorizing it."""
-        function_type = ir.FunctionType(ir.VoidType(), [CELLS, SCRATCH, *arguments])
-        function = ir.Function(self.module, function_type, name)
-        function.attributes.add("nounwind")
-        if small:
-            function.attributes.add("minsize")
-            function.attributes.add("optsize")
-        # The scratch is this call's own: LLVM may vectorize over lanes without checking whether
-        # they overlap the arrays the kernel reads and writes.
-        self.scratch = function.args[1]
-        for attribute in ("noalias", "captures(none)"):
-            self.scratch.add_attribute(attribute)
-        self.scratch.attributes.align = SCRATCH_ALIGNMENT
-        self.scratch_used = 0
-        self.lane_arrays: list[ir.Value] = []
-        self.entry_block = function.append_basic_block("entry")
-        body = function.append_basic_block("body")
-        self.b = ir.IRBuilder(body)
-        self.scalars = _Scalars(self.b, self.module)
-        self.cells = function.args[0]
-        self.operands = self.memory_operands()
-        self.params = self.load_params()
-        self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
-        self.running: dict[int, ir.Value] = {}  # each scan's running value: lane storage
-        self.lanes = self.chunk_columns() if self.columns else 1
-        return list(function.args[2:])
-
-    def end_function(self) -> None:
-        self.b.ret_void()
-        ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
-        self.scratch_bytes = max(self.scratch_bytes, aligned(self.scratch_used))
-        self.separate_lane_arrays()
-
-    def separate_lane_arrays(self) -> None:
-        """Alias scopes that tell LLVM what separate allocas would: a lane array overlaps no other,
-        nor any memory the kernel reads or writes. On its own, LLVM cannot tell arrays at offsets
-        of one scratch apart (nor, in some loops, the scratch from the inputs), and vectorizes loops
-        that read one and write another only behind runtime overlap checks."""
-        if not self.lane_arrays:
-            return
-        domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.lanes")])
-        scopes = {
-            array: self.module.add_metadata([ir.MetaDataString(self.module, f"lanes{number}"), domain])
-            for number, array in enumerate(self.lane_arrays)
-        }
-        for block in self.entry_block.function.blocks:
-            for instruction in block.instructions:
-                if not isinstance(instruction, ir.LoadInstr | ir.StoreInstr):
-                    continue
-                pointer = instruction.operands[-1]  # a lane array, or an element of one (``at``)
-                scope = scopes.get(pointer.pointer if isinstance(pointer, ir.GEPInstr) else pointer)
-                if scope is None:
-                    excluded = instruction.metadata.get("noalias")
-                    others = [*(excluded.operands if excluded else ()), *scopes.values()]
-                else:
-                    instruction.set_metadata("alias.scope", self.module.add_metadata([scope]))
-                    others = [other for other in scopes.values() if other is not scope]
-                if others:
-                    instruction.set_metadata("noalias", self.module.add_metadata(others))
-
-    def variable(self, value_type: ir.Type) -> ir.Value:
-        """An alloca in the entry block, where LLVM promotes it to registers."""
-        return ir.IRBuilder(self.entry_block).alloca(value_type)
-
-    def lane_variable(self, dtype: np.dtype, levels: int | None = None) -> ir.Value:
-        """A value per lane, or ``levels`` of them: for a row, a variable; for columns, an array of
-        ``lanes`` in the scratch (a chunk's lanes may not fit a thread's stack)."""
-        value_type = storage_type(dtype)
-        if not self.columns:
-            return self.variable(value_type if levels is None else ir.ArrayType(value_type, levels))
-        array_type = ir.ArrayType(value_type, self.lanes)
-        if levels is not None:
-            array_type = ir.ArrayType(array_type, levels)
-        offset = aligned(self.scratch_used)
-        self.scratch_used = offset + dtype.itemsize * self.lanes * (levels or 1)
-        builder = ir.IRBuilder(self.entry_block)
-        start = builder.gep(self.scratch, [ir.Constant(I64, offset)])
-        self.lane_arrays.append(builder.bitcast(start, array_type.as_pointer()))
-        return self.lane_arrays[-1]
-
-    def lane_load(self, pointer: ir.Value) -> ir.Value:
-        """An accumulator's value, to update in place. For columns it goes through LLVM's ``freeze``
-        (which llvmlite's builder lacks): a store of ``select(c, old, new)`` back where ``old`` was
-        loaded would become a masked store, which x86's backend makes of it and some CPUs run many
-        times slower than a plain one (max, argmax)."""
-        value = self.b.load(pointer)
-        if not self.columns:
-            return value
-        frozen = ir.Instruction(self.b.block, value.type, "freeze", [value])
-        self.b._insert(frozen)
-        return frozen
-
-    def at(self, storage: ir.Value, lane: ir.Value | None, level: ir.Value | None = None) -> ir.Value:
-        """The address of ``lane``'s value (at ``level``) in storage from ``lane_variable``."""
-        indices = [index for index in (level, lane) if index is not None]
-        return self.b.gep(storage, [ir.Constant(I64, 0), *indices]) if indices else storage
-
-    def cell(self, index: int, value_type: ir.Type) -> ir.Value:
-        pointer = self.b.gep(self.cells, [ir.Constant(I64, index)])
-        return self.b.load(self.b.bitcast(pointer, value_type.as_pointer()))
-
-    def memory_operands(self) -> list[_Operand]:
-        """Loads by slot, then outputs: pointers and strides (known, or read from the cells)."""
-        b, kernel = self.b, self.kernel
-        operands = []
-        for inst in self.loads:
-            params = dict(inst.params)
-            pointer = b.inttoptr(self.cell(inst.slot, I64), storage_type(inst.dtype).as_pointer())
-            if params["zero_dim"]:
-                strides: list[Stride] = [0] * len(self.shape)
-            elif params["contiguous"]:
-                strides = list(c_strides(self.shape))
-            else:
-                first = (
-                    len(self.loads) + len(kernel.outputs) + self.strided.index(inst.slot) * len(self.shape)
-                )
-                strides = [
-                    0 if axis in params["broadcast"] or extent == 1 else self.cell(first + axis, I64)
-                    for axis, extent in enumerate(self.shape)
-                ]
-            operands.append(_Operand(pointer, inst.dtype, strides))
-        for position, output in enumerate(kernel.outputs):
-            pointer = b.inttoptr(
-                self.cell(len(self.loads) + position, I64), storage_type(output.dtype).as_pointer()
-            )
-            operands.append(_Operand(pointer, output.dtype, c_strides(kernel.output_shape(output))))
-        return operands
-
-    def load_params(self) -> list[tuple[Value, ir.Value | None]]:
-        params, cell = [], len(self.loads) + len(self.kernel.outputs) + len(self.strided) * len(self.shape)
-        for use in self.param_uses:
-            raw = self.cell(cell, storage_type(use.dtype))
-            value = Value(self.b.trunc(raw, I1) if use.dtype.kind == "b" else raw, use.dtype)
-            flag = self.cell(cell + 1, I64) if use.compared else None
-            params.append((value, flag))
-            cell += 2 if use.compared else 1
-        return params
-
-    # -- values --
-
-    def load(self, operand: _Operand, offset: ir.Value) -> Value:
-        instruction = self.b.load(self.b.gep(operand.pointer, [offset]))
-        if self.scopes:
-            instruction.set_metadata("noalias", self.module.add_metadata(self.scopes))
-        return Value(from_memory(self.b, instruction, operand.dtype), operand.dtype)
-
-    def store(self, position: int, value: Value, offset: ir.Value) -> None:
-        operand = self.operands[len(self.loads) + position]
-        value = self.scalars.cast(value, operand.dtype)
-        instruction = self.b.store(
-            to_memory(self.b, value.ir, operand.dtype), self.b.gep(operand.pointer, [offset])
-        )
-        others = [scope for other, scope in enumerate(self.scopes) if other != position]
-        instruction.set_metadata("alias.scope", self.module.add_metadata([self.scopes[position]]))
-        if others:
-            instruction.set_metadata("noalias", self.module.add_metadata(others))
-
-    def compute(
-        self, number: int, values: dict[int, Value], offsets: list[ir.Value], lane: ir.Value | None = None
-    ) -> Value:
-        """The value of instruction ``number``, its arguments already in ``values``; a scan's, in
-        ``lane``, the next of its row."""
-        inst = self.instructions[number]
-        kind = inst.op.kind
-        if kind is OpKind.BUFFER:
-            return self.load(self.operands[inst.slot], offsets[inst.slot])
-        if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
-            running = self.at(self.running[number], lane)
-            last = Value(from_memory(self.b, self.b.load(running), inst.dtype), inst.dtype)
-            operands = [last, values[inst.args[0]]]
-            value = self.scalars.apply(scan_step(inst), operands, (inst.dtype,) * 3, inst.dtype)
-            self.b.store(to_memory(self.b, value.ir, inst.dtype), running)
-            return value
-        if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
-            operand = values[inst.args[0]]
-            if inst.op.name in ("argmax", "argmin"):
-                return Value(ir.Constant(I64, 0), inst.dtype)
-            accumulator_dtype = BOOL if inst.op.name in ("any", "all") else inst.dtype
-            value = self.scalars.cast(operand, accumulator_dtype)
-            if inst.op.name == "sum" and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
-                value = Value(self.b.fadd(value.ir, ir.Constant(value.ir.type, 0.0)), value.dtype)
-            return self.scalars.cast(value, inst.dtype)
-        assert kind is OpKind.ELEMENTWISE, inst
-        args, flag, param_position = [], None, None
-        for position, arg in enumerate(inst.args):
-            if (number, position) in self.use_of:
-                value, use_flag = self.params[self.use_of[number, position]]
-                if use_flag is not None:
-                    flag, param_position = use_flag, position
-                args.append(value)
-            else:
-                args.append(values[arg])
-        scalar_bounds = inst.op.name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])
-        name = inst.op.name
-        if (
-            name == "power"
-            and self.is_one_value(inst.args[1])
-            and self.loops[number][0] in (FLOAT32, FLOAT64)
-        ):
-            name = "power_by_one_value"
-        result = self.scalars.apply(name, args, self.loops[number], inst.dtype, scalar_bounds)
-        if flag is None:
-            return result
-        # an int outside the dtype's range: the comparison is decided by which side it lies on
-        sides = [flag if position == param_position else ir.Constant(I64, 0) for position in range(2)]
-        decided = self.b.icmp_signed(COMPARISONS[inst.op.name], *sides)
-        outside = self.b.icmp_signed("!=", flag, ir.Constant(I64, 0))
-        return Value(self.b.select(outside, decided, result.ir), result.dtype)
 
     def per_element(self, output: Output) -> bool:
         """Written in the element loop: a kernel that reduces over no axes has no rows."""
@@ -1197,6 +1016,234 @@ class _KernelModule(KernelFacts):
 
     def accumulating(self, stage: int | None) -> list[int]:
         return [n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage]
+
+
+class _KernelFunction:
+    """Builds one function of a kernel's module (ENTRY, PARTIAL or FINISH), from its signature to
+    its return. It holds what lives as long as the function: the IR builder, the arguments, the
+    operands and parameters read from the cells, and the lane storage of its per-row values.
+
+    A reducing kernel works on *units* of kept elements: one row at a time, or, in column mode
+    (``reads_columns``), chunks of up to ``lanes`` adjacent columns, each pass walking the reduced
+    axes outside a loop over the chunk's columns. The two share all code: a per-row value or
+    accumulator is held per lane (one alloca for a row, an array of ``lanes`` in the scratch for
+    columns), and ``each_lane`` runs a piece of code once for a row, or in a loop over the chunk's
+    columns.
+    """
+
+    def __init__(
+        self, module: _KernelModule, name: str, arguments: list[ir.Type], small: bool = False
+    ) -> None:
+        """``small``: code that does little work a launch (FINISH: a few rows' states), compiled for
+        size, which keeps LLVM from vectorizing it."""
+        self.module = module
+        function_type = ir.FunctionType(ir.VoidType(), [CELLS, SCRATCH, *arguments])
+        function = ir.Function(module.module, function_type, name)
+        function.attributes.add("nounwind")
+        if small:
+            function.attributes.add("minsize")
+            function.attributes.add("optsize")
+        # The scratch is this call's own: LLVM may vectorize over lanes without checking whether
+        # they overlap the arrays the kernel reads and writes.
+        self.scratch = function.args[1]
+        for attribute in ("noalias", "captures(none)"):
+            self.scratch.add_attribute(attribute)
+        self.scratch.attributes.align = SCRATCH_ALIGNMENT
+        self.scratch_used = 0
+        self.lane_arrays: list[ir.Value] = []
+        self.entry_block = function.append_basic_block("entry")
+        body = function.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        self.scalars = _Scalars(self.b, module.module)
+        self.cells = function.args[0]
+        self.arguments = list(function.args[2:])
+        self.operands = self.memory_operands()
+        self.params = self.load_params()
+        self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
+        self.running: dict[int, ir.Value] = {}  # each scan's running value: lane storage
+
+    def end_function(self) -> None:
+        self.b.ret_void()
+        ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
+        self.module.scratch_bytes = max(self.module.scratch_bytes, aligned(self.scratch_used))
+        self.separate_lane_arrays()
+
+    def separate_lane_arrays(self) -> None:
+        """Alias scopes that tell LLVM what separate allocas would: a lane array overlaps no other,
+        nor any memory the kernel reads or writes. On its own, LLVM cannot tell arrays at offsets
+        of one scratch apart (nor, in some loops, the scratch from the inputs), and vectorizes loops
+        that read one and write another only behind runtime overlap checks."""
+        if not self.lane_arrays:
+            return
+        module = self.module.module
+        domain = module.add_metadata([ir.MetaDataString(module, "dynfuse.lanes")])
+        scopes = {
+            array: module.add_metadata([ir.MetaDataString(module, f"lanes{number}"), domain])
+            for number, array in enumerate(self.lane_arrays)
+        }
+        for block in self.entry_block.function.blocks:
+            for instruction in block.instructions:
+                if not isinstance(instruction, ir.LoadInstr | ir.StoreInstr):
+                    continue
+                pointer = instruction.operands[-1]  # a lane array, or an element of one (``at``)
+                scope = scopes.get(pointer.pointer if isinstance(pointer, ir.GEPInstr) else pointer)
+                if scope is None:
+                    excluded = instruction.metadata.get("noalias")
+                    others = [*(excluded.operands if excluded else ()), *scopes.values()]
+                else:
+                    instruction.set_metadata("alias.scope", module.add_metadata([scope]))
+                    others = [other for other in scopes.values() if other is not scope]
+                if others:
+                    instruction.set_metadata("noalias", module.add_metadata(others))
+
+    def variable(self, value_type: ir.Type) -> ir.Value:
+        """An alloca in the entry block, where LLVM promotes it to registers."""
+        return ir.IRBuilder(self.entry_block).alloca(value_type)
+
+    def lane_variable(self, dtype: np.dtype, levels: int | None = None) -> ir.Value:
+        """A value per lane, or ``levels`` of them: for a row, a variable; for columns, an array of
+        ``lanes`` in the scratch (a chunk's lanes may not fit a thread's stack)."""
+        value_type = storage_type(dtype)
+        if not self.module.columns:
+            return self.variable(value_type if levels is None else ir.ArrayType(value_type, levels))
+        array_type = ir.ArrayType(value_type, self.module.lanes)
+        if levels is not None:
+            array_type = ir.ArrayType(array_type, levels)
+        offset = aligned(self.scratch_used)
+        self.scratch_used = offset + dtype.itemsize * self.module.lanes * (levels or 1)
+        builder = ir.IRBuilder(self.entry_block)
+        start = builder.gep(self.scratch, [ir.Constant(I64, offset)])
+        self.lane_arrays.append(builder.bitcast(start, array_type.as_pointer()))
+        return self.lane_arrays[-1]
+
+    def lane_load(self, pointer: ir.Value) -> ir.Value:
+        """An accumulator's value, to update in place. For columns it goes through LLVM's ``freeze``
+        (which llvmlite's builder lacks): a store of ``select(c, old, new)`` back where ``old`` was
+        loaded would become a masked store, which x86's backend makes of it and some CPUs run many
+        times slower than a plain one (max, argmax)."""
+        value = self.b.load(pointer)
+        if not self.module.columns:
+            return value
+        frozen = ir.Instruction(self.b.block, value.type, "freeze", [value])
+        self.b._insert(frozen)
+        return frozen
+
+    def at(self, storage: ir.Value, lane: ir.Value | None, level: ir.Value | None = None) -> ir.Value:
+        """The address of ``lane``'s value (at ``level``) in storage from ``lane_variable``."""
+        indices = [index for index in (level, lane) if index is not None]
+        return self.b.gep(storage, [ir.Constant(I64, 0), *indices]) if indices else storage
+
+    def cell(self, index: int, value_type: ir.Type) -> ir.Value:
+        pointer = self.b.gep(self.cells, [ir.Constant(I64, index)])
+        return self.b.load(self.b.bitcast(pointer, value_type.as_pointer()))
+
+    def memory_operands(self) -> list[_Operand]:
+        """Loads by slot, then outputs: pointers and strides (known, or read from the cells)."""
+        b, module = self.b, self.module
+        operands = []
+        for inst in module.loads:
+            pointer = b.inttoptr(self.cell(inst.slot, I64), storage_type(inst.dtype).as_pointer())
+            strides: list[Stride] = [
+                self.cell(module.stride_cell(inst.slot, axis), I64) if stride is None else stride
+                for axis, stride in enumerate(module.operand_strides[inst.slot])
+            ]
+            operands.append(_Operand(pointer, inst.dtype, strides))
+        for position, output in enumerate(module.kernel.outputs):
+            pointer = b.inttoptr(
+                self.cell(len(module.loads) + position, I64), storage_type(output.dtype).as_pointer()
+            )
+            operands.append(
+                _Operand(pointer, output.dtype, module.operand_strides[len(module.loads) + position])
+            )
+        return operands
+
+    def load_params(self) -> list[tuple[Value, ir.Value | None]]:
+        module = self.module
+        params, cell = (
+            [],
+            len(module.loads) + len(module.kernel.outputs) + len(module.strided) * len(module.shape),
+        )
+        for use in module.param_uses:
+            raw = self.cell(cell, storage_type(use.dtype))
+            value = Value(self.b.trunc(raw, I1) if use.dtype.kind == "b" else raw, use.dtype)
+            flag = self.cell(cell + 1, I64) if use.compared else None
+            params.append((value, flag))
+            cell += 2 if use.compared else 1
+        return params
+
+    # -- values --
+
+    def load(self, operand: _Operand, offset: ir.Value) -> Value:
+        instruction = self.b.load(self.b.gep(operand.pointer, [offset]))
+        scopes = self.module.scopes
+        if scopes:
+            instruction.set_metadata("noalias", self.module.module.add_metadata(scopes))
+        return Value(from_memory(self.b, instruction, operand.dtype), operand.dtype)
+
+    def store(self, position: int, value: Value, offset: ir.Value) -> None:
+        module, scopes = self.module.module, self.module.scopes
+        operand = self.operands[len(self.module.loads) + position]
+        value = self.scalars.cast(value, operand.dtype)
+        instruction = self.b.store(
+            to_memory(self.b, value.ir, operand.dtype), self.b.gep(operand.pointer, [offset])
+        )
+        others = [scope for other, scope in enumerate(scopes) if other != position]
+        instruction.set_metadata("alias.scope", module.add_metadata([scopes[position]]))
+        if others:
+            instruction.set_metadata("noalias", module.add_metadata(others))
+
+    def compute(
+        self, number: int, values: dict[int, Value], offsets: list[ir.Value], lane: ir.Value | None = None
+    ) -> Value:
+        """The value of instruction ``number``, its arguments already in ``values``; a scan's, in
+        ``lane``, the next of its row."""
+        module = self.module
+        inst = module.instructions[number]
+        kind = inst.op.kind
+        if kind is OpKind.BUFFER:
+            return self.load(self.operands[inst.slot], offsets[inst.slot])
+        if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
+            running = self.at(self.running[number], lane)
+            last = Value(from_memory(self.b, self.b.load(running), inst.dtype), inst.dtype)
+            operands = [last, values[inst.args[0]]]
+            value = self.scalars.apply(scan_step(inst), operands, (inst.dtype,) * 3, inst.dtype)
+            self.b.store(to_memory(self.b, value.ir, inst.dtype), running)
+            return value
+        if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
+            operand = values[inst.args[0]]
+            if inst.op.name in ("argmax", "argmin"):
+                return Value(ir.Constant(I64, 0), inst.dtype)
+            accumulator_dtype = BOOL if inst.op.name in ("any", "all") else inst.dtype
+            value = self.scalars.cast(operand, accumulator_dtype)
+            if inst.op.name == "sum" and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+                value = Value(self.b.fadd(value.ir, ir.Constant(value.ir.type, 0.0)), value.dtype)
+            return self.scalars.cast(value, inst.dtype)
+        assert kind is OpKind.ELEMENTWISE, inst
+        args, flag, param_position = [], None, None
+        for position, arg in enumerate(inst.args):
+            if (number, position) in module.use_of:
+                value, use_flag = self.params[module.use_of[number, position]]
+                if use_flag is not None:
+                    flag, param_position = use_flag, position
+                args.append(value)
+            else:
+                args.append(values[arg])
+        scalar_bounds = inst.op.name == "clip" and all(module.is_one_value(arg) for arg in inst.args[1:])
+        name = inst.op.name
+        if (
+            name == "power"
+            and module.is_one_value(inst.args[1])
+            and module.loops[number][0] in (FLOAT32, FLOAT64)
+        ):
+            name = "power_by_one_value"
+        result = self.scalars.apply(name, args, module.loops[number], inst.dtype, scalar_bounds)
+        if flag is None:
+            return result
+        # an int outside the dtype's range: the comparison is decided by which side it lies on
+        sides = [flag if position == param_position else ir.Constant(I64, 0) for position in range(2)]
+        decided = self.b.icmp_signed(COMPARISONS[inst.op.name], *sides)
+        outside = self.b.icmp_signed("!=", flag, ir.Constant(I64, 0))
+        return Value(self.b.select(outside, decided, result.ir), result.dtype)
 
     # -- lanes --
 
@@ -1234,15 +1281,16 @@ class _KernelModule(KernelFacts):
     ) -> _Bodies:
         """What a pass does at one reduced index (or one element): for each lane, compute, accumulate
         and write per-element outputs. A row's scans are split off (``_Bodies``)."""
-        wanted = self.needed(stage)
+        module = self.module
+        wanted = module.needed(stage)
         outputs = [
             (position, out.value)
-            for position, out in enumerate(self.kernel.outputs)
-            if self.per_element(out) and (stage is None or self.instructions[out.value].stage == stage)
+            for position, out in enumerate(module.kernel.outputs)
+            if module.per_element(out) and (stage is None or module.instructions[out.value].stage == stage)
         ]
         one_row = unit is not None and unit.count is None  # columns vectorize across lanes already
-        scans = [n for n in wanted if self.instructions[n].op.kind is OpKind.SCAN] if one_row else []
-        before_scans = self.reading(scans)
+        scans = [n for n in wanted if module.instructions[n].op.kind is OpKind.SCAN] if one_row else []
+        before_scans = module.reading(scans)
         buffers: dict[int, ir.Value] = {}  # each scan's values of a block, by the element's slot in it
 
         def buffered(number: int, slot: ir.Value) -> ir.Value:
@@ -1262,16 +1310,16 @@ class _KernelModule(KernelFacts):
                 values = self.row_values(j)
                 for number in scans:
                     values[number] = Value(
-                        self.b.load(buffered(number, slot)), self.instructions[number].dtype
+                        self.b.load(buffered(number, slot)), module.instructions[number].dtype
                     )
                 lane_offsets = self.lane_offsets(unit, j, offsets)
                 for number in wanted:
                     if number not in values:
                         values[number] = self.compute(number, values, lane_offsets, j)
                 for accumulator in accumulators:
-                    accumulator.update(values[self.instructions[accumulator.number].args[0]], index, j)
+                    accumulator.update(values[module.instructions[accumulator.number].args[0]], index, j)
                 for position, value in outputs:
-                    self.store(position, values[value], lane_offsets[len(self.loads) + position])
+                    self.store(position, values[value], lane_offsets[len(module.loads) + position])
 
             self.each_lane(unit, lane)
 
@@ -1362,14 +1410,14 @@ class _KernelModule(KernelFacts):
 
     # -- units: rows, or chunks of columns --
 
-    def kept_groups(self) -> list[_Group]:
-        return coalesce(self.kept_axes, self.shape, self.operands)
+    def groups(self, axes: list[int]) -> list[_Group]:
+        return coalesce(axes, self.module.shape, [operand.strides for operand in self.operands])
 
     def row_bases(self, row: ir.Value) -> list[ir.Value]:
         bases = [ir.Constant(I64, 0)] * len(self.operands)
         rest = row
-        for axis in reversed(self.kept_axes):
-            extent = self.shape[axis]
+        for axis in reversed(self.module.kept_axes):
+            extent = self.module.shape[axis]
             if extent == 1:
                 continue
             index = self.b.urem(rest, ir.Constant(I64, extent))
@@ -1382,7 +1430,7 @@ class _KernelModule(KernelFacts):
 
     def each_unit(self, begin: ir.Value, end: ir.Value, work: Callable[[_Unit], None]) -> None:
         """Kept elements ``[begin, end)``, a unit at a time: row by row, or in chunks of columns."""
-        if not self.columns:
+        if not self.module.columns:
             counted_loop(self.b, begin, end, lambda row: work(_Unit(row, self.row_bases(row))))
             return
         b = self.b
@@ -1393,7 +1441,7 @@ class _KernelModule(KernelFacts):
 
             def chunk() -> None:
                 lower = b.load(chunk_start)
-                upper = b.add(lower, ir.Constant(I64, self.lanes))
+                upper = b.add(lower, ir.Constant(I64, self.module.lanes))
                 upper = b.select(b.icmp_signed("<", upper, last), upper, last)
                 chunk_bases = [
                     self.advance(base, lower, stride)
@@ -1404,17 +1452,18 @@ class _KernelModule(KernelFacts):
 
             while_loop(b, lambda: b.icmp_signed("<", b.load(chunk_start), last), chunk)
 
-        self.range_loop(self.kept_groups(), [ir.Constant(I64, 0)] * len(self.operands), begin, end, segment)
+        zeros = [ir.Constant(I64, 0)] * len(self.operands)
+        self.range_loop(self.groups(self.module.kept_axes), zeros, begin, end, segment)
 
     def settle(self, unit: _Unit, stage: int, accumulators: list[_Accumulator]) -> None:
         """Between passes, per lane: hold the results of the reductions that ended, compute the row
         values of ``stage``, and after the last pass write the row outputs."""
         numbers = [
             number
-            for number, inst in enumerate(self.instructions)
+            for number, inst in enumerate(self.module.instructions)
             if inst.row and inst.stage == stage and inst.op.kind in (OpKind.BUFFER, OpKind.ELEMENTWISE)
         ]
-        writes = stage == self.kernel.passes
+        writes = stage == self.module.kernel.passes
         if not (accumulators or numbers or writes):
             return
 
@@ -1427,17 +1476,14 @@ class _KernelModule(KernelFacts):
             for number in numbers:
                 values[number] = self.compute(number, values, offsets)
                 self.keep(number, values[number], j)
-            for position, out in enumerate(self.kernel.outputs):
+            for position, out in enumerate(self.module.kernel.outputs):
                 if writes and out.row:
-                    self.store(position, values[out.value], offsets[len(self.loads) + position])
+                    self.store(position, values[out.value], offsets[len(self.module.loads) + position])
 
         self.each_lane(unit, lane)
 
     def accumulators(self, stage: int) -> list[_Accumulator]:
-        return [_Accumulator(self, number) for number in self.accumulating(stage)]
-
-    def reduce_groups(self) -> list[_Group]:
-        return coalesce(self.reduce_axes, self.shape, self.operands)
+        return [_Accumulator(self, number) for number in self.module.accumulating(stage)]
 
     def run_pass(self, stage: int, unit: _Unit, begin: ir.Value, end: ir.Value) -> list[_Accumulator]:
         """Reduced elements ``[begin, end)`` of a unit's rows, in pass ``stage``."""
@@ -1446,15 +1492,21 @@ class _KernelModule(KernelFacts):
             accumulator.start(unit)
         self.start_scans(stage, unit)
         body = self.element_body(stage, accumulators, unit)
-        self.range_loop(self.reduce_groups(), unit.bases, begin, end, self.elements(body, accumulators, unit))
+        self.range_loop(
+            self.groups(self.module.reduce_axes),
+            unit.bases,
+            begin,
+            end,
+            self.elements(body, accumulators, unit),
+        )
         for accumulator in accumulators:
             accumulator.finish(unit)
         return accumulators
 
     def start_scans(self, stage: int, unit: _Unit) -> None:
         """Each scan computed in pass ``stage`` starts each row from its op's identity."""
-        for number in self.scans:
-            inst = self.instructions[number]
+        for number in self.module.scans:
+            inst = self.module.instructions[number]
             if inst.stage != stage:
                 continue
             if number not in self.running:
@@ -1467,19 +1519,19 @@ class _KernelModule(KernelFacts):
             )
 
     def entry(self) -> None:
-        begin, end = self.function(ENTRY, [I64, I64])
-        if not self.reduce_axes:
-            groups = coalesce(list(range(len(self.shape))), self.shape, self.operands)
+        begin, end = self.arguments
+        if not self.module.reduce_axes:
+            groups = self.groups(list(range(len(self.module.shape))))
             body = self.element_body(None, [], None)
             zeros = [ir.Constant(I64, 0)] * len(self.operands)
             self.range_loop(groups, zeros, begin, end, self.elements(body, [], None))
             self.end_function()
             return
-        everything = ir.Constant(I64, self.row_elements)
+        everything = ir.Constant(I64, self.module.row_elements)
 
         def work(unit: _Unit) -> None:
             self.settle(unit, 0, [])
-            for stage in range(self.kernel.passes):
+            for stage in range(self.module.kernel.passes):
                 self.settle(unit, stage + 1, self.run_pass(stage, unit, ir.Constant(I64, 0), everything))
 
         self.each_unit(begin, end, work)
@@ -1491,10 +1543,10 @@ class _KernelModule(KernelFacts):
     def first_state_cell(self, unit: _Unit, lane: ir.Value | None, first: ir.Value) -> ir.Value:
         """Where the state of a lane's row starts, in states of rows from ``first`` on."""
         row = unit.first if lane is None else self.b.add(unit.first, lane)
-        return self.b.mul(self.b.sub(row, first), ir.Constant(I64, self.state_cells))
+        return self.b.mul(self.b.sub(row, first), ir.Constant(I64, self.module.state_cells))
 
     def partial(self) -> None:
-        first, last, begin, end, states = self.function(PARTIAL, [I64, I64, I64, I64, CELLS])
+        first, last, begin, end, states = self.arguments
         b = self.b
 
         def work(unit: _Unit) -> None:
@@ -1522,12 +1574,9 @@ class _KernelModule(KernelFacts):
         self.end_function()
 
     def finish(self) -> None:
-        # In rows mode a launch shares rows only when they are fewer than its threads: then FINISH
-        # combines a few states, and vectorizing its loops cost up to half the split module's compile
-        # (perf/RESULTS.md), for a call of microseconds. In columns mode it combines every lane's.
-        first, last, states, count = self.function(FINISH, [I64, I64, CELLS, I64], small=not self.columns)
+        first, last, states, count = self.arguments
         b = self.b
-        part_cells = b.mul(b.sub(last, first), ir.Constant(I64, self.state_cells))
+        part_cells = b.mul(b.sub(last, first), ir.Constant(I64, self.module.state_cells))
 
         def work(unit: _Unit) -> None:
             self.settle(unit, 0, [])
