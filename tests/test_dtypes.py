@@ -1,5 +1,4 @@
-"""NEP 50 promotion: for every binary op, every pair of dtypes and weak Python scalars on either side,
-the lazy result has NumPy's dtype and values, or raises NumPy's exception type."""
+"""dtypes: NEP 50 promotion and casting give NumPy's dtypes and values, or raise NumPy's exceptions."""
 
 import operator
 
