@@ -124,11 +124,18 @@ def numbered(ndim):
     return np.arange(int(np.prod(shape))).reshape(shape)
 
 
-@given(ndim=st.integers(0, 4), axes=st.one_of(st.none(), AXES))
-def test_transpose_axes_are_numpys(ndim, axes):
+@given(ndim=st.integers(0, 4), data=st.data())
+def test_transpose_axes_are_numpys(ndim, data):
+    in_range = st.lists(st.integers(-ndim, ndim - 1), max_size=5) if ndim else st.just([])
+    axes = data.draw(st.one_of(st.none(), in_range))  # repeated or too few, but never out of range
     array = numbered(ndim)
     ours = numpys_outcome(lambda: array.transpose(views.transpose_axes(axes, ndim)).tolist())
     assert_same_outcome(ours, numpys_outcome(lambda: np.transpose(array, axes).tolist()))
+
+
+def test_transpose_axes_out_of_range_raise_numpys_axis_error():
+    with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds for array of dimension 2"):
+        views.transpose_axes((0, 2), 2)
 
 
 @given(
