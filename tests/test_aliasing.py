@@ -140,15 +140,6 @@ def test_asarray_wraps_without_copy_and_array_copies():
     np.testing.assert_array_equal(source, [11.0, 100, 3, 4])
 
 
-def test_in_place_on_unaliased_array_stays_lazy():
-    x = owned(np.arange(3.0))
-    before = dynfuse.stats()["materializations"]
-    x += 1
-    x *= 2
-    assert dynfuse.stats()["materializations"] == before
-    assert_same(x, (np.arange(3.0) + 1) * 2)
-
-
 def test_broadcast_view_is_read_only():
     x = owned(np.arange(3.0))
     b = dnp.broadcast_to(x, (2, 3))
