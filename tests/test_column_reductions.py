@@ -1,4 +1,6 @@
-"""Column mode: reductions over axes outer to the kept ones in memory (axis 0 of a C-contiguous
+"""Column mode: the CPU backend reduces axes outer to the kept ones a chunk of columns at a time.
+
+Column mode: reductions over axes outer to the kept ones in memory (axis 0 of a C-contiguous
 matrix, the leading axes of a 3-d array), which the CPU backend reduces a chunk of columns at a time.
 
 Every case is differential: NumPy's result on the same inputs, exact for bools and integers (sums

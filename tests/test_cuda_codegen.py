@@ -1,4 +1,6 @@
-"""The CUDA generator checked without a GPU: every kernel it writes for a broad set of fusion groups
+"""codegen/cuda without a GPU: every kernel it writes compiles with NVRTC for sm_90 and sm_80.
+
+The CUDA generator checked without a GPU: every kernel it writes for a broad set of fusion groups
 (each op and dtype, strided, broadcast and flipped views, float16, reductions along each axis and
 their multi-pass and split forms, random DAGs) compiles with NVRTC to PTX for sm_90 and sm_80, so a
 code-generation error fails CI. Kernels are compiled in batches, one program each, renamed apart;

@@ -1,4 +1,6 @@
-"""The CUDA backend's kernels run, without a GPU: ``cuda-emulator`` compiles what the CUDA generator
+"""The CUDA backend's kernels, run on the emulated device (``cuda-emulator``), against NumPy.
+
+The CUDA backend's kernels run, without a GPU: ``cuda-emulator`` compiles what the CUDA generator
 writes with the host's C++ compiler and launches it as on a device (a block's threads as fibers,
 meeting at every barrier and warp shuffle), so these tests compare what a GPU would compute with
 NumPy. They cover each path of the generator: elementwise grid-stride loops over strided, flipped and

@@ -1,4 +1,6 @@
-"""The GPU device (``backends.cupy_device``): what it compiles with NVRTC, for which architecture, what
+"""backends.cupy_device: NVRTC compiles per architecture, the disk cache, kernels cached per GPU.
+
+The GPU device (``backends.cupy_device``): what it compiles with NVRTC, for which architecture, what
 it keeps on disk, how kernels are cached per GPU, and what it says without a GPU. Its arrays and
 launches run in tests/test_devices.py and tests/test_reliability.py, on CuPy's interface emulated
 (``emulated_cupy``) and, marked ``gpu``, on a GPU."""

@@ -1,6 +1,7 @@
-"""Dask arrays on dynfuse chunks (``dynfuse.dask``), against the same Dask computations on NumPy
-chunks: on Dask's threads, and on a ``distributed`` cluster of two worker processes, where each
-task's chunk work is one dynfuse plan run in the worker."""
+"""dynfuse.dask: Dask arrays on dynfuse chunks, against the same computations on NumPy chunks.
+
+On Dask's threads, and on a ``distributed`` cluster of two worker processes, where each task's chunk
+work is one dynfuse plan run in the worker."""
 
 import contextlib
 import json

@@ -1,4 +1,6 @@
-"""Arrays that live on a device: ``asarray(x, device=...)``, ``.device``, ``.to()``, results kept
+"""Devices: arrays live on a device, stay there between materializations and move only when asked.
+
+Arrays that live on a device: ``asarray(x, device=...)``, ``.device``, ``.to()``, results kept
 on the device between materializations, host copies only when asked for, and a clear error for an
 op that mixes devices.
 

@@ -1,5 +1,4 @@
-"""Exactness: the cases where NumPy's answer is exactly determined, or nearly, that a kernel backend must
-reproduce inside a fused kernel.
+"""Exactness: where NumPy's answer is exactly determined, or nearly, every fused kernel gives it.
 
 Each test records a short chain of ops on lazy arrays, so that the op under test runs inside a compiled
 kernel and reads a value computed there, materializes it, and compares it with NumPy on the same inputs:

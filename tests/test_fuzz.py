@@ -1,6 +1,7 @@
-"""dynfuse.testing and ``dynfuse fuzz``: random programs checked against NumPy on every backend this
-machine has, with a fixed seed and a fresh one; that the checker catches wrong kernels; and the
-regressions the fuzzer found, as the snippets it printed."""
+"""dynfuse.testing and ``dynfuse fuzz``: random programs checked against NumPy on every backend here.
+
+With a fixed seed and a fresh one; that the checker catches wrong kernels; and the regressions the
+fuzzer found, as the snippets it printed."""
 
 import random
 import subprocess

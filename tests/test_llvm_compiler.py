@@ -1,5 +1,6 @@
-"""The LLVM compiler process: what it compiles is what this process would, and when it dies, cannot
-start, is interrupted or is forked, every kernel still comes out right."""
+"""The LLVM compiler process compiles what this process would, and survives what befalls it.
+
+When it dies, cannot start, is interrupted or is forked, every kernel still comes out right."""
 
 import multiprocessing
 import os

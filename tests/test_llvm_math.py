@@ -1,4 +1,6 @@
-"""The CPU backend's own exp, log and tanh (``codegen/llvm_math.py``): accuracy against a reference
+"""codegen/llvm_math: the CPU backend's own exp, log and tanh, their accuracy, edges and vector code.
+
+The CPU backend's own exp, log and tanh (``codegen/llvm_math.py``): accuracy against a reference
 computed in more precision, the edges of each domain, and that they vectorize."""
 
 import re

@@ -1,5 +1,7 @@
-"""``dynfuse.numpy`` in place of ``numpy``: each group of functions against NumPy, what stays lazy,
-what falls through to NumPy (counted by name), NumPy's errors, the submodules and the array API."""
+"""``dynfuse.numpy`` in place of ``numpy``: each group of functions against NumPy.
+
+What stays lazy, what falls through to NumPy (counted by name), NumPy's errors, the submodules and
+the array API."""
 
 import importlib
 import importlib.util

@@ -1,4 +1,6 @@
-"""Plans proven by differential testing: random DAGs planned and run by the group backend, against
+"""Plans: random DAGs run by the group backend agree with the reference executor, op by op.
+
+Plans proven by differential testing: random DAGs planned and run by the group backend, against
 the same DAGs run op by op by the reference executor.
 
 Programs mix elementwise ops over broadcast operands, views of inputs and of computed values,

@@ -1,5 +1,7 @@
-"""``dynfuse run``: a script runs as under ``python``, with its own NumPy imports on dynfuse, its
-libraries on real NumPy, and a report at exit. Scripts run in subprocesses, as a user runs them."""
+"""``dynfuse run``: a script runs as under ``python``, with its own NumPy imports on dynfuse.
+
+Its libraries stay on real NumPy, and a report comes at exit. Scripts run in subprocesses, as a user
+runs them."""
 
 import builtins
 import importlib

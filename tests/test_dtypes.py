@@ -1,5 +1,4 @@
-"""NEP 50 promotion: for every binary op, every pair of dtypes and weak Python scalars on either side,
-the lazy result has NumPy's dtype and values, or raises NumPy's exception type."""
+"""dtypes: NEP 50 promotion and casting give NumPy's dtypes and values, or raise NumPy's exceptions."""
 
 import operator
 
@@ -7,7 +6,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import ops
+from dynfuse import dtypes, ops
 
 from .helpers import DTYPES, assert_same, outcome
 
@@ -186,3 +185,64 @@ def test_in_place_operators_cast_like_numpy(symbol):
             else:
                 assert actual is lazy_target
                 assert_same(actual, expected)
+
+
+# ---- the probes themselves ----------------------------------------------------------------------
+
+
+def test_python_scalars_are_weak_and_numpy_scalars_strong():
+    for value in (True, 3, 2.5, 1j):
+        assert dtypes.is_weak_scalar(value)
+    for value in (np.float64(2.5), np.int8(3), np.bool_(True), np.ones(1), "3"):
+        assert not dtypes.is_weak_scalar(value)
+
+
+def test_only_a_python_int_that_may_not_fit_is_keyed_by_its_value():
+    assert dtypes.scalar_key(0) is int and dtypes.scalar_key(127) is int
+    assert dtypes.scalar_key(128) == (int, 128) and dtypes.scalar_key(-1) == (int, -1)
+    assert dtypes.scalar_key(1e300) is float and dtypes.scalar_key(True) is bool
+
+
+def test_probes_give_a_ufuncs_own_loop_and_weak_scalars_their_rule():
+    def dtype_of(name, *operands):
+        return dtypes.result_dtype(ops.elementwise_op(name), list(operands), ())
+
+    assert dtype_of("sqrt", (np.dtype(np.int8), None)) == np.float16
+    assert dtype_of("add", (np.dtype(np.uint8), None), (None, 2.5)) == np.float64
+    assert dtype_of("add", (np.dtype(np.float32), None), (None, 2.5)) == np.float32
+    assert dtype_of("less", (np.dtype(np.uint8), None), (None, 300)) == np.bool_
+    with pytest.raises(OverflowError):
+        dtype_of("add", (np.dtype(np.uint8), None), (None, 300))
+
+
+def test_reductions_of_empty_arrays_raise_as_numpys_do_for_their_shape():
+    maximum = ops.REDUCTIONS["max"]
+    float64 = np.dtype(np.float64)
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        dtypes.reduction_dtype(maximum, float64, (0, 3), (("axis", (0,)), ("keepdims", False)))
+    assert dtypes.reduction_dtype(maximum, float64, (0, 3), (("axis", (1,)), ("keepdims", False))) == float64
+
+
+def test_output_casts_raise_numpys_exception():
+    add = ops.elementwise_op("add")
+    operands = [(np.dtype(np.float64), None), (None, 1)]
+    with pytest.raises(TypeError) as numpys:
+        np.add(np.ones(1), 1, out=np.ones(1, np.int64))
+    with pytest.raises(TypeError) as ours:
+        dtypes.check_output_cast(add, operands, (), np.dtype(np.int64))
+    assert (type(ours.value), str(ours.value)) == (type(numpys.value), str(numpys.value))
+    dtypes.check_output_cast(add, operands, (), np.dtype(np.float32))  # same_kind allows it
+
+
+def test_library_call_dtypes_and_their_output_casts():
+    matmul = ops.BARRIERS["matmul"]
+    assert dtypes.barrier_dtype(matmul, [(np.dtype(np.int8), 2), (np.dtype(np.float32), 2)], ()) == np.float32
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'matmul' output"):
+        dtypes.barrier_dtype(matmul, [(np.dtype(np.float64), 2)] * 2, (), np.dtype(np.int32))
+
+
+def test_the_probe_cache_empties_when_full():
+    cache = dtypes._BoundedCache(limit=2)
+    cache["a"], cache["b"] = 1, 2
+    cache["c"] = 3
+    assert cache == {"c": 3}

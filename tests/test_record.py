@@ -1,0 +1,258 @@
+"""record: what each recorded call checks at the line, and when a write rebinds or writes eagerly."""
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import config, ops, record
+
+from .helpers import assert_same
+
+
+def owned(values):
+    """A lazy array that nothing else aliases: computed, never handed to NumPy."""
+    return dynfuse.array(np.asarray(values)) * 1
+
+
+def materializations():
+    return dynfuse.stats()["materializations"]
+
+
+# ---- writes: rebind or write eagerly ------------------------------------------------------------
+
+
+def test_in_place_on_unaliased_array_stays_lazy():
+    x = owned(np.arange(3.0))
+    before = materializations()
+    x += 1
+    x *= 2
+    assert materializations() == before
+    assert_same(x, (np.arange(3.0) + 1) * 2)
+
+
+def test_a_write_that_no_alias_can_see_rebinds_the_array_to_a_new_node():
+    x = owned(np.arange(3.0))
+    assert record.can_rebind(x)
+    first = x._node
+    x += 1
+    assert x._node is not first and x._node.inputs[0] is first  # the old node, read by the new one
+    assert first.inputs and x._node.inputs  # neither computed
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dynfuse.asarray(np.arange(3.0)),  # NumPy's memory
+        lambda: dynfuse.evaluate(owned(np.arange(6.0))[::2]),  # a view
+    ],
+    ids=["wrapped", "view"],
+)
+def test_a_write_an_alias_can_see_is_eager_into_the_same_node(make):
+    x = make()
+    assert not record.can_rebind(x)
+    first = x._node
+    x += 1
+    assert x._node is first and first.is_materialized and materializations() >= 1
+    assert_same(x, np.arange(3.0) + 1 if x.base is None else np.arange(6.0)[::2] + 1)
+
+
+def test_a_live_view_stops_rebinding_until_it_is_gone():
+    x = owned(np.arange(4.0))
+    view = x[1:]
+    assert not record.can_rebind(x) and not record.can_rebind(view)
+    del view
+    gc.collect()
+    assert record.can_rebind(x)
+
+
+def test_an_array_numpy_was_given_is_written_eagerly():
+    x = owned(np.arange(3.0))
+    exported = np.asarray(x)
+    assert not record.can_rebind(x)
+    x += 1
+    np.testing.assert_array_equal(exported, np.arange(3.0) + 1)
+
+
+def test_an_eager_write_first_computes_only_the_pending_nodes_that_read_the_memory():
+    values, other = np.arange(6.0), np.arange(6.0)
+    x = dynfuse.asarray(values)
+    reads_x = x * 2
+    reads_a_view = dynfuse.asarray(values[4:]) + 1
+    reads_other = dynfuse.asarray(other) * 3
+    x[0] = 100
+    assert reads_x._node.is_materialized and reads_a_view._node.is_materialized
+    assert not reads_other._node.is_materialized
+    assert_same(reads_x, np.arange(6.0) * 2)
+    assert values[0] == 100
+
+
+def test_prepare_write_gives_the_target_buffer_once_nothing_pending_reads_it():
+    values = np.arange(4.0)
+    x = dynfuse.asarray(values)
+    pending = x[1:] * 2  # reads x through a view
+    buffer = record.prepare_write(x)
+    assert buffer is values and pending._node.is_materialized
+
+
+def test_writes_keep_traces_bounded(monkeypatch):
+    monkeypatch.setattr(config, "max_depth", 4)
+    x = owned(np.arange(3.0))
+    for _ in range(10):
+        x += 1
+        assert x._node.depth <= 4
+    assert_same(x, np.arange(3.0) + 10)
+
+
+# ---- views --------------------------------------------------------------------------------------
+
+
+def test_views_of_views_share_one_base_and_an_integer_index_copies():
+    x = owned(np.arange(12.0).reshape(3, 4))
+    row = x[1]
+    assert row.base is x and row[::2].base is x and x.T[0].base is x
+    element = x[1, 2]
+    assert element.base is None and element._node.op is ops.ELEMENTWISE["astype"]
+    assert x[1, 2, ...].base is x
+
+
+def test_an_advanced_index_falls_back_counted():
+    x = owned(np.arange(4.0))
+    assert_same(x[[0, 2]], np.arange(4.0)[[0, 2]])
+    assert dynfuse.stats()["fallback_names"] == {"getitem": 1}
+
+
+# ---- checks at the line -------------------------------------------------------------------------
+
+
+def test_integer_power_checks_the_exponents_values_where_it_is_written():
+    base = owned(np.arange(3))
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        base ** dynfuse.asarray(np.array([1, -1, 2]))
+    assert_same(base ** dynfuse.asarray(np.array([1, 0, 2])), np.arange(3) ** np.array([1, 0, 2]))
+
+
+def test_only_a_signed_integer_exponent_is_computed_for_its_check():
+    base = owned(np.arange(3))
+    exponent = owned(np.array([1, 0, 2], np.uint8))
+    before = materializations()
+    base**exponent
+    owned(np.arange(3.0)) ** owned(np.array([-1.0, 2.0, 0.5]))
+    assert materializations() == before and exponent._node.inputs
+    signed = owned(np.array([1, 0, 2]))
+    base**signed
+    assert signed._node.is_materialized
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: x.mean(axis=0), "Mean of empty slice"),
+        (lambda x: x.var(axis=0), "Degrees of freedom <= 0 for slice"),
+        (lambda x: x[:, :1].T.var(ddof=1), "Degrees of freedom <= 0 for slice"),
+    ],
+)
+def test_mean_and_var_warn_as_numpy_at_the_line_that_records_them(call, message):
+    values = np.ones((0, 3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(dynfuse.asarray(values))
+    assert [str(warning.message) for warning in caught] == [message]
+    assert caught[0].category is RuntimeWarning and caught[0].filename == __file__
+    assert materializations() == 0
+    with pytest.warns(RuntimeWarning, match=message), np.errstate(all="ignore"):
+        call(values)
+
+
+def test_std_warns_as_numpy_when_it_is_recorded():
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0 for slice"):
+        dynfuse.asarray(np.ones(2)).std(ddof=5)
+    assert materializations() == 0
+
+
+def test_casts_are_checked_with_numpys_rule_and_message():
+    x = owned(np.arange(3.0))
+    with pytest.raises(TypeError) as numpys:
+        np.arange(3.0).astype(np.int32, casting="safe")
+    with pytest.raises(TypeError) as ours:
+        x.astype(np.int32, casting="safe")
+    assert str(ours.value) == str(numpys.value)
+    assert x.astype(np.float64, copy=False) is x and x.astype(np.float64) is not x
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("axis", [None, 0, -1, 1, 2])
+def test_running_sums_take_numpys_axes(shape, axis):
+    values = np.arange(int(np.prod(shape)), dtype=np.int16).reshape(shape)
+    try:
+        expected = np.cumsum(values, axis=axis)
+    except np.exceptions.AxisError:
+        with pytest.raises(np.exceptions.AxisError):
+            dynfuse.numpy.cumsum(dynfuse.asarray(values), axis=axis)
+        return
+    assert_same(dynfuse.numpy.cumsum(dynfuse.asarray(values), axis=axis), expected)
+
+
+# ---- the common case ----------------------------------------------------------------------------
+
+
+def test_the_common_case_records_one_node_with_numpys_dtype():
+    add = ops.elementwise_op("add")
+    x = dynfuse.asarray(np.arange(3, dtype=np.int8))
+    result = record.record_common(add, x, 2)
+    assert result._node.op is add and result._node.inputs[0] is x._node
+    assert result._node.inputs[1].op is ops.SCALAR and result._node.inputs[1].buffer == 2
+    assert result.dtype == (np.arange(3, dtype=np.int8) + 2).dtype and result._node.params == ()
+    assert record.record_common(add, 1.5, x).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "operands",
+    [
+        (np.int8(2),),  # a NumPy scalar is strong
+        (128,),  # a Python int that may not fit: its value decides
+        (-1,),
+        (dynfuse.asarray(np.arange(2.0)),),  # another shape: broadcasting
+        (dynfuse.asarray(np.arange(3, dtype=np.complex64)),),  # an unsupported dtype
+    ],
+    ids=["numpy scalar", "int 128", "int -1", "broadcast", "complex"],
+)
+def test_the_common_case_declines_what_the_general_path_records(operands):
+    add = ops.elementwise_op("add")
+    x = dynfuse.asarray(np.arange(3, dtype=np.int16))
+    assert record.record_common(add, x, *operands) is None
+    assert record.record_common(add, 1, 2) is None  # two scalars: no array to give the shape
+
+
+def test_the_common_case_declines_ops_that_check_values():
+    x = dynfuse.asarray(np.arange(3))
+    assert record.record_common(ops.elementwise_op("power"), x, x) is None
+
+
+# ---- library calls and fallbacks ----------------------------------------------------------------
+
+
+def test_static_params_are_sorted_and_hashable_or_none_for_data():
+    assert record.static_params({"b": [1, [2, 3]], "a": None}) == (("a", None), ("b", (1, (2, 3))))
+    assert record.static_params({"a": np.ones(2)}) is None
+    assert record.static_params({"a": {}}) is None
+    assert record.static_params({"a": owned(np.ones(2))}) is None
+
+
+def test_fallbacks_are_named_as_numpy_names_them():
+    assert record.function_name(np.linalg.inv) == "linalg.inv"
+    assert record.function_name(np.sort) == "sort"
+    assert record.function_name(np.ndarray.sort) == "ndarray.sort"
+
+
+def test_other_libraries_arrays_take_the_operation():
+    class Foreign:
+        def __array_ufunc__(self, *args, **kwargs):
+            return NotImplemented
+
+    assert record.defers_to(Foreign()) and record.foreign((1, [2, Foreign()]))
+    for value in (np.ones(2), np.float32(1), owned(np.ones(2)), 1.5, [1, 2]):
+        assert not record.defers_to(value)
+    assert not record.foreign((np.ones(2), owned(np.ones(2)), [1.0, np.ones(1)]))

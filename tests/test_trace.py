@@ -1,0 +1,276 @@
+"""trace: nodes, their structure ids and replay keys, the registry of pending nodes, and the walks."""
+
+import gc
+import sys
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import ops, trace
+from dynfuse.backends import cuda
+from dynfuse.devices import HOST
+from dynfuse.trace import Node, topological_order
+
+NEGATIVE = ops.elementwise_op("negative")
+ADD = ops.elementwise_op("add")
+FLOAT = np.dtype(np.float64)
+
+
+def leaf(values=None):
+    return Node.leaf(np.arange(3.0) if values is None else values, exposed=False)
+
+
+def apply(op, *inputs):
+    return Node(op, inputs, (), inputs[0].shape, inputs[0].dtype)
+
+
+def key_of(make, *values):
+    """The structure id of what ``make`` records over lazy arrays of ``values``."""
+    return make(*(dynfuse.asarray(value) for value in values))._node.key
+
+
+# ---- walks --------------------------------------------------------------------------------------
+
+
+def test_topological_order_walks_a_deep_chain_without_recursion():
+    node = start = leaf()
+    chain = []
+    for _ in range(5000):
+        node = apply(NEGATIVE, node)
+        chain.append(node)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(100)
+    try:
+        order = topological_order([node])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert order == chain and start not in order
+    assert node.depth == 5000
+
+
+def test_topological_order_gives_shared_nodes_once_after_their_inputs():
+    x, y = leaf(), leaf()
+    a = apply(NEGATIVE, x)
+    b = apply(ADD, a, a)
+    c = apply(ADD, a, b)
+    d = apply(ADD, b, y)
+    order = topological_order([c, d, b, c])
+    assert sorted(map(id, order)) == sorted(map(id, (a, b, c, d)))
+    position = {id(node): index for index, node in enumerate(order)}
+    for node in order:
+        assert all(position[id(child)] < position[id(node)] for child in node.inputs if child.inputs)
+
+
+def test_topological_order_stops_at_materialized_nodes():
+    a = apply(NEGATIVE, leaf())
+    b = apply(NEGATIVE, a)
+    c = apply(ADD, b, a)
+    b.become_leaf(np.zeros(3))
+    assert topological_order([c]) == [a, c]
+    assert topological_order([b]) == []
+
+
+def test_depth_is_the_longest_path_to_a_leaf():
+    x = leaf()
+    deep = apply(NEGATIVE, apply(NEGATIVE, apply(NEGATIVE, x)))
+    assert (x.depth, apply(ADD, x, deep).depth, apply(ADD, deep, x).depth) == (0, 4, 4)
+
+
+def test_references_within_count_inputs_leaves_and_ancestors():
+    x = leaf()
+    a = apply(NEGATIVE, x)
+    b = apply(ADD, a, x)
+    inside = trace.references_within([a, b])
+    assert inside[id(x)] == 5  # a's input and leaf, b's input, and b's two leaf positions (via a, direct)
+    assert inside[id(a)] == 2  # b's input and ancestor
+    assert inside[id(b)] == 0
+
+
+# ---- structure ids and replay keys --------------------------------------------------------------
+
+
+def test_structure_ids_are_equal_for_equal_structures_only():
+    assert trace.structure_id(("a structure", 1)) == trace.structure_id(("a structure", 1))
+    assert trace.structure_id(("a structure", 1)) != trace.structure_id(("a structure", 2))
+
+
+def test_node_keys_follow_ops_params_and_leaf_descriptions_not_data():
+    values = np.arange(6.0)
+    same = key_of(lambda x: x * 2 + 1, values)
+    assert key_of(lambda x: x * 2 + 1, values + 10) == same  # other data
+    assert key_of(lambda x: x * 3 + 5, values) == same  # a weak scalar is a parameter, not structure
+    for other in [
+        key_of(lambda x: x * 2.0 + 1, values),  # another scalar type
+        key_of(lambda x: x * 2 - 1, values),  # another op
+        key_of(lambda x: x * 2 + 1, values.astype(np.float32)),  # another dtype
+        key_of(lambda x: x * 2 + 1, values[:5]),  # another shape
+        key_of(lambda x: x * 2 + 1, np.arange(12.0)[::2]),  # another layout: strided
+        key_of(lambda x: x * 2 + 1, values[::-1]),  # another layout: flipped
+        key_of(lambda x: x * 2 + 1, values.reshape(2, 3)),
+    ]:
+        assert other != same
+    assert key_of(lambda x: x.sum(axis=0), values.reshape(2, 3)) != key_of(
+        lambda x: x.sum(axis=1), values.reshape(2, 3)
+    )  # another param
+    assert key_of(lambda x: x.astype(np.int8), values) != key_of(lambda x: x.astype(np.int16), values)
+
+
+def test_replay_keys_say_which_leaf_positions_hold_the_same_leaf():
+    x, y = dynfuse.asarray(np.arange(5.0)), dynfuse.asarray(np.arange(5.0, 10.0))
+    shared, separate = (x * 2 + x)._node, (x * 2 + y)._node
+    assert shared.key == separate.key
+    assert trace.replay_key("cpu", shared) != trace.replay_key("cpu", separate)
+    assert trace.replay_key("cpu", shared)[:2] == ("cpu", shared.key)
+    assert trace.replay_key("cuda", shared) != trace.replay_key("cpu", shared)
+
+
+def test_no_replay_key_once_an_ancestor_was_materialized():
+    x = dynfuse.asarray(np.arange(5.0))
+    t = x * 2
+    u = t + 1
+    assert trace.replay_key("cpu", u._node) is not None
+    dynfuse.evaluate(t)
+    assert u._node.key is not None and trace.replay_key("cpu", u._node) is None
+
+
+def test_structures_past_the_limit_have_no_key():
+    x = dynfuse.asarray(np.arange(3.0))
+    y = x
+    while len(y._node.leaves) + len(y._node.ancestors) + 2 <= trace.REPLAY_KEY_LIMIT:
+        y = y + x
+    assert y._node.key is not None
+    y = y + x
+    assert (y._node.key, y._node.leaves, y._node.ancestors) == (None, (), ())
+    assert trace.replay_key("cpu", y._node) is None
+    assert (y + 1)._node.key is None  # nor has anything recorded over it
+
+
+def test_the_table_of_structures_starts_afresh_without_reusing_ids(monkeypatch):
+    monkeypatch.setattr(trace, "STRUCTURE_TABLE_LIMIT", 4)
+    trace._structure_ids.clear()
+    first = [trace.structure_id(("structure", number)) for number in range(4)]
+    assert trace.structure_id(("structure", 0)) == first[0]  # found: the table keeps it
+    trace.structure_id(("structure", 4))  # a new one, and the table is full: it starts afresh
+    assert len(trace._structure_ids) == 1
+    again = trace.structure_id(("structure", 0))
+    assert again not in first and again > max(first)
+
+
+def test_buffer_keys_describe_dtype_shape_layout_and_memory():
+    values = np.arange(6.0).reshape(2, 3)
+    assert trace.buffer_layout(values) is None
+    assert trace.buffer_layout(values.T) == values.T.strides
+    assert trace.buffer_key(values) == (values.dtype, (2, 3), None)
+    assert trace.buffer_key(values, None) == trace.buffer_key(values)
+    emulated = cuda.EMULATOR.device
+    assert trace.buffer_key(values, emulated) == (values.dtype, (2, 3), None, emulated.name)
+
+
+# ---- leaves -------------------------------------------------------------------------------------
+
+
+def test_leaves_and_scalars():
+    values = np.arange(3.0)
+    node = Node.leaf(values, exposed=True)
+    assert (node.is_materialized, node.buffer is values, node.exposed, node.depth) == (True, True, True, 0)
+    assert (node.device, node.memory, node.key) == (HOST, HOST, trace.structure_id(trace.buffer_key(values)))
+    scalar = Node.scalar(2.5)
+    assert (scalar.op, scalar.buffer, scalar.device, scalar.memory, scalar.shape) == (
+        ops.SCALAR,
+        2.5,
+        None,
+        HOST,
+        (),
+    )
+    assert scalar.key == Node.scalar(7.0).key != Node.scalar(7).key
+
+
+def test_becoming_a_leaf_lets_go_of_the_graph_above():
+    below = leaf()
+    node = apply(NEGATIVE, apply(NEGATIVE, below))
+    middle = weakref.ref(node.inputs[0])
+    node.become_leaf(np.ones(3))
+    gc.collect()
+    assert middle() is None
+    assert (node.op, node.inputs, node.depth, node.leaves, node.ancestors) == (ops.BUFFER, (), 0, (), ())
+    assert node.key == Node.leaf(np.ones(3), exposed=False).key
+
+
+# ---- devices ------------------------------------------------------------------------------------
+
+
+def test_a_node_lives_in_its_inputs_memory_and_scalars_go_anywhere():
+    emulated = cuda.EMULATOR.device
+    on_device = Node.leaf(emulated.from_host(np.arange(3.0)), False, emulated)
+    assert apply(ADD, on_device, Node.scalar(1.0)).device is emulated
+    assert apply(ADD, Node.scalar(1.0), leaf()).device is HOST
+    assert Node(NEGATIVE, (Node.scalar(1.0),), (), (), None).device is None
+
+
+def test_mixed_devices_raise_type_error_naming_both():
+    emulated = cuda.EMULATOR.device
+    on_device = Node.leaf(emulated.from_host(np.arange(3.0)), False, emulated)
+    with pytest.raises(
+        TypeError, match=r"^add: operands on different devices \(cpu \(3,\), cuda-emulator \(3,\)\)"
+    ):
+        apply(ADD, leaf(), on_device)
+    with pytest.raises(TypeError, match=r"^setitem: operands on different devices .* \.to\(device\)"):
+        trace.mixed_devices("setitem", (on_device, leaf()))
+
+
+# ---- pending nodes ------------------------------------------------------------------------------
+
+
+def test_pending_readers_are_the_unmaterialized_nodes_reading_overlapping_memory():
+    values, other = np.arange(6.0), np.arange(6.0)
+    direct = dynfuse.asarray(values) * 2
+    through_a_view = dynfuse.asarray(values[3:]) + 1
+    elsewhere = dynfuse.asarray(other) * 2
+    done = dynfuse.evaluate(dynfuse.asarray(values) - 1)
+
+    def readers(memory, device=HOST):
+        return {id(node) for node in trace.pending_readers(memory, device)}
+
+    assert readers(values) == {id(direct._node), id(through_a_view._node)}
+    assert readers(values[:3]) == {id(direct._node)}
+    assert readers(other) == {id(elsewhere._node)} and not done._node.inputs
+    assert readers(values, cuda.EMULATOR.device) == set()
+    dynfuse.evaluate(direct)
+    assert readers(values) == {id(through_a_view._node)}
+    del through_a_view
+    gc.collect()
+    assert readers(values) == set()
+
+
+def test_every_recorded_op_is_counted():
+    x = dynfuse.asarray(np.arange(3.0))
+    before = dynfuse.stats()["ops_recorded"]
+    (x * 2 + 1).sum()
+    assert dynfuse.stats()["ops_recorded"] - before == 3
+
+
+def test_threads_that_ended_leave_no_pending_lists_behind():
+    x = dynfuse.asarray(np.arange(5.0))
+    for _ in range(20):
+        thread = threading.Thread(target=lambda: x * 2)  # recorded, then dropped
+        thread.start()
+        thread.join()
+    last = threading.Thread(target=lambda: x * 3)  # a new recording thread sweeps the ended ones
+    last.start()
+    last.join()
+    assert len(trace._pending._recordings) <= 3  # this thread's, the last one's, and perhaps one other
+
+
+def test_pending_nodes_of_an_ended_thread_are_kept_while_alive():
+    x = dynfuse.asarray(np.arange(5.0))
+    results = []
+    thread = threading.Thread(target=lambda: results.append(x * 2))
+    thread.start()
+    thread.join()
+    sweeping = threading.Thread(target=lambda: x * 3)  # a new recording thread sweeps ended ones
+    sweeping.start()
+    sweeping.join()
+    assert id(results[0]._node) in {id(node) for node in trace.pending_readers(np.asarray(x))}
