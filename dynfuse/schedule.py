@@ -31,8 +31,10 @@ by type only. A loop that rebuilds the same trace, with changing scalars, plans 
 
 from __future__ import annotations
 
+import enum
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,11 +77,52 @@ class LibraryStep:
 Step = KernelStep | LibraryStep
 
 
+class Why(enum.Enum):
+    """A reason the planner gives: text with ``{}`` for its details, ``{node}`` for the trace node it
+    names, ``{earlier}`` and ``{later}`` for the two kernel steps it keeps apart."""
+
+    # why a kernel did not join the kernel before it
+    SHAPES = "different iteration spaces {} and {}"
+    UNRELATED = "unrelated: no input or computed value in common, so joining them saves nothing"
+    AXES = "different rows: kernel {earlier} runs along axes {}, kernel {later} along {}"
+    ROW_VALUE = "kernel {later} reads {node} per element, which kernel {earlier} has only once a row is done"
+    NOT_INLINE = "kernel {later} reads {node}, a {} that kernel {earlier} stores and it cannot compute inline"
+    BARRIER = "a barrier between them: kernel {later} reads {node} from library {}"
+    NO_SHARING = "no kernels share in this plan: one would both compute {node} and read it out of its order"
+    # why a node is stored, besides being requested or a library call's input
+    REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
+    SCAN_READ = "a scan along axes {} that a kernel over {} along axes {} cannot compute as it goes"
+    RESHAPE = "a reshape from {} to {} that no index map expresses reads it"
+    LONG_ROWS = "its readers need another pass over rows of {} elements, more than the {} one kernel makes"
+    COST = "computing it in each of {} kernels costs {:g}, storing it once {:g} (in element loads)"
+    RUNNING = "a {} that {} kernels would each compute, each reading its whole operand: computed once"
+
+
+class Apart(NamedTuple):
+    """Why kernel step ``later`` did not join ``earlier``, the kernel step before it."""
+
+    earlier: int
+    later: int
+    why: Why
+    node: int | None = None  # the trace node the reason names
+    details: tuple = ()
+
+
+class Stored(NamedTuple):
+    """Why node ``node`` is stored, besides being requested or a library call's input."""
+
+    node: int
+    why: Why
+    details: tuple = ()
+
+
 @dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
     outputs: tuple[tuple[int, Source], ...]  # each requested node and where its value is
     release: tuple[tuple[int, ...], ...]  # per step: stored nodes nothing reads after it
+    apart: tuple[Apart, ...]  # for each kernel after the first, why it did not join the one before
+    stored_why: tuple[Stored, ...]  # by node
 
     @property
     def kernels(self) -> list[KernelStep]:
@@ -166,6 +209,17 @@ def _contiguous_stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides)
 
 
+class _Candidate(NamedTuple):
+    """A stored node looking for a kernel to join: its iteration space and what it reads."""
+
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    row: bool  # per row: a reduction, or a value computed from reductions
+    sources: set[int]  # the buffers it reads: inputs and stored nodes
+    reads: set[int]  # those that the plan computes
+    after: set[int]  # the steps that compute them
+
+
 @dataclass
 class _Group:
     """Stored nodes that one kernel computes, over one iteration space."""
@@ -186,6 +240,8 @@ class _Planner:
         self.library = {n for n, node in enumerate(self.nodes) if node.op.kind is OpKind.BARRIER}
         self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
         self.join = True  # share kernels between stored nodes of one iteration space
+        self.unjoined_by: int | None = None  # when not: a node a kernel would compute and read out of order
+        self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
 
     def number(self, node: Node) -> int:
         return self.numbers[id(node)]
@@ -247,24 +303,28 @@ class _Planner:
     def plan(self) -> Plan:
         while True:
             self._store_barrier_inputs()
-            steps = self._group()
+            steps, apart = self._group()
             builders = [_KernelBuilder(self, group) for group in steps if isinstance(group, _Group)]
-            needs: set[int] = set()
+            needs: dict[int, tuple[Why, tuple]] = {}
             for builder in builders:
                 needs |= builder.needs
-            if needs - self.stored:
-                self.stored |= needs
+            new = needs.keys() - self.stored
+            if new:
+                self.stored |= new
+                self.why_stored.update((n, needs[n]) for n in new)
                 continue
             if needs:  # a kernel would need a node that it computes itself: share no kernels
                 if not self.join:
                     raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
                 self.join = False
+                self.unjoined_by = min(needs)
                 continue
             shared = self._worth_storing(builders)
             if shared:
-                self.stored |= shared
+                self.stored |= shared.keys()
+                self.why_stored |= shared
                 continue
-            return self._assemble(steps, builders)
+            return self._assemble(steps, builders, apart)
 
     def _store_barrier_inputs(self) -> None:
         for n in self.library:
@@ -312,9 +372,11 @@ class _Planner:
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
         return shape, axes, row, sources
 
-    def _group(self) -> list[_Group | int]:
-        """Stored nodes in order, each joining the latest compatible kernel that it may join."""
+    def _group(self) -> tuple[list[_Group | int], list[Apart]]:
+        """Stored nodes in order, each joining the latest compatible kernel that it may join; and for
+        each kernel after the first, why it did not join the kernel before it."""
         steps: list[_Group | int] = []  # kernel groups, and library nodes by number
+        apart: list[Apart] = []
         producers: dict[int, int] = {}  # stored or library node -> its step
         for n in range(len(self.nodes)):
             if n in self.library:
@@ -323,11 +385,12 @@ class _Planner:
             elif n in self.stored and not self.nodes[n].is_materialized:
                 shape, axes, row, sources = self._survey(n)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
-                after = {producers[read] for read in reads}
-                position = None
-                if self.join:
-                    position = self._joinable(steps, reads, sources, after, shape, axes, row)
+                candidate = _Candidate(shape, axes, row, sources, reads, {producers[read] for read in reads})
+                position = self._joinable(steps, candidate) if self.join else None
                 if position is None:
+                    refusal = self._apart(steps, candidate, producers)
+                    if refusal is not None:
+                        apart.append(refusal)
                     position = len(steps)
                     steps.append(_Group(shape, axes))
                 group = steps[position]
@@ -338,47 +401,60 @@ class _Planner:
                 if row:
                     group.row_roots.add(n)
                 producers[n] = position
-        return steps
+        return steps, apart
 
-    def _joinable(
-        self,
-        steps: list,
-        reads: set[int],
-        sources: set[int],
-        after: set[int],
-        shape: tuple,
-        axes: tuple,
-        row: bool,
-    ) -> int | None:
-        """The latest related kernel this stored node can join: same iteration space, after what it
-        reads, reading a buffer it reads or computing a value it reads.
+    def _joinable(self, steps: list[_Group | int], candidate: _Candidate) -> int | None:
+        """The latest kernel after what the candidate reads that it may join (see ``_refusal``)."""
+        for position in range(len(steps) - 1, max(max(candidate.after, default=-1), 0) - 1, -1):
+            group = steps[position]
+            if isinstance(group, _Group) and self._refusal(group, position, candidate) is None:
+                return position
+        return None
+
+    def _refusal(self, group: _Group, position: int, candidate: _Candidate) -> tuple | None:
+        """Why the candidate may not join ``group``, the kernel at ``position``, as (why, node,
+        details); None when it may: same iteration space, reading a buffer it reads or computing a
+        value it reads.
 
         It may read what that kernel stores only where the value can be computed inline: an
         elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
         per-row value.
         """
-        latest_read = max(after, default=-1)
-        for position in range(len(steps) - 1, max(latest_read, 0) - 1, -1):
-            group = steps[position]
-            if not isinstance(group, _Group) or group.shape != shape or not group.sources & sources:
-                continue
-            elementwise_only = not axes and not row
-            if not (group.axes == axes or elementwise_only or (not group.axes and not group.row_roots)):
-                continue
-            if position in after:
-                inline = all(
-                    self.nodes[n].op.kind in (OpKind.ELEMENTWISE, OpKind.SCAN) and n not in group.row_roots
-                    for n in reads.intersection(group.roots)
-                )
-                if position != latest_read or not inline:
-                    continue
-            return position
+        shape, axes, row, sources, reads, after = candidate
+        if group.shape != shape:
+            return Why.SHAPES, None, (group.shape, shape)
+        if not group.sources & sources:
+            return Why.UNRELATED, None, ()
+        if not (group.axes == axes or (not axes and not row) or (not group.axes and not group.row_roots)):
+            return Why.AXES, None, (group.axes, axes)
+        if position in after:
+            for n in sorted(reads.intersection(group.roots)):
+                if n in group.row_roots:
+                    return Why.ROW_VALUE, n, ()
+                if self.nodes[n].op.kind not in (OpKind.ELEMENTWISE, OpKind.SCAN):
+                    return Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,)
         return None
+
+    def _apart(self, steps: list[_Group | int], candidate: _Candidate, producers: dict) -> Apart | None:
+        """Why the candidate, starting a kernel of its own, did not join the kernel before it."""
+        later = len(steps)
+        earlier = next((p for p in range(later - 1, -1, -1) if isinstance(steps[p], _Group)), None)
+        if earlier is None:
+            return None
+        if not self.join:
+            return Apart(earlier, later, Why.NO_SHARING, self.unjoined_by)
+        latest_read = max(candidate.after, default=-1)
+        if latest_read > earlier:  # a library step between them computes what it reads
+            node = min(n for n in candidate.reads if producers[n] == latest_read)
+            return Apart(earlier, later, Why.BARRIER, node, (latest_read,))
+        refusal = self._refusal(steps[earlier], earlier, candidate)
+        assert refusal is not None, "a kernel refused a node that it would have taken"
+        return Apart(earlier, later, *refusal)
 
     # -- the cost model: recompute in each kernel, or store once --
 
-    def _worth_storing(self, builders: list[_KernelBuilder]) -> set[int]:
-        """Nodes computed by several kernels that are cheaper written once and read back.
+    def _worth_storing(self, builders: list[_KernelBuilder]) -> dict[int, tuple[Why, tuple]]:
+        """Nodes computed by several kernels that are cheaper written once and read back, and why.
 
         A kernel computes a node it inlines once per element of its iteration space: ``s_j``
         elements in kernel ``j``, each costing the work of the node's inlined region (op costs from
@@ -395,7 +471,7 @@ class _Planner:
             for n in builder.computed:
                 computed_over.setdefault(n, []).append(size)
         region_cost: dict[int, float] = {}
-        winners = set()
+        winners: dict[int, tuple[Why, tuple]] = {}
         for n in sorted(computed_over):
             node = self.nodes[n]
             inner = sum(
@@ -408,15 +484,19 @@ class _Planner:
             if len(sizes) < 2 or node.op.kind is OpKind.VIEW:
                 continue
             work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
-            if node.op.kind in _RUNNING or work * reads > work * size + size + reads:
-                winners.add(n)
+            if node.op.kind in _RUNNING:
+                winners[n] = Why.RUNNING, (node.op.kind.value, len(sizes))
+            elif work * reads > work * size + size + reads:
+                winners[n] = Why.COST, (len(sizes), work * reads, work * size + size + reads)
         # Store the outermost winners first: storing them may make the inner ones single-use.
         inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}
-        return winners - inner_winners
+        return {n: why for n, why in winners.items() if n not in inner_winners}
 
     # -- the plan --
 
-    def _assemble(self, grouped: list[_Group | int], builders: list[_KernelBuilder]) -> Plan:
+    def _assemble(
+        self, grouped: list[_Group | int], builders: list[_KernelBuilder], apart: list[Apart]
+    ) -> Plan:
         built = iter(builders)
         steps: list[Step] = []
         for item in grouped:
@@ -431,7 +511,8 @@ class _Planner:
             source = self.source_chain(n)
             assert source is not None, f"requested node {n} is neither stored nor a view of a stored node"
             outputs.append((n, source))
-        return Plan(tuple(steps), tuple(outputs), self._releases(steps, outputs))
+        stored_why = tuple(Stored(n, *self.why_stored[n]) for n in sorted(self.why_stored))
+        return Plan(tuple(steps), tuple(outputs), self._releases(steps, outputs), tuple(apart), stored_why)
 
     def _releases(self, steps: list[Step], outputs: list) -> tuple[tuple[int, ...], ...]:
         last_reader: dict[int, int] = {}
@@ -474,7 +555,7 @@ class _KernelBuilder:
         self.params: list[int] = []
         self.computed: set[int] = set()  # trace nodes computed here (not loaded)
         self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
-        self.needs: set[int] = set()  # nodes that must be stored for this kernel to exist
+        self.needs: dict[int, tuple[Why, tuple]] = {}  # nodes that must be stored for it to exist, and why
         self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
         self.outputs = [self._root(n) for n in self.group.roots]
 
@@ -532,7 +613,7 @@ class _KernelBuilder:
                 index_map, node.op.name, params, node.inputs[0].shape, self.shape
             )
             if child_map is None:  # a reshape no index map expresses: its input gets a buffer
-                self.needs.add(child)
+                self.needs[child] = Why.RESHAPE, (node.inputs[0].shape, node.shape)
                 self.reshaped.append(node.inputs[0].shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             self.computed.add(n)
@@ -546,7 +627,7 @@ class _KernelBuilder:
         if kind is OpKind.SCAN:
             identity = views.identity_map(len(self.shape))
             if node.shape != self.shape or _scan_axes(node) != self.axes or index_map != identity:
-                self.needs.add(n)
+                self.needs[n] = Why.SCAN_READ, (_scan_axes(node), self.shape, self.axes)
                 return [], lambda _: self._load(Source(n, (), index_map))
             return [(planner.number(node.inputs[0]), identity)], lambda values: self._compute(n, values)
         assert kind is OpKind.REDUCTION, node
@@ -557,7 +638,7 @@ class _KernelBuilder:
             and views.is_row_read(index_map, node.shape, axes, _keeps_dims(node))
         )
         if not fits:
-            self.needs.add(n)
+            self.needs[n] = Why.REDUCTION_READ, (self.shape,)
             return [], lambda _: self._load(Source(n, (), index_map))
         operand = (planner.number(node.inputs[0]), views.identity_map(len(self.shape)))
         return [operand], lambda values: self._compute(n, values)
@@ -638,7 +719,8 @@ class _KernelBuilder:
                 continue
             seen.add(number)
             if number in self.reduction_nodes:
-                self.needs.add(self.reduction_nodes[number])
+                limit = self.planner.target.persistent_row_elements
+                self.needs[self.reduction_nodes[number]] = Why.LONG_ROWS, (row_elements, limit)
             else:
                 wanted.extend(inst.args)
 
