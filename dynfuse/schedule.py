@@ -88,6 +88,7 @@ class Why(enum.Enum):
     ROW_VALUE = "kernel {later} reads {node} per element, which kernel {earlier} has only once a row is done"
     NOT_INLINE = "kernel {later} reads {node}, a {} that kernel {earlier} stores and it cannot compute inline"
     BARRIER = "a barrier between them: kernel {later} reads {node} from library {}"
+    AFTER = "kernel {later} reads {node} from kernel {}, which runs between them"
     NO_SHARING = "no kernels share in this plan: one would both compute {node} and read it out of its order"
     # why a node is stored, besides being requested or a library call's input
     REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
@@ -99,7 +100,8 @@ class Why(enum.Enum):
 
 
 class Apart(NamedTuple):
-    """Why kernel step ``later`` did not join ``earlier``, the kernel step before it."""
+    """Why kernel step ``later`` did not join kernel step ``earlier``: the kernel before it, or the
+    latest one over the same iteration space."""
 
     earlier: int
     later: int
@@ -121,7 +123,7 @@ class Plan:
     steps: tuple[Step, ...]
     outputs: tuple[tuple[int, Source], ...]  # each requested node and where its value is
     release: tuple[tuple[int, ...], ...]  # per step: stored nodes nothing reads after it
-    apart: tuple[Apart, ...]  # for each kernel after the first, why it did not join the one before
+    apart: tuple[Apart, ...]  # why each kernel did not join the one before, nor the last of its shape
     stored_why: tuple[Stored, ...]  # by node
 
     @property
@@ -388,9 +390,7 @@ class _Planner:
                 candidate = _Candidate(shape, axes, row, sources, reads, {producers[read] for read in reads})
                 position = self._joinable(steps, candidate) if self.join else None
                 if position is None:
-                    refusal = self._apart(steps, candidate, producers)
-                    if refusal is not None:
-                        apart.append(refusal)
+                    apart += self._apart(steps, candidate, producers)
                     position = len(steps)
                     steps.append(_Group(shape, axes))
                 group = steps[position]
@@ -435,18 +435,30 @@ class _Planner:
                     return Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,)
         return None
 
-    def _apart(self, steps: list[_Group | int], candidate: _Candidate, producers: dict) -> Apart | None:
-        """Why the candidate, starting a kernel of its own, did not join the kernel before it."""
-        later = len(steps)
-        earlier = next((p for p in range(later - 1, -1, -1) if isinstance(steps[p], _Group)), None)
+    def _apart(self, steps: list[_Group | int], candidate: _Candidate, producers: dict) -> list[Apart]:
+        """Why the candidate, starting a kernel of its own, joined neither the kernel before it nor
+        (where that is another) the latest kernel over the same iteration space."""
+        kernels = (p for p in range(len(steps) - 1, -1, -1) if isinstance(steps[p], _Group))
+        earlier = next(kernels, None)
         if earlier is None:
-            return None
+            return []
+        refused = [earlier]
+        if steps[earlier].shape != candidate.shape:  # the latest one over its shape is further back
+            same = next((p for p in kernels if steps[p].shape == candidate.shape), None)
+            refused += [] if same is None else [same]
+        return [self._apart_from(steps, position, candidate, producers) for position in refused]
+
+    def _apart_from(
+        self, steps: list[_Group | int], earlier: int, candidate: _Candidate, producers: dict
+    ) -> Apart:
+        later = len(steps)
         if not self.join:
             return Apart(earlier, later, Why.NO_SHARING, self.unjoined_by)
         latest_read = max(candidate.after, default=-1)
-        if latest_read > earlier:  # a library step between them computes what it reads
+        if latest_read > earlier:  # a step between them computes what it reads
             node = min(n for n in candidate.reads if producers[n] == latest_read)
-            return Apart(earlier, later, Why.BARRIER, node, (latest_read,))
+            why = Why.AFTER if isinstance(steps[latest_read], _Group) else Why.BARRIER
+            return Apart(earlier, later, why, node, (latest_read,))
         refusal = self._refusal(steps[earlier], earlier, candidate)
         assert refusal is not None, "a kernel refused a node that it would have taken"
         return Apart(earlier, later, *refusal)
@@ -485,7 +497,7 @@ class _Planner:
                 continue
             work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
             if node.op.kind in _RUNNING:
-                winners[n] = Why.RUNNING, (node.op.kind.value, len(sizes))
+                winners[n] = Why.RUNNING, (node.op.name, len(sizes))
             elif work * reads > work * size + size + reads:
                 winners[n] = Why.COST, (len(sizes), work * reads, work * size + size + reads)
         # Store the outermost winners first: storing them may make the inner ones single-use.
