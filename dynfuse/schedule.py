@@ -23,6 +23,12 @@ kernel. Unrelated work stays apart: joined, it would save no memory traffic, and
 happens to group it would be another signature to compile (a loop's iterations, materialized two
 or three at a time).
 
+Each decision can say why. A plan keeps, for each kernel, why it did not join the kernel before it
+or the latest kernel over its iteration space (``Apart``: different iteration spaces, unrelated
+work, other rows, a value it cannot compute inline, a step in between computing what it reads), and
+why each value between kernels is stored (``Stored``: how its reader reads it, long rows, the cost
+model's numbers); ``dynfuse.explain`` prints them.
+
 Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
 trace's structural signature: op names, params, edges, shapes and dtypes, the strides of buffers
 that are not C-contiguous (a plan reads broadcast axes and contiguity from them), with weak scalars
@@ -92,7 +98,7 @@ class Why(enum.Enum):
     NO_SHARING = "no kernels share in this plan: one would both compute {node} and read it out of its order"
     # why a node is stored, besides being requested or a library call's input
     REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
-    SCAN_READ = "a scan along axes {} that a kernel over {} along axes {} cannot compute as it goes"
+    SCAN_READ = "a scan along axes {} that a kernel over {} reads other than in order in its own pass"
     RESHAPE = "a reshape from {} to {} that no index map expresses reads it"
     LONG_ROWS = "its readers need another pass over rows of {} elements, more than the {} one kernel makes"
     COST = "computing it in each of {} kernels costs {:g}, storing it once {:g} (in element loads)"
@@ -106,7 +112,7 @@ class Apart(NamedTuple):
     earlier: int
     later: int
     why: Why
-    node: int | None = None  # the trace node the reason names
+    node: int | None  # the trace node the reason names
     details: tuple = ()
 
 
@@ -115,7 +121,7 @@ class Stored(NamedTuple):
 
     node: int
     why: Why
-    details: tuple = ()
+    details: tuple
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,9 @@ class _Planner:
         self.numbers = {id(node): number for number, node in enumerate(self.nodes)}
         self.library = {n for n, node in enumerate(self.nodes) if node.op.kind is OpKind.BARRIER}
         self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
-        self.join = True  # share kernels between stored nodes of one iteration space
-        self.unjoined_by: int | None = None  # when not: a node a kernel would compute and read out of order
+        # Stored nodes of one iteration space share kernels, unless a shared kernel would compute a
+        # node and also read it out of its order: that node, then.
+        self.unshared_by: int | None = None
         self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
 
     def number(self, node: Node) -> int:
@@ -316,10 +323,9 @@ class _Planner:
                 self.why_stored.update((n, needs[n]) for n in new)
                 continue
             if needs:  # a kernel would need a node that it computes itself: share no kernels
-                if not self.join:
+                if self.unshared_by is not None:
                     raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
-                self.join = False
-                self.unjoined_by = min(needs)
+                self.unshared_by = min(needs)
                 continue
             shared = self._worth_storing(builders)
             if shared:
@@ -376,7 +382,7 @@ class _Planner:
 
     def _group(self) -> tuple[list[_Group | int], list[Apart]]:
         """Stored nodes in order, each joining the latest compatible kernel that it may join; and for
-        each kernel after the first, why it did not join the kernel before it."""
+        each kernel after the first, why it did not join the kernel before it (see ``_apart``)."""
         steps: list[_Group | int] = []  # kernel groups, and library nodes by number
         apart: list[Apart] = []
         producers: dict[int, int] = {}  # stored or library node -> its step
@@ -388,7 +394,7 @@ class _Planner:
                 shape, axes, row, sources = self._survey(n)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
                 candidate = _Candidate(shape, axes, row, sources, reads, {producers[read] for read in reads})
-                position = self._joinable(steps, candidate) if self.join else None
+                position = self._joinable(steps, candidate) if self.unshared_by is None else None
                 if position is None:
                     apart += self._apart(steps, candidate, producers)
                     position = len(steps)
@@ -435,7 +441,9 @@ class _Planner:
                     return Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,)
         return None
 
-    def _apart(self, steps: list[_Group | int], candidate: _Candidate, producers: dict) -> list[Apart]:
+    def _apart(
+        self, steps: list[_Group | int], candidate: _Candidate, producers: dict[int, int]
+    ) -> list[Apart]:
         """Why the candidate, starting a kernel of its own, joined neither the kernel before it nor
         (where that is another) the latest kernel over the same iteration space."""
         kernels = (p for p in range(len(steps) - 1, -1, -1) if isinstance(steps[p], _Group))
@@ -449,11 +457,11 @@ class _Planner:
         return [self._apart_from(steps, position, candidate, producers) for position in refused]
 
     def _apart_from(
-        self, steps: list[_Group | int], earlier: int, candidate: _Candidate, producers: dict
+        self, steps: list[_Group | int], earlier: int, candidate: _Candidate, producers: dict[int, int]
     ) -> Apart:
         later = len(steps)
-        if not self.join:
-            return Apart(earlier, later, Why.NO_SHARING, self.unjoined_by)
+        if self.unshared_by is not None:
+            return Apart(earlier, later, Why.NO_SHARING, self.unshared_by)
         latest_read = max(candidate.after, default=-1)
         if latest_read > earlier:  # a step between them computes what it reads
             node = min(n for n in candidate.reads if producers[n] == latest_read)
@@ -639,7 +647,7 @@ class _KernelBuilder:
         if kind is OpKind.SCAN:
             identity = views.identity_map(len(self.shape))
             if node.shape != self.shape or _scan_axes(node) != self.axes or index_map != identity:
-                self.needs[n] = Why.SCAN_READ, (_scan_axes(node), self.shape, self.axes)
+                self.needs[n] = Why.SCAN_READ, (_scan_axes(node), self.shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             return [(planner.number(node.inputs[0]), identity)], lambda values: self._compute(n, values)
         assert kind is OpKind.REDUCTION, node

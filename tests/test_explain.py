@@ -114,8 +114,8 @@ def test_a_scan_read_along_other_rows():
     running = np.cumsum(lazy(4, 6), axis=0)
     assert reasons(running.sum(axis=1)) == [
         "kernel 0 | kernel 1: not fused: different rows: kernel 0 runs along axes (0,), kernel 1 along (1,)",
-        "%1 stored by kernel 0: a scan along axes (0,) that a kernel over (4, 6) along axes (1,) "
-        "cannot compute as it goes",
+        "%1 stored by kernel 0: a scan along axes (0,) that a kernel over (4, 6) reads other than "
+        "in order in its own pass",
     ]
 
 
