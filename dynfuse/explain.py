@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import config, execute, record, views
+from . import config, execute, record, schedule, views
 from .devices import HOST
 from .kernel import Backend
 from .ops import OpKind
-from .schedule import KernelStep, LibraryStep, Plan
+from .schedule import KernelStep, LibraryStep, Plan, Reasons
 from .trace import Node, topological_order
 
 
@@ -145,7 +145,9 @@ def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> E
         body += _kernel_lines(position, step, nodes, name)
         if source:
             body += ["  source:", *(f"    {line}" for line in chosen.source(step.kernel).splitlines())]
-    body += _reason_lines(plan, nodes, name)
+    body += _reason_lines(
+        schedule.reasons(schedule.number_trace(order, outputs), chosen.target), plan, nodes, name
+    )
     body.append(f"outputs: {requested}")
     return Explanation("\n".join(header + body))
 
@@ -171,10 +173,10 @@ def _kernel_lines(position: int, step: KernelStep, nodes: list[Node], name: Any)
     return lines
 
 
-def _reason_lines(plan: Plan, nodes: list[Node], name: Any) -> list[str]:
-    """The planner's reasons: why each kernel did not join the one before it, why values are stored."""
+def _reason_lines(reasons: Reasons, plan: Plan, nodes: list[Node], name: Any) -> list[str]:
+    """The planner's reasons: why each kernel did not join an earlier one, why values are stored."""
     lines = []
-    for apart in plan.apart:
+    for apart in reasons.apart:
         node = "" if apart.node is None else f"{name(nodes[apart.node])} ({nodes[apart.node].op.name})"
         reason = apart.why.value.format(*apart.details, node=node, earlier=apart.earlier, later=apart.later)
         lines.append(f"kernel {apart.earlier} | kernel {apart.later}: not fused: {reason}")
@@ -184,7 +186,7 @@ def _reason_lines(plan: Plan, nodes: list[Node], name: Any) -> list[str]:
         if isinstance(step, KernelStep)
         for n in step.stores
     }
-    for stored in plan.stored_why:
+    for stored in reasons.stored:
         lines.append(
             f"{name(nodes[stored.node])} stored by kernel {storing[stored.node]}: "
             + stored.why.value.format(*stored.details)

@@ -23,11 +23,11 @@ kernel. Unrelated work stays apart: joined, it would save no memory traffic, and
 happens to group it would be another signature to compile (a loop's iterations, materialized two
 or three at a time).
 
-Each decision can say why. A plan keeps, for each kernel, why it did not join the kernel before it
-or the latest kernel over its iteration space (``Apart``: different iteration spaces, unrelated
-work, other rows, a value it cannot compute inline, a step in between computing what it reads), and
-why each value between kernels is stored (``Stored``: how its reader reads it, long rows, the cost
-model's numbers); ``dynfuse.explain`` prints them.
+Each decision can say why: ``reasons`` gives, for each kernel, why it did not join the kernel
+before it or the latest kernel over its iteration space (``Apart``: different iteration spaces,
+unrelated work, other rows, a value it cannot compute inline, a step in between computing what it
+reads), and why each value between kernels is stored (``Stored``: how its reader reads it, long
+rows, the cost model's numbers); ``dynfuse.explain`` prints them. Planning for a run notes none.
 
 Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
 trace's structural signature: op names, params, edges, shapes and dtypes, the strides of buffers
@@ -124,13 +124,18 @@ class Stored(NamedTuple):
     details: tuple
 
 
+class Reasons(NamedTuple):
+    """Why a plan's kernels stay apart and its values between them are stored (``reasons``)."""
+
+    apart: tuple[Apart, ...]  # for each kernel, why it did not join the one before, nor the last of its shape
+    stored: tuple[Stored, ...]  # by node
+
+
 @dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
     outputs: tuple[tuple[int, Source], ...]  # each requested node and where its value is
     release: tuple[tuple[int, ...], ...]  # per step: stored nodes nothing reads after it
-    apart: tuple[Apart, ...]  # why each kernel did not join the one before, nor the last of its shape
-    stored_why: tuple[Stored, ...]  # by node
 
     @property
     def kernels(self) -> list[KernelStep]:
@@ -217,17 +222,6 @@ def _contiguous_stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides)
 
 
-class _Candidate(NamedTuple):
-    """A stored node looking for a kernel to join: its iteration space and what it reads."""
-
-    shape: tuple[int, ...]
-    axes: tuple[int, ...]
-    row: bool  # per row: a reduction, or a value computed from reductions
-    sources: set[int]  # the buffers it reads: inputs and stored nodes
-    reads: set[int]  # those that the plan computes
-    after: set[int]  # the steps that compute them
-
-
 @dataclass
 class _Group:
     """Stored nodes that one kernel computes, over one iteration space."""
@@ -237,6 +231,19 @@ class _Group:
     roots: list[int] = field(default_factory=list)
     row_roots: set[int] = field(default_factory=set)  # reductions, and values per row
     sources: set[int] = field(default_factory=set)  # the buffers its roots read, and the roots
+
+
+def reasons(trace: Trace, target: Target) -> Reasons:
+    """Why the plan for ``trace`` keeps its kernels apart and stores what it stores.
+
+    Planning for a run notes no reasons, so as to cost nothing: the trace is planned again, and its
+    final grouping made once more, noting each refusal.
+    """
+    planner = _Planner(trace, target)
+    plan = planner.plan()
+    apart: list[Apart] = []
+    assert len(planner._group(apart)) == len(plan.steps), "grouping again gave another plan"
+    return Reasons(tuple(apart), tuple(Stored(n, *why) for n, why in sorted(planner.why_stored.items())))
 
 
 class _Planner:
@@ -312,7 +319,7 @@ class _Planner:
     def plan(self) -> Plan:
         while True:
             self._store_barrier_inputs()
-            steps, apart = self._group()
+            steps = self._group()
             builders = [_KernelBuilder(self, group) for group in steps if isinstance(group, _Group)]
             needs: dict[int, tuple[Why, tuple]] = {}
             for builder in builders:
@@ -332,7 +339,7 @@ class _Planner:
                 self.stored |= shared.keys()
                 self.why_stored |= shared
                 continue
-            return self._assemble(steps, builders, apart)
+            return self._assemble(steps, builders)
 
     def _store_barrier_inputs(self) -> None:
         for n in self.library:
@@ -380,11 +387,10 @@ class _Planner:
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
         return shape, axes, row, sources
 
-    def _group(self) -> tuple[list[_Group | int], list[Apart]]:
-        """Stored nodes in order, each joining the latest compatible kernel that it may join; and for
-        each kernel after the first, why it did not join the kernel before it (see ``_apart``)."""
+    def _group(self, apart: list[Apart] | None = None) -> list[_Group | int]:
+        """Stored nodes in order, each joining the latest compatible kernel that it may join. Given
+        ``apart``, adds to it why each kernel after the first did not join an earlier one."""
         steps: list[_Group | int] = []  # kernel groups, and library nodes by number
-        apart: list[Apart] = []
         producers: dict[int, int] = {}  # stored or library node -> its step
         for n in range(len(self.nodes)):
             if n in self.library:
@@ -393,10 +399,14 @@ class _Planner:
             elif n in self.stored and not self.nodes[n].is_materialized:
                 shape, axes, row, sources = self._survey(n)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
-                candidate = _Candidate(shape, axes, row, sources, reads, {producers[read] for read in reads})
-                position = self._joinable(steps, candidate) if self.unshared_by is None else None
+                after = {producers[read] for read in reads}
+                refused = None if apart is None else []
+                position = None
+                if self.unshared_by is None:
+                    position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
                 if position is None:
-                    apart += self._apart(steps, candidate, producers)
+                    if apart is not None:
+                        apart += self._apart(steps, shape, reads, after, producers, refused)
                     position = len(steps)
                     steps.append(_Group(shape, axes))
                 group = steps[position]
@@ -407,69 +417,97 @@ class _Planner:
                 if row:
                     group.row_roots.add(n)
                 producers[n] = position
-        return steps, apart
+        return steps
 
-    def _joinable(self, steps: list[_Group | int], candidate: _Candidate) -> int | None:
-        """The latest kernel after what the candidate reads that it may join (see ``_refusal``)."""
-        for position in range(len(steps) - 1, max(max(candidate.after, default=-1), 0) - 1, -1):
-            group = steps[position]
-            if isinstance(group, _Group) and self._refusal(group, position, candidate) is None:
-                return position
-        return None
-
-    def _refusal(self, group: _Group, position: int, candidate: _Candidate) -> tuple | None:
-        """Why the candidate may not join ``group``, the kernel at ``position``, as (why, node,
-        details); None when it may: same iteration space, reading a buffer it reads or computing a
-        value it reads.
+    def _joinable(
+        self,
+        steps: list,
+        reads: set[int],
+        sources: set[int],
+        after: set[int],
+        shape: tuple,
+        axes: tuple,
+        row: bool,
+        refused: list[Apart] | None,
+    ) -> int | None:
+        """The latest related kernel this stored node can join: same iteration space, after what it
+        reads, reading a buffer it reads or computing a value it reads. Given ``refused``, adds to it
+        why each kernel it looked at refused it.
 
         It may read what that kernel stores only where the value can be computed inline: an
         elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
         per-row value.
         """
-        shape, axes, row, sources, reads, after = candidate
-        if group.shape != shape:
-            return Why.SHAPES, None, (group.shape, shape)
-        if not group.sources & sources:
-            return Why.UNRELATED, None, ()
-        if not (group.axes == axes or (not axes and not row) or (not group.axes and not group.row_roots)):
-            return Why.AXES, None, (group.axes, axes)
-        if position in after:
-            for n in sorted(reads.intersection(group.roots)):
-                if n in group.row_roots:
-                    return Why.ROW_VALUE, n, ()
-                if self.nodes[n].op.kind not in (OpKind.ELEMENTWISE, OpKind.SCAN):
-                    return Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,)
+        later = len(steps)
+        for position in range(later - 1, max(max(after, default=-1), 0) - 1, -1):
+            group = steps[position]
+            if not isinstance(group, _Group):
+                continue
+            if group.shape != shape:
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.SHAPES, None, (group.shape, shape)))
+                continue
+            if not group.sources & sources:
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.UNRELATED, None))
+                continue
+            elementwise_only = not axes and not row
+            if not (group.axes == axes or elementwise_only or (not group.axes and not group.row_roots)):
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.AXES, None, (group.axes, axes)))
+                continue
+            if position in after:
+                computed = [
+                    n
+                    for n in reads.intersection(group.roots)
+                    if self.nodes[n].op.kind not in (OpKind.ELEMENTWISE, OpKind.SCAN) or n in group.row_roots
+                ]
+                if computed:
+                    if refused is not None:
+                        refused.append(self._not_inline(group, position, later, min(computed)))
+                    continue
+            return position
         return None
 
+    def _not_inline(self, group: _Group, earlier: int, later: int, n: int) -> Apart:
+        if n in group.row_roots:
+            return Apart(earlier, later, Why.ROW_VALUE, n)
+        return Apart(earlier, later, Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,))
+
     def _apart(
-        self, steps: list[_Group | int], candidate: _Candidate, producers: dict[int, int]
+        self,
+        steps: list,
+        shape: tuple,
+        reads: set[int],
+        after: set[int],
+        producers: dict[int, int],
+        refused: list[Apart],
     ) -> list[Apart]:
-        """Why the candidate, starting a kernel of its own, joined neither the kernel before it nor
-        (where that is another) the latest kernel over the same iteration space."""
+        """Why a stored node, starting a kernel of its own, joined neither the kernel before it nor
+        (where that is another) the latest kernel over the same iteration space: the refusal of
+        each (``refused``), or else what kept the planner from asking it."""
         kernels = (p for p in range(len(steps) - 1, -1, -1) if isinstance(steps[p], _Group))
         earlier = next(kernels, None)
         if earlier is None:
             return []
-        refused = [earlier]
-        if steps[earlier].shape != candidate.shape:  # the latest one over its shape is further back
-            same = next((p for p in kernels if steps[p].shape == candidate.shape), None)
-            refused += [] if same is None else [same]
-        return [self._apart_from(steps, position, candidate, producers) for position in refused]
-
-    def _apart_from(
-        self, steps: list[_Group | int], earlier: int, candidate: _Candidate, producers: dict[int, int]
-    ) -> Apart:
-        later = len(steps)
-        if self.unshared_by is not None:
-            return Apart(earlier, later, Why.NO_SHARING, self.unshared_by)
-        latest_read = max(candidate.after, default=-1)
-        if latest_read > earlier:  # a step between them computes what it reads
-            node = min(n for n in candidate.reads if producers[n] == latest_read)
-            why = Why.AFTER if isinstance(steps[latest_read], _Group) else Why.BARRIER
-            return Apart(earlier, later, why, node, (latest_read,))
-        refusal = self._refusal(steps[earlier], earlier, candidate)
-        assert refusal is not None, "a kernel refused a node that it would have taken"
-        return Apart(earlier, later, *refusal)
+        asked = [earlier]
+        if steps[earlier].shape != shape:  # the latest one over its shape is further back
+            same = next((p for p in kernels if steps[p].shape == shape), None)
+            asked += [] if same is None else [same]
+        answers = {refusal.earlier: refusal for refusal in refused}
+        latest_read = max(after, default=-1)
+        apart = []
+        for position in asked:
+            if position in answers:
+                apart.append(answers[position])
+            elif self.unshared_by is not None:
+                apart.append(Apart(position, len(steps), Why.NO_SHARING, self.unshared_by))
+            else:  # a step between them computes what it reads
+                assert latest_read > position, "a kernel the planner asked gave no answer"
+                node = min(n for n in reads if producers[n] == latest_read)
+                why = Why.AFTER if isinstance(steps[latest_read], _Group) else Why.BARRIER
+                apart.append(Apart(position, len(steps), why, node, (latest_read,)))
+        return apart
 
     # -- the cost model: recompute in each kernel, or store once --
 
@@ -514,9 +552,7 @@ class _Planner:
 
     # -- the plan --
 
-    def _assemble(
-        self, grouped: list[_Group | int], builders: list[_KernelBuilder], apart: list[Apart]
-    ) -> Plan:
+    def _assemble(self, grouped: list[_Group | int], builders: list[_KernelBuilder]) -> Plan:
         built = iter(builders)
         steps: list[Step] = []
         for item in grouped:
@@ -531,8 +567,7 @@ class _Planner:
             source = self.source_chain(n)
             assert source is not None, f"requested node {n} is neither stored nor a view of a stored node"
             outputs.append((n, source))
-        stored_why = tuple(Stored(n, *self.why_stored[n]) for n in sorted(self.why_stored))
-        return Plan(tuple(steps), tuple(outputs), self._releases(steps, outputs), tuple(apart), stored_why)
+        return Plan(tuple(steps), tuple(outputs), self._releases(steps, outputs))
 
     def _releases(self, steps: list[Step], outputs: list) -> tuple[tuple[int, ...], ...]:
         last_reader: dict[int, int] = {}

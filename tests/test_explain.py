@@ -9,7 +9,7 @@ import dynfuse
 from dynfuse import config, execute, schedule
 from dynfuse.backends import groups
 from dynfuse.kernel import Target
-from dynfuse.schedule import Apart, Stored, Why
+from dynfuse.schedule import Apart, Reasons, Stored, Why
 from dynfuse.trace import topological_order
 
 rng = np.random.default_rng(0)
@@ -30,10 +30,13 @@ def lazy(*shape):
     return dynfuse.asarray(rng.standard_normal(shape))
 
 
-def plan_of(*arrays):
+def trace_of(*arrays):
     outputs = execute.wanted_nodes([array._node for array in arrays])
-    trace = schedule.number_trace(topological_order(outputs), outputs)
-    return schedule.plan_for(trace, groups.BACKEND.target)
+    return schedule.number_trace(topological_order(outputs), outputs)
+
+
+def plan_of(*arrays):
+    return schedule.plan_for(trace_of(*arrays), groups.BACKEND.target)
 
 
 def reasons(*arrays):
@@ -165,7 +168,7 @@ def test_a_reduction_two_kernels_would_compute_is_computed_once(long_rows):
     ]
 
 
-# ---- the reasons belong to the plan -------------------------------------------------------------
+# ---- the reasons, from the planner ------------------------------------------------------------
 
 
 def test_one_kernel_has_no_reasons():
@@ -174,25 +177,35 @@ def test_one_kernel_has_no_reasons():
     assert "not fused" not in text and "stored by" not in text
 
 
-def test_reasons_are_part_of_the_plan_and_shown_for_a_cached_plan():
+def test_reasons_are_the_planners_own_and_shown_for_a_cached_plan():
     def program(x):
         return x * 2, (x * 3).reshape(10, 100).sum(axis=1)
 
-    plan = plan_of(*program(lazy(1000)))
-    assert plan.apart == (Apart(0, 1, Why.SHAPES, None, ((1000,), (10, 100))),)
-    assert plan.stored_why == ()
-    before = dynfuse.stats()
+    assert schedule.reasons(trace_of(*program(lazy(1000))), groups.BACKEND.target) == Reasons(
+        (Apart(0, 1, Why.SHAPES, None, ((1000,), (10, 100))),), ()
+    )
     dynfuse.evaluate(*program(lazy(1000)))
-    text = dynfuse.explain(*program(lazy(1000)))  # the plan the evaluation found in the cache
-    after = dynfuse.stats()
-    assert after["plan_cache_hits"] == before["plan_cache_hits"] + 2
-    assert after["plan_cache_misses"] == before["plan_cache_misses"]
+    before = dynfuse.stats()
+    text = dynfuse.explain(*program(lazy(1000)))  # the plan the evaluation left in the cache
+    assert dynfuse.stats()["plan_cache_hits"] == before["plan_cache_hits"] + 1
+    assert dynfuse.stats()["plan_cache_misses"] == before["plan_cache_misses"]
     assert "kernel 0 | kernel 1: not fused: different iteration spaces (1000,) and (10, 100)" in text
 
 
-def test_a_stored_reason_names_a_stored_node():
+def test_a_stored_reason_names_a_node_a_kernel_stores():
     shared = np.exp(np.sin(lazy(1000)))
-    nodes_plan = plan_of(shared + 1, shared.reshape(10, 100).sum(axis=1))
-    (stored,) = nodes_plan.stored_why
+    outputs = shared + 1, shared.reshape(10, 100).sum(axis=1)
+    (stored,) = schedule.reasons(trace_of(*outputs), groups.BACKEND.target).stored
     assert stored == Stored(2, Why.COST, (2, 40000.0, 23000.0))
-    assert stored.node in nodes_plan.kernels[0].stores
+    assert stored.node in plan_of(*outputs).kernels[0].stores
+
+
+def test_planning_for_a_run_notes_no_refusals(monkeypatch):
+    noted = []
+    monkeypatch.setattr(schedule, "Apart", lambda *args: noted.append(args) or Apart(*args))
+    x, y = lazy(1000), lazy(1000)
+    outputs = x * 2, (x * 3).reshape(10, 100).sum(axis=1), y * 2
+    assert len(schedule._Planner(trace_of(*outputs), groups.BACKEND.target).plan().kernels) == 3
+    assert noted == []
+    assert len(schedule.reasons(trace_of(*outputs), groups.BACKEND.target).apart) == 3
+    assert [args[2] for args in noted] == [Why.SHAPES, Why.SHAPES, Why.UNRELATED]
