@@ -87,7 +87,7 @@ class Why(enum.Enum):
     """A reason the planner gives: text with ``{}`` for its details, ``{node}`` for the trace node it
     names, ``{earlier}`` and ``{later}`` for the two kernel steps it keeps apart."""
 
-    # why a kernel did not join the kernel before it
+    # why a kernel did not join an earlier kernel
     SHAPES = "different iteration spaces {} and {}"
     UNRELATED = "unrelated: no input or computed value in common, so joining them saves nothing"
     AXES = "different rows: kernel {earlier} runs along axes {}, kernel {later} along {}"
@@ -470,6 +470,7 @@ class _Planner:
         return None
 
     def _not_inline(self, group: _Group, earlier: int, later: int, n: int) -> Apart:
+        """Kernel ``later`` reads ``n``, which kernel ``earlier`` (``group``) stores, out of its pass."""
         if n in group.row_roots:
             return Apart(earlier, later, Why.ROW_VALUE, n)
         return Apart(earlier, later, Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,))
