@@ -1,18 +1,19 @@
 """``dynfuse.explain`` and ``dynfuse.kernel_sources``: what materializing arrays would run.
 
 Nothing is computed: the trace is planned (plans are cached, so explaining first makes the real
-run find its plan ready) and described, kernel by kernel.
+run find its plan ready) and described, kernel by kernel, with the planner's reasons for each
+kernel that did not join the one before it and for each value stored between kernels.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import config, execute, record, views
+from . import config, execute, record, schedule, views
 from .devices import HOST
 from .kernel import Backend
 from .ops import OpKind
-from .schedule import KernelStep, LibraryStep, Plan
+from .schedule import KernelStep, LibraryStep, Plan, Reasons
 from .trace import Node, topological_order
 
 
@@ -144,6 +145,9 @@ def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> E
         body += _kernel_lines(position, step, nodes, name)
         if source:
             body += ["  source:", *(f"    {line}" for line in chosen.source(step.kernel).splitlines())]
+    body += _reason_lines(
+        schedule.reasons(schedule.number_trace(order, outputs), chosen.target), plan, nodes, name
+    )
     body.append(f"outputs: {requested}")
     return Explanation("\n".join(header + body))
 
@@ -166,4 +170,25 @@ def _kernel_lines(position: int, step: KernelStep, nodes: list[Node], name: Any)
     for slot, n in enumerate(step.stores):
         lines.append(f"  out{slot} -> {name(nodes[n])} {_shape_text(nodes[n])}")
     lines += [f"  {line}" for line in kernel.text().splitlines()]
+    return lines
+
+
+def _reason_lines(reasons: Reasons, plan: Plan, nodes: list[Node], name: Any) -> list[str]:
+    """The planner's reasons: why each kernel did not join an earlier one, why values are stored."""
+    lines = []
+    for apart in reasons.apart:
+        node = "" if apart.node is None else f"{name(nodes[apart.node])} ({nodes[apart.node].op.name})"
+        reason = apart.why.value.format(*apart.details, node=node, earlier=apart.earlier, later=apart.later)
+        lines.append(f"kernel {apart.earlier} | kernel {apart.later}: not fused: {reason}")
+    storing = {
+        n: position
+        for position, step in enumerate(plan.steps)
+        if isinstance(step, KernelStep)
+        for n in step.stores
+    }
+    for stored in reasons.stored:
+        lines.append(
+            f"{name(nodes[stored.node])} stored by kernel {storing[stored.node]}: "
+            + stored.why.value.format(*stored.details)
+        )
     return lines

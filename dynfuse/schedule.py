@@ -23,6 +23,12 @@ kernel. Unrelated work stays apart: joined, it would save no memory traffic, and
 happens to group it would be another signature to compile (a loop's iterations, materialized two
 or three at a time).
 
+Each decision can say why: ``reasons`` gives, for each kernel, why it did not join the kernel
+before it or the latest kernel over its iteration space (``Apart``: different iteration spaces,
+unrelated work, other rows, a value it cannot compute inline, a step in between computing what it
+reads), and why each value between kernels is stored (``Stored``: how its reader reads it, long
+rows, the cost model's numbers); ``dynfuse.explain`` prints them. Planning for a run notes none.
+
 Plans are indexed by node *numbers* (inputs before consumers), not by nodes, and cached by the
 trace's structural signature: op names, params, edges, shapes and dtypes, the strides of buffers
 that are not C-contiguous (a plan reads broadcast axes and contiguity from them), with weak scalars
@@ -31,8 +37,10 @@ by type only. A loop that rebuilds the same trace, with changing scalars, plans 
 
 from __future__ import annotations
 
+import enum
 import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -73,6 +81,54 @@ class LibraryStep:
 
 
 Step = KernelStep | LibraryStep
+
+
+class Why(enum.Enum):
+    """A reason the planner gives: text with ``{}`` for its details, ``{node}`` for the trace node it
+    names, ``{earlier}`` and ``{later}`` for the two kernel steps it keeps apart."""
+
+    # why a kernel did not join an earlier kernel
+    SHAPES = "different iteration spaces {} and {}"
+    UNRELATED = "unrelated: no input or computed value in common, so joining them saves nothing"
+    AXES = "different rows: kernel {earlier} runs along axes {}, kernel {later} along {}"
+    ROW_VALUE = "kernel {later} reads {node} per element, which kernel {earlier} has only once a row is done"
+    NOT_INLINE = "kernel {later} reads {node}, a {} that kernel {earlier} stores and it cannot compute inline"
+    BARRIER = "a barrier between them: kernel {later} reads {node} from library {}"
+    AFTER = "kernel {later} reads {node} from kernel {}, which runs between them"
+    NO_SHARING = "no kernels share in this plan: one would both compute {node} and read it out of its order"
+    # why a node is stored, besides being requested or a library call's input
+    REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
+    SCAN_READ = "a scan along axes {} that a kernel over {} reads other than in order in its own pass"
+    RESHAPE = "a reshape from {} to {} that no index map expresses reads it"
+    LONG_ROWS = "its readers need another pass over rows of {} elements, more than the {} one kernel makes"
+    COST = "computing it in each of {} kernels costs {:g}, storing it once {:g} (in element loads)"
+    RUNNING = "a {} that {} kernels would each compute, each reading its whole operand: computed once"
+
+
+class Apart(NamedTuple):
+    """Why kernel step ``later`` did not join kernel step ``earlier``: the kernel before it, or the
+    latest one over the same iteration space."""
+
+    earlier: int
+    later: int
+    why: Why
+    node: int | None  # the trace node the reason names
+    details: tuple = ()
+
+
+class Stored(NamedTuple):
+    """Why node ``node`` is stored, besides being requested or a library call's input."""
+
+    node: int
+    why: Why
+    details: tuple
+
+
+class Reasons(NamedTuple):
+    """Why a plan's kernels stay apart and its values between them are stored (``reasons``)."""
+
+    apart: tuple[Apart, ...]  # for each kernel, why it did not join the one before, nor the last of its shape
+    stored: tuple[Stored, ...]  # by node
 
 
 @dataclass(frozen=True)
@@ -177,6 +233,19 @@ class _Group:
     sources: set[int] = field(default_factory=set)  # the buffers its roots read, and the roots
 
 
+def reasons(trace: Trace, target: Target) -> Reasons:
+    """Why the plan for ``trace`` keeps its kernels apart and stores what it stores.
+
+    Planning for a run notes no reasons, so as to cost nothing: the trace is planned again, and its
+    final grouping made once more, noting each refusal.
+    """
+    planner = _Planner(trace, target)
+    plan = planner.plan()
+    apart: list[Apart] = []
+    assert len(planner._group(apart)) == len(plan.steps), "grouping again gave another plan"
+    return Reasons(tuple(apart), tuple(Stored(n, *why) for n, why in sorted(planner.why_stored.items())))
+
+
 class _Planner:
     def __init__(self, trace: Trace, target: Target) -> None:
         self.nodes = trace.nodes
@@ -185,7 +254,10 @@ class _Planner:
         self.numbers = {id(node): number for number, node in enumerate(self.nodes)}
         self.library = {n for n, node in enumerate(self.nodes) if node.op.kind is OpKind.BARRIER}
         self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
-        self.join = True  # share kernels between stored nodes of one iteration space
+        # Stored nodes of one iteration space share kernels, unless a shared kernel would compute a
+        # node and also read it out of its order: that node, then.
+        self.unshared_by: int | None = None
+        self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
 
     def number(self, node: Node) -> int:
         return self.numbers[id(node)]
@@ -249,20 +321,23 @@ class _Planner:
             self._store_barrier_inputs()
             steps = self._group()
             builders = [_KernelBuilder(self, group) for group in steps if isinstance(group, _Group)]
-            needs: set[int] = set()
+            needs: dict[int, tuple[Why, tuple]] = {}
             for builder in builders:
                 needs |= builder.needs
-            if needs - self.stored:
-                self.stored |= needs
+            new = needs.keys() - self.stored
+            if new:
+                self.stored |= new
+                self.why_stored.update((n, needs[n]) for n in new)
                 continue
             if needs:  # a kernel would need a node that it computes itself: share no kernels
-                if not self.join:
+                if self.unshared_by is not None:
                     raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
-                self.join = False
+                self.unshared_by = min(needs)
                 continue
             shared = self._worth_storing(builders)
             if shared:
-                self.stored |= shared
+                self.stored |= shared.keys()
+                self.why_stored |= shared
                 continue
             return self._assemble(steps, builders)
 
@@ -312,8 +387,9 @@ class _Planner:
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
         return shape, axes, row, sources
 
-    def _group(self) -> list[_Group | int]:
-        """Stored nodes in order, each joining the latest compatible kernel that it may join."""
+    def _group(self, apart: list[Apart] | None = None) -> list[_Group | int]:
+        """Stored nodes in order, each joining the latest compatible kernel that it may join. Given
+        ``apart``, adds to it why each kernel after the first did not join an earlier one."""
         steps: list[_Group | int] = []  # kernel groups, and library nodes by number
         producers: dict[int, int] = {}  # stored or library node -> its step
         for n in range(len(self.nodes)):
@@ -324,10 +400,13 @@ class _Planner:
                 shape, axes, row, sources = self._survey(n)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
                 after = {producers[read] for read in reads}
+                refused = None if apart is None else []
                 position = None
-                if self.join:
-                    position = self._joinable(steps, reads, sources, after, shape, axes, row)
+                if self.unshared_by is None:
+                    position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
                 if position is None:
+                    if apart is not None:
+                        apart += self._apart(steps, shape, reads, after, producers, refused)
                     position = len(steps)
                     steps.append(_Group(shape, axes))
                 group = steps[position]
@@ -349,36 +428,92 @@ class _Planner:
         shape: tuple,
         axes: tuple,
         row: bool,
+        refused: list[Apart] | None,
     ) -> int | None:
         """The latest related kernel this stored node can join: same iteration space, after what it
-        reads, reading a buffer it reads or computing a value it reads.
+        reads, reading a buffer it reads or computing a value it reads. Given ``refused``, adds to it
+        why each kernel it looked at refused it.
 
         It may read what that kernel stores only where the value can be computed inline: an
         elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
         per-row value.
         """
-        latest_read = max(after, default=-1)
-        for position in range(len(steps) - 1, max(latest_read, 0) - 1, -1):
+        later = len(steps)
+        for position in range(later - 1, max(max(after, default=-1), 0) - 1, -1):
             group = steps[position]
-            if not isinstance(group, _Group) or group.shape != shape or not group.sources & sources:
+            if not isinstance(group, _Group):
+                continue
+            if group.shape != shape:
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.SHAPES, None, (group.shape, shape)))
+                continue
+            if not group.sources & sources:
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.UNRELATED, None))
                 continue
             elementwise_only = not axes and not row
             if not (group.axes == axes or elementwise_only or (not group.axes and not group.row_roots)):
+                if refused is not None:
+                    refused.append(Apart(position, later, Why.AXES, None, (group.axes, axes)))
                 continue
             if position in after:
-                inline = all(
-                    self.nodes[n].op.kind in (OpKind.ELEMENTWISE, OpKind.SCAN) and n not in group.row_roots
+                computed = [
+                    n
                     for n in reads.intersection(group.roots)
-                )
-                if position != latest_read or not inline:
+                    if self.nodes[n].op.kind not in (OpKind.ELEMENTWISE, OpKind.SCAN) or n in group.row_roots
+                ]
+                if computed:
+                    if refused is not None:
+                        refused.append(self._not_inline(group, position, later, min(computed)))
                     continue
             return position
         return None
 
+    def _not_inline(self, group: _Group, earlier: int, later: int, n: int) -> Apart:
+        """Kernel ``later`` reads ``n``, which kernel ``earlier`` (``group``) stores, out of its pass."""
+        if n in group.row_roots:
+            return Apart(earlier, later, Why.ROW_VALUE, n)
+        return Apart(earlier, later, Why.NOT_INLINE, n, (self.nodes[n].op.kind.value,))
+
+    def _apart(
+        self,
+        steps: list,
+        shape: tuple,
+        reads: set[int],
+        after: set[int],
+        producers: dict[int, int],
+        refused: list[Apart],
+    ) -> list[Apart]:
+        """Why a stored node, starting a kernel of its own, joined neither the kernel before it nor
+        (where that is another) the latest kernel over the same iteration space: the refusal of
+        each (``refused``), or else what kept the planner from asking it."""
+        kernels = (p for p in range(len(steps) - 1, -1, -1) if isinstance(steps[p], _Group))
+        earlier = next(kernels, None)
+        if earlier is None:
+            return []
+        asked = [earlier]
+        if steps[earlier].shape != shape:  # the latest one over its shape is further back
+            same = next((p for p in kernels if steps[p].shape == shape), None)
+            asked += [] if same is None else [same]
+        answers = {refusal.earlier: refusal for refusal in refused}
+        latest_read = max(after, default=-1)
+        apart = []
+        for position in asked:
+            if position in answers:
+                apart.append(answers[position])
+            elif self.unshared_by is not None:
+                apart.append(Apart(position, len(steps), Why.NO_SHARING, self.unshared_by))
+            else:  # a step between them computes what it reads
+                assert latest_read > position, "a kernel the planner asked gave no answer"
+                node = min(n for n in reads if producers[n] == latest_read)
+                why = Why.AFTER if isinstance(steps[latest_read], _Group) else Why.BARRIER
+                apart.append(Apart(position, len(steps), why, node, (latest_read,)))
+        return apart
+
     # -- the cost model: recompute in each kernel, or store once --
 
-    def _worth_storing(self, builders: list[_KernelBuilder]) -> set[int]:
-        """Nodes computed by several kernels that are cheaper written once and read back.
+    def _worth_storing(self, builders: list[_KernelBuilder]) -> dict[int, tuple[Why, tuple]]:
+        """Nodes computed by several kernels that are cheaper written once and read back, and why.
 
         A kernel computes a node it inlines once per element of its iteration space: ``s_j``
         elements in kernel ``j``, each costing the work of the node's inlined region (op costs from
@@ -395,7 +530,7 @@ class _Planner:
             for n in builder.computed:
                 computed_over.setdefault(n, []).append(size)
         region_cost: dict[int, float] = {}
-        winners = set()
+        winners: dict[int, tuple[Why, tuple]] = {}
         for n in sorted(computed_over):
             node = self.nodes[n]
             inner = sum(
@@ -408,11 +543,13 @@ class _Planner:
             if len(sizes) < 2 or node.op.kind is OpKind.VIEW:
                 continue
             work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
-            if node.op.kind in _RUNNING or work * reads > work * size + size + reads:
-                winners.add(n)
+            if node.op.kind in _RUNNING:
+                winners[n] = Why.RUNNING, (node.op.name, len(sizes))
+            elif work * reads > work * size + size + reads:
+                winners[n] = Why.COST, (len(sizes), work * reads, work * size + size + reads)
         # Store the outermost winners first: storing them may make the inner ones single-use.
         inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}
-        return winners - inner_winners
+        return {n: why for n, why in winners.items() if n not in inner_winners}
 
     # -- the plan --
 
@@ -474,7 +611,7 @@ class _KernelBuilder:
         self.params: list[int] = []
         self.computed: set[int] = set()  # trace nodes computed here (not loaded)
         self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
-        self.needs: set[int] = set()  # nodes that must be stored for this kernel to exist
+        self.needs: dict[int, tuple[Why, tuple]] = {}  # nodes that must be stored for it to exist, and why
         self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
         self.outputs = [self._root(n) for n in self.group.roots]
 
@@ -532,7 +669,7 @@ class _KernelBuilder:
                 index_map, node.op.name, params, node.inputs[0].shape, self.shape
             )
             if child_map is None:  # a reshape no index map expresses: its input gets a buffer
-                self.needs.add(child)
+                self.needs[child] = Why.RESHAPE, (node.inputs[0].shape, node.shape)
                 self.reshaped.append(node.inputs[0].shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             self.computed.add(n)
@@ -546,7 +683,7 @@ class _KernelBuilder:
         if kind is OpKind.SCAN:
             identity = views.identity_map(len(self.shape))
             if node.shape != self.shape or _scan_axes(node) != self.axes or index_map != identity:
-                self.needs.add(n)
+                self.needs[n] = Why.SCAN_READ, (_scan_axes(node), self.shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             return [(planner.number(node.inputs[0]), identity)], lambda values: self._compute(n, values)
         assert kind is OpKind.REDUCTION, node
@@ -557,7 +694,7 @@ class _KernelBuilder:
             and views.is_row_read(index_map, node.shape, axes, _keeps_dims(node))
         )
         if not fits:
-            self.needs.add(n)
+            self.needs[n] = Why.REDUCTION_READ, (self.shape,)
             return [], lambda _: self._load(Source(n, (), index_map))
         operand = (planner.number(node.inputs[0]), views.identity_map(len(self.shape)))
         return [operand], lambda values: self._compute(n, values)
@@ -638,7 +775,8 @@ class _KernelBuilder:
                 continue
             seen.add(number)
             if number in self.reduction_nodes:
-                self.needs.add(self.reduction_nodes[number])
+                limit = self.planner.target.persistent_row_elements
+                self.needs[self.reduction_nodes[number]] = Why.LONG_ROWS, (row_elements, limit)
             else:
                 wanted.extend(inst.args)
 
