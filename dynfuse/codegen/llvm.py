@@ -66,9 +66,12 @@ from .common import (
     FLOAT64,
     INT64,
     KernelFacts,
+    OpLoop,
     ParamUse,
     accumulation,
+    angle_factor,
     c_strides,
+    integer_reciprocal_of_zero,
     scan_identity,
     scan_step,
 )
@@ -143,16 +146,6 @@ def register_type(dtype: np.dtype) -> ir.Type:
 
 
 # -- scalar semantics -----------------------------------------------------------------------------
-
-
-class _Loop(NamedTuple):
-    """What an op's code reads besides its operands."""
-
-    dtype: np.dtype  # the dtype it computes in: float32 for a float16 loop
-    half: bool = False  # a float16 loop: computed in float32 (and rounded to float16 after)
-    # clip's bounds are one value each: NumPy then runs another loop, which breaks ties between
-    # signed zeros its own way
-    scalar_bounds: bool = False
 
 
 class _Scalars:
@@ -261,7 +254,7 @@ class _Scalars:
     ) -> Value:
         """``name`` on ``args`` cast to the loop's input dtypes; the result cast to ``result``.
 
-        ``scalar_bounds``: clip's bounds are one value each (see ``_Loop``).
+        ``scalar_bounds``: clip's bounds are one value each (see ``OpLoop``).
         """
         ins, out = loop[:-1], loop[-1]
         args = [self.cast(arg, dtype) for arg, dtype in zip(args, ins, strict=True)]
@@ -269,14 +262,12 @@ class _Scalars:
         if on_values is not None:
             value = on_values(self, args, out)
         elif ins[0].kind == "f":
-            half = ins[0].itemsize == 2
-            compute = FLOAT32 if half else ins[0]
-            wide = [self.widen(arg.ir, arg.dtype) for arg in args]
-            raw = FLOAT_CODE[name](self, wide, _Loop(compute, half, scalar_bounds))
-            value = Value(raw, BOOL if raw.type == I1 else compute)
+            op_loop = OpLoop.of(ins[0], scalar_bounds)
+            raw = FLOAT_CODE[name](self, [self.widen(arg.ir, arg.dtype) for arg in args], op_loop)
+            value = Value(raw, BOOL if raw.type == I1 else op_loop.dtype)
         else:
             code = BOOL_CODE if ins[0].kind == "b" else INTEGER_CODE
-            value = Value(code[name](self, [arg.ir for arg in args], _Loop(ins[0])), out)
+            value = Value(code[name](self, [arg.ir for arg in args], OpLoop.of(ins[0])), out)
         return self.cast(value, result)
 
     def compare(self, name: str, args: list[Value]) -> ir.Value:
@@ -297,7 +288,7 @@ class _Scalars:
 
 
 # An op's code: its IR on operands in the loop's dtype, from ``_Scalars`` (the builder and module).
-Code = Callable[[_Scalars, list[ir.Value], _Loop], ir.Value]
+Code = Callable[[_Scalars, list[ir.Value], OpLoop], ir.Value]
 # The code of an op that reads its operands' dtypes itself, on any loop: (scalars, operands, out).
 ValueCode = Callable[[_Scalars, list[Value], np.dtype], Value]
 
@@ -330,11 +321,11 @@ ANY_DTYPE_CODE: dict[str, ValueCode] = {
 # -- integer code (signed and unsigned; bools where ``BOOL_CODE`` does not say otherwise)
 
 
-def _signed(c: _Loop) -> bool:
+def _signed(c: OpLoop) -> bool:
     return c.dtype.kind == "i"
 
 
-def _int_compare(s: _Scalars, c: _Loop) -> Callable[..., ir.Value]:
+def _int_compare(s: _Scalars, c: OpLoop) -> Callable[..., ir.Value]:
     return s.b.icmp_signed if _signed(c) else s.b.icmp_unsigned
 
 
@@ -342,13 +333,13 @@ def _int_extremum(larger: bool) -> Code:
     return lambda s, a, c: s.b.select(_int_compare(s, c)(">" if larger else "<", a[0], a[1]), a[0], a[1])
 
 
-def _int_absolute(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _int_absolute(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x = s.b, a[0]
     zero = ir.Constant(x.type, 0)
     return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x) if _signed(c) else x
 
 
-def _int_sign(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _int_sign(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x = s.b, a[0]
     zero = ir.Constant(x.type, 0)
     positive = b.zext(b.icmp_signed(">", x, zero) if _signed(c) else b.icmp_unsigned(">", x, zero), x.type)
@@ -357,7 +348,7 @@ def _int_sign(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
     return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
 
 
-def _int_clip(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _int_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, compare = s.b, _int_compare(s, c)
     low = b.select(compare(">", a[0], a[1]), a[0], a[1])
     return b.select(compare("<", low, a[2]), low, a[2])
@@ -367,7 +358,7 @@ def _int_division(floor: bool, quotient: bool) -> Code:
     """NumPy 2: division by zero gives 0; MIN // -1 wraps to MIN. ``floor``: Python's floor semantics
     (//, %), else C's (fmod); ``quotient``: the quotient, else the remainder."""
 
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         b, (x, y) = s.b, a
         zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
         by_zero = b.icmp_unsigned("==", y, zero)
@@ -399,12 +390,12 @@ def _shift_safely(s: _Scalars, a: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
     return in_range, b.select(in_range, y, ir.Constant(x.type, 0))
 
 
-def _left_shift(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _left_shift(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     in_range, safe = _shift_safely(s, a)
     return s.b.select(in_range, s.b.shl(a[0], safe), ir.Constant(a[0].type, 0))
 
 
-def _right_shift(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _right_shift(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x = s.b, a[0]
     zero = ir.Constant(x.type, 0)
     in_range, safe = _shift_safely(s, a)
@@ -414,7 +405,7 @@ def _right_shift(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
     return b.select(in_range, b.lshr(x, safe), zero)
 
 
-def _int_power(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _int_power(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """Square and multiply, wrapping, as NumPy's integer power (negative exponents were refused)."""
     b, (base, exponent) = s.b, a
     function = b.function
@@ -442,13 +433,12 @@ def _int_power(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
     return next_result
 
 
-def _int_reciprocal(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _int_reciprocal(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives."""
     b, x = s.b, a[0]
     zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
-    with np.errstate(all="ignore"):
-        by_zero = int(np.reciprocal(np.zeros(1, c.dtype))[0])
-    result = b.select(b.icmp_unsigned("==", x, zero), ir.Constant(x.type, by_zero), zero)
+    by_zero = ir.Constant(x.type, integer_reciprocal_of_zero(c.dtype))
+    result = b.select(b.icmp_unsigned("==", x, zero), by_zero, zero)
     result = b.select(b.icmp_unsigned("==", x, one), one, result)
     if _signed(c):
         minus_one = ir.Constant(x.type, -1)
@@ -456,7 +446,7 @@ def _int_reciprocal(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
     return result
 
 
-def _unchanged(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _unchanged(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     return a[0]
 
 
@@ -523,7 +513,7 @@ def _libm(symbol: str) -> Code:
     return lambda s, a, c: s.b.call(s.libm(symbol, register_type(c.dtype), len(a)), a)
 
 
-def _cube(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _cube(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """x**3 within half an ulp and a hair, as pow gives it. A float32 square is exact in
     double, so its cube rounds there once, then to float32. In float64, x*x splits into its
     rounded value and the exact error (an fma), and the cube is one fma of the two parts;
@@ -545,7 +535,7 @@ def _float_extremum(larger: bool, propagate_nan: bool) -> Code:
     """maximum/minimum propagate NaN, fmax/fmin ignore it; of two equal operands (zeros of either
     sign) NumPy's float16 loops give the first, its float32/64 loops the second."""
 
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         b, (x, y) = s.b, a
         pred = (">" if larger else "<") + ("=" if c.half else "")
         nan_side = x if propagate_nan else y
@@ -555,7 +545,7 @@ def _float_extremum(larger: bool, propagate_nan: bool) -> Code:
     return code
 
 
-def _float_clip(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _float_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """max(x, low) then min(., high), NaN-propagating. Ties between zeros: float16 keeps x;
     float32/64 take the bound, but with one-value bounds keep x against the low bound and give
     -0.0 against the high one (NumPy's SIMD loop)."""
@@ -572,7 +562,7 @@ def _float_clip(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
     return b.select(b.or_(below, b.fcmp_unordered("uno", low, low)), low, high_bound)
 
 
-def _float_sign(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _float_sign(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x, t = s.b, a[0], register_type(c.dtype)
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
     positive = b.select(b.fcmp_ordered(">", x, zero), one, zero)
@@ -584,7 +574,7 @@ def _float_divmod(quotient: bool) -> Code:
     """NumPy's ``npy_divmod``: Python's floor semantics, with its own rules for zeros and NaN;
     ``quotient``: floor_divide, else remainder."""
 
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         b, (x, y), t = s.b, a, register_type(c.dtype)
         zero = ir.Constant(t, 0.0)
         copysign = s.intrinsic("llvm.copysign", t, 2)
@@ -614,7 +604,7 @@ def _float_divmod(quotient: bool) -> Code:
     return code
 
 
-def _heaviside(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _heaviside(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, (x, y), t = s.b, a, register_type(c.dtype)
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
     result = b.select(b.fcmp_ordered("<", x, zero), zero, one)
@@ -625,12 +615,9 @@ def _heaviside(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
 def _scaled(to_radians: bool) -> Code:
     """deg2rad and rad2deg: one multiplication by NumPy's factor, in the loop's own precision."""
 
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
-        factor = (np.pi / 180.0) if to_radians else (180.0 / np.pi)
-        if c.dtype == FLOAT32:
-            pi = np.float32(np.pi)
-            factor = pi / np.float32(180) if to_radians else np.float32(180) / pi
-        return s.b.fmul(a[0], ir.Constant(register_type(c.dtype), float(c.dtype.type(factor))))
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        factor = float(c.dtype.type(angle_factor(c.dtype, to_radians)))
+        return s.b.fmul(a[0], ir.Constant(register_type(c.dtype), factor))
 
     return code
 
@@ -638,7 +625,7 @@ def _scaled(to_radians: bool) -> Code:
 def _logaddexp(base2: bool) -> Code:
     """NumPy's ``npy_logaddexp``/``npy_logaddexp2``, branch for branch."""
 
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         b, (x, y), t = s.b, a, register_type(c.dtype)
         same = b.fadd(x, ir.Constant(t, 1.0 if base2 else float(np.log(2.0))))
         difference = b.fsub(x, y)
@@ -658,7 +645,7 @@ def _logaddexp(base2: bool) -> Code:
 
 
 def _infinite(finite: bool) -> Code:
-    def code(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         t = register_type(c.dtype)
         magnitude = s.b.call(s.intrinsic("llvm.fabs", t, 1), [a[0]])
         return s.b.fcmp_ordered("!=" if finite else "==", magnitude, ir.Constant(t, float("inf")))
@@ -666,12 +653,12 @@ def _infinite(finite: bool) -> Code:
     return code
 
 
-def _signbit(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _signbit(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     bits = s.b.bitcast(a[0], I32 if register_type(c.dtype) == FLOAT else I64)
     return s.b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
 
 
-def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: _Loop) -> ir.Value:
+def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal. pow
     through the intrinsic (the C library's, without errno), so the loop around it vectorizes with
     the calls scalarized: a plain call to powf would keep it scalar."""
