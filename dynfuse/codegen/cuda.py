@@ -225,17 +225,17 @@ ValueCode = Callable[[_Scalars, list[str], tuple, np.dtype], tuple[str, np.dtype
 
 
 def _comparison(name: str) -> ValueCode:
-    op = COMPARISONS[name]
+    symbol = COMPARISONS[name]
 
     def code(s: _Scalars, a: list[str], ins: tuple, out: np.dtype) -> tuple[str, np.dtype]:
         left, right = ins
         if left.kind != right.kind and {left.kind, right.kind} == {"i", "u"}:
             # NumPy compares int64 with uint64 exactly: a negative int is below every unsigned one
             signed = a[0] if left.kind == "i" else a[1]
-            below = op in ("<", "<=", "!=") if left.kind == "i" else op in (">", ">=", "!=")
-            exact = f"((df_u64){a[0]} {op} (df_u64){a[1]})"
+            below = symbol in ("<", "<=", "!=") if left.kind == "i" else symbol in (">", ">=", "!=")
+            exact = f"((df_u64){a[0]} {symbol} (df_u64){a[1]})"
             return f"({signed} < 0 ? {'true' if below else 'false'} : {exact})", BOOL
-        return f"({a[0]} {op} {a[1]})", BOOL
+        return f"({a[0]} {symbol} {a[1]})", BOOL
 
     return code
 
