@@ -11,9 +11,9 @@ NumPy accepts every step for its shapes and dtypes; what depends on the data (an
 a negative power) is left to the comparison, which then expects the same error from dynfuse.
 
 A float value is *reproducible* when every op it comes from gives NumPy's result bit for bit in any
-correct implementation (``ops.Op.reproducible``). Ops whose result jumps (comparisons, floor, casts to
-integers, argmax) read only reproducible floats: applied to a value that may differ from NumPy's in
-its last bit, they could differ in every bit, and the difference would not be a bug.
+correct implementation (``ops.Op.reproducible``). Ops whose result jumps (``ops.Op.jumps``: comparisons,
+floor, argmax) and casts to integers read only reproducible floats: applied to a value that may differ
+from NumPy's in its last bit, they could differ in every bit, and the difference would not be a bug.
 """
 
 from __future__ import annotations
