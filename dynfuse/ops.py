@@ -2,8 +2,10 @@
 
 Each op is one entry: its kind, which tells the scheduler how it may fuse, and its NumPy reference,
 which is at once the semantics of the op (the reference executor runs it), the rule for its result
-dtype and errors (``dtypes`` probes it), and the oracle every backend is tested against.
-Backends add their scalar code for an op beside its entry, keyed by the op's name.
+dtype and errors (``dtypes`` probes it), and the oracle every backend is tested against; and what else
+holds for it on every backend: its cost, whether it is reproducible, whether its result jumps.
+Each code generator keeps its scalar code for an elementwise op in tables keyed by the op's name
+(``codegen.llvm``, ``codegen.cuda``), which ``tests/test_op_table.py`` checks against this table.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Op:
     # libraries) nor float sums and products (their rounding depends on the order of the terms).
     # What a differential test may compare exactly, and feed to a comparison or a floor.
     reproducible: bool = True
+    # Whether the result jumps where a float operand crosses a value (a comparison, a floor, an
+    # argmax): fed a float one ulp away from NumPy's, it may differ in every bit, and not by a bug.
+    jumps: bool = False
 
     def __repr__(self) -> str:
         return self.name
@@ -185,6 +190,14 @@ _TRANSCENDENTAL = frozenset(_TRANSCENDENTAL_NAMES.split())
 _DIVISION = frozenset({"divide", "floor_divide", "remainder", "fmod", "reciprocal"})
 
 
+# Ufuncs whose result jumps (``Op.jumps``).
+_JUMPING_NAMES = (
+    "floor ceil trunc rint sign floor_divide remainder fmod equal not_equal less less_equal greater "
+    "greater_equal logical_and logical_or logical_xor logical_not isfinite isinf isnan signbit heaviside"
+)
+_JUMPING = frozenset(_JUMPING_NAMES.split())
+
+
 def _cost(name: str) -> float:
     return 10.0 if name in _TRANSCENDENTAL else 4.0 if name in _DIVISION else 1.0
 
@@ -197,6 +210,7 @@ ELEMENTWISE: dict[str, Op] = {
         value_check=_VALUE_CHECKS.get(name),
         cost=_cost(name),
         reproducible=name not in _TRANSCENDENTAL,
+        jumps=name in _JUMPING,
     )
     for name in UFUNC_NAMES
 }
@@ -212,6 +226,16 @@ ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0, reproducib
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
+
+# Elementwise ops that are never recorded: a code generator computes one in place of a recorded op
+# where the kernel knows more than the trace. ``power_by_one_value`` is a float32/64 power whose
+# exponent is one value for the whole kernel: NumPy's loop then takes 0.5, 2 and -1 as sqrt, square
+# and reciprocal.
+INTERNAL: dict[str, Op] = {
+    "power_by_one_value": Op(
+        "power_by_one_value", OpKind.ELEMENTWISE, np.power, cost=10.0, reproducible=False
+    )
+}
 
 # Other names NumPy gives the same ufuncs.
 ALIASES = {
@@ -292,6 +316,7 @@ REDUCTIONS: dict[str, Op] = {
         getattr(np, name),
         expand=_EXPANSIONS.get(name),
         reproducible=name not in _ACCUMULATING,
+        jumps=name in ("argmax", "argmin", "any", "all"),
     )
     for name in ["sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "var", "std"]
 }

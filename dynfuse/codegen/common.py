@@ -1,12 +1,13 @@
 """What every code generator reads the same way from a kernel description: the dtypes NumPy's loop
-for each op computes in, how scalar parameters are converted, and what a reduction accumulates in.
-A backend's generator turns these into code; none of them decides them on its own."""
+for each op computes in, how scalar parameters are converted, and what a reduction accumulates in;
+and the facts about an op's scalar code that both backends' tables share (the C library's names,
+NumPy's constants). A backend's generator turns these into code; none of them decides them on its own."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,8 +28,6 @@ COMPARISONS = {
     "greater_equal": ">=",
 }
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
-# Float tests whose result is a bool, whatever the operand dtype
-PREDICATES = frozenset({"isnan", "isinf", "isfinite", "signbit"})
 # The C math library function of each transcendental that generators call from the library (a
 # backend's generator may compute others itself, as LLVM's exp, log and tanh)
 C_MATH = {
@@ -50,6 +49,38 @@ C_MATH = {
 }
 
 _CLIP = np._core.umath.clip
+
+
+class OpLoop(NamedTuple):
+    """What an op's scalar code reads besides its operands, on any backend."""
+
+    dtype: np.dtype  # the dtype it computes in: float32 for a float16 loop
+    half: bool = False  # a float16 loop: computed in float32, rounded to float16 after
+    # clip's bounds are one value each: NumPy then runs another loop, which breaks ties between
+    # signed zeros its own way
+    scalar_bounds: bool = False
+
+    @classmethod
+    def of(cls, dtype: np.dtype, scalar_bounds: bool = False) -> OpLoop:
+        """The loop whose first input dtype is ``dtype``: float16 is computed in float32, as
+        NumPy's half loops do."""
+        half = dtype.kind == "f" and dtype.itemsize == 2
+        return cls(FLOAT32 if half else dtype, half, scalar_bounds)
+
+
+def angle_factor(dtype: np.dtype, to_radians: bool) -> float:
+    """What deg2rad (``to_radians``) and rad2deg multiply by in ``dtype``, as NumPy's loops: float32
+    divides float32's pi, float64 takes the double quotient."""
+    if dtype == FLOAT32:
+        pi = np.float32(np.pi)
+        return pi / np.float32(180) if to_radians else np.float32(180) / pi
+    return (np.pi / 180.0) if to_radians else (180.0 / np.pi)
+
+
+def integer_reciprocal_of_zero(dtype: np.dtype) -> int:
+    """``1 // 0`` as NumPy's integer reciprocal loop gives it (C leaves it undefined)."""
+    with np.errstate(all="ignore"):
+        return int(np.reciprocal(np.zeros(1, dtype))[0])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -35,6 +35,7 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +44,16 @@ import numpy as np
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
 from .common import (
+    BOOL,
     C_MATH,
     COMPARISONS,
-    PREDICATES,
     KernelFacts,
+    OpLoop,
     ParamUse,
     accumulation,
+    angle_factor,
     c_strides,
+    integer_reciprocal_of_zero,
     scan_identity,
     scan_step,
 )
@@ -158,7 +162,8 @@ def literal(dtype: np.dtype, value: float | int | bool) -> str:
 
 
 class _Scalars:
-    """NumPy's scalar semantics for each op, as C expressions over values in their loop dtypes."""
+    """NumPy's scalar semantics as C expressions over values in their loop dtypes: the casts, and
+    each op's code looked up in the tables below this class."""
 
     def cast(self, expression: str, source: np.dtype, to: np.dtype) -> str:
         if source == to:
@@ -190,197 +195,280 @@ class _Scalars:
         result: np.dtype,
         scalar_bounds: bool = False,
     ) -> tuple[str, np.dtype]:
-        """``name`` on ``args`` cast to the loop's input dtypes; the expression, of dtype ``result``."""
+        """``name`` on ``args`` cast to the loop's input dtypes; the expression, of dtype ``result``.
+
+        ``scalar_bounds``: clip's bounds are one value each (see ``OpLoop``).
+        """
         ins, out = loop[:-1], loop[-1]
         a = [self.cast(expression, dtype, to) for (expression, dtype), to in zip(args, ins, strict=True)]
-        if name == "where":
-            value, dtype = f"({a[0]} ? {a[1]} : {a[2]})", out
-        elif name == "astype":
-            value, dtype = a[0], ins[0]
-        elif name in COMPARISONS:
-            value, dtype = self.compare(name, a, ins), np.dtype(bool)
-        elif name in _LOGICAL:  # NumPy's logical loops test each operand against zero
-            truths = [
-                self.cast(expression, dtype, np.dtype(bool)) for expression, dtype in zip(a, ins, strict=True)
-            ]
-            value, dtype = _LOGICAL[name].format(*truths), np.dtype(bool)
+        on_values = ANY_DTYPE_CODE.get(name)
+        if on_values is not None:
+            value, dtype = on_values(self, a, ins, out)
         elif ins[0].kind == "f":
-            half = ins[0].itemsize == 2
-            compute = np.dtype(np.float32) if half else ins[0]
-            value, is_bool = self.float_op(name, a, compute, half, scalar_bounds)
-            if is_bool:
-                dtype = np.dtype(bool)
-            else:
-                value, dtype = (f"df_round_half({value})", out) if half else (value, compute)
-        elif name in PREDICATES:
-            signed = ins[0].kind == "i"
-            value = (
-                f"({a[0]} < 0)"
-                if name == "signbit" and signed
-                else ("true" if name == "isfinite" else "false")
-            )
-            dtype = np.dtype(bool)
+            op_loop = OpLoop.of(ins[0], scalar_bounds)
+            value, dtype = FLOAT_CODE[name](a, op_loop), op_loop.dtype
+            if out.kind == "b":  # a float test
+                dtype = out
+            elif op_loop.half:
+                value, dtype = f"df_round_half({value})", out
         else:
-            value, dtype = self.int_op(name, a, ins[0]), out
+            code = BOOL_CODE if ins[0].kind == "b" else INTEGER_CODE
+            value, dtype = code[name](a, OpLoop.of(ins[0])), out
         return self.cast(value, dtype, result), result
 
-    @staticmethod
-    def compare(name: str, a: list[str], ins: tuple) -> str:
-        op = COMPARISONS[name]
+
+# An op's code: its C expression over operands in the loop's dtype (float16 held in a float).
+Code = Callable[[list[str], OpLoop], str]
+# The code of an op that reads its operands' dtypes itself, on any loop: (scalars, operands, the
+# loop's input dtypes, its output dtype) -> (expression, its dtype).
+ValueCode = Callable[[_Scalars, list[str], tuple, np.dtype], tuple[str, np.dtype]]
+
+
+def _comparison(name: str) -> ValueCode:
+    symbol = COMPARISONS[name]
+
+    def code(s: _Scalars, a: list[str], ins: tuple, out: np.dtype) -> tuple[str, np.dtype]:
         left, right = ins
         if left.kind != right.kind and {left.kind, right.kind} == {"i", "u"}:
             # NumPy compares int64 with uint64 exactly: a negative int is below every unsigned one
             signed = a[0] if left.kind == "i" else a[1]
-            below = op in ("<", "<=", "!=") if left.kind == "i" else op in (">", ">=", "!=")
-            exact = f"((df_u64){a[0]} {op} (df_u64){a[1]})"
-            return f"({signed} < 0 ? {'true' if below else 'false'} : {exact})"
-        return f"({a[0]} {op} {a[1]})"
+            below = symbol in ("<", "<=", "!=") if left.kind == "i" else symbol in (">", ">=", "!=")
+            exact = f"((df_u64){a[0]} {symbol} (df_u64){a[1]})"
+            return f"({signed} < 0 ? {'true' if below else 'false'} : {exact})", BOOL
+        return f"({a[0]} {symbol} {a[1]})", BOOL
 
-    @staticmethod
-    def int_op(name: str, a: list[str], dtype: np.dtype) -> str:
-        t = register_type(dtype)
-        signed = "true" if dtype.kind == "i" else "false"
-        if dtype.kind == "b":
-            name = {"add": "bitwise_or", "multiply": "bitwise_and", "square": "positive"}.get(name, name)
-            if name in ("maximum", "fmax"):
-                name = "bitwise_or"
-            elif name in ("minimum", "fmin"):
-                name = "bitwise_and"
-        wrapped = {"add": "df_wrap_add", "subtract": "df_wrap_sub", "multiply": "df_wrap_mul"}
-        if name in wrapped:
-            return f"{wrapped[name]}<{t}>({a[0]}, {a[1]})"
-        bitwise = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-        if name in bitwise:
-            return f"(({t})({a[0]} {bitwise[name]} {a[1]}))"
-        if name in ("logical_not", "invert"):
-            return f"(!{a[0]})" if dtype.kind == "b" else f"(({t})~{a[0]})"
-        if name == "negative":
-            return f"df_wrap_neg<{t}>({a[0]})"
-        if name in ("positive", "floor", "ceil", "trunc", "rint"):
-            return a[0]
-        if name == "absolute":
-            return f"({a[0]} < 0 ? df_wrap_neg<{t}>({a[0]}) : {a[0]})" if dtype.kind == "i" else a[0]
-        if name == "square":
-            return f"df_wrap_mul<{t}>({a[0]}, {a[0]})"
-        if name == "sign":
-            if dtype.kind == "u":
-                return f"(({t})({a[0]} > 0))"
-            return f"(({t})(({a[0]} > 0) - ({a[0]} < 0)))"
-        if name in ("maximum", "fmax"):
-            return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
-        if name in ("minimum", "fmin"):
-            return f"({a[0]} < {a[1]} ? {a[0]} : {a[1]})"
-        if name == "clip":
-            low = f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
-            return f"({low} < {a[2]} ? {low} : {a[2]})"
-        if name in ("floor_divide", "remainder", "fmod"):
-            function = {
-                "floor_divide": "df_int_floor_divide",
-                "remainder": "df_int_remainder",
-                "fmod": "df_int_fmod",
-            }
-            return f"{function[name]}<{t}>({a[0]}, {a[1]}, {signed})"
-        if name == "left_shift":
-            return f"df_left_shift<{t}>({a[0]}, {a[1]}, {8 * dtype.itemsize})"
-        if name == "right_shift":
-            return f"df_right_shift<{t}>({a[0]}, {a[1]}, {8 * dtype.itemsize}, {signed})"
-        if name == "power":
-            return f"df_int_power<{t}>({a[0]}, {a[1]})"
-        if name == "heaviside":
-            negative = f"{a[0]} < 0" if dtype.kind == "i" else "false"
-            return f"(({negative}) ? ({t})0 : ({a[0]} == 0 ? {a[1]} : ({t})1))"
-        if name == "reciprocal":  # 1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives
-            with np.errstate(all="ignore"):
-                by_zero = int(np.reciprocal(np.zeros(1, dtype))[0])
-            minus_one = f" : {a[0]} == ({t})-1 ? ({t})-1" if dtype.kind == "i" else ""
-            return f"({a[0]} == 0 ? {literal(dtype, by_zero)} : {a[0]} == 1 ? ({t})1{minus_one} : ({t})0)"
-        raise NotImplementedError(f"no integer code for {name!r} on {dtype}")
-
-    @staticmethod
-    def float_op(
-        name: str, a: list[str], dtype: np.dtype, half: bool, scalar_bounds: bool
-    ) -> tuple[str, bool]:
-        """The C expression, in ``dtype``'s register type (float for a float16 loop), and whether it
-        is a bool instead."""
-        t = register_type(dtype)
-        suffix = "f" if dtype.itemsize == 4 else ""
-        x = a[0]
-        simple = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
-        if name in simple:
-            return f"({x} {simple[name]} {a[1]})", False
-        if name in _MATH:
-            return f"{_MATH[name]}{suffix}({', '.join(a)})", False
-        half_flag = "true" if half else "false"
-        if name in ("maximum", "minimum", "fmax", "fmin"):
-            return f"df_{name}<{t}>({x}, {a[1]}, {half_flag})", False
-        if name == "clip":
-            bounds = "true" if scalar_bounds else "false"
-            return f"df_clip<{t}>({x}, {a[1]}, {a[2]}, {half_flag}, {bounds})", False
-        if name == "negative":
-            return f"(-{x})", False
-        if name == "positive":
-            return x, False
-        if name == "square":
-            return f"({x} * {x})", False
-        if name == "reciprocal":
-            return f"(({t})1 / {x})", False
-        if name in _TEMPLATED:
-            return f"{_TEMPLATED[name]}<{t}>({', '.join(a)})", False
-        if name in ("deg2rad", "rad2deg"):
-            factor = (np.pi / 180.0) if name == "deg2rad" else (180.0 / np.pi)
-            if dtype == np.float32:
-                pi = np.float32(np.pi)
-                factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
-            return f"({x} * {literal(dtype, factor)})", False
-        if name == "cube":
-            return f"df_cube({x})", False
-        if name in ("logaddexp", "logaddexp2", "power_by_one_value"):
-            return f"df_{name}({x}, {a[1]})", False
-        if name == "isnan":
-            return f"df_isnan({x})", True
-        if name == "isinf":
-            return f"(fabs{suffix}({x}) == {literal(dtype, np.inf)})", True
-        if name == "isfinite":
-            return f"(fabs{suffix}({x}) != {literal(dtype, np.inf)})", True
-        if name == "signbit":
-            return f"df_signbit({x})", True
-        raise NotImplementedError(f"no float code for {name!r} on {dtype}")
+    return code
 
 
-_LOGICAL = {
-    "logical_and": "({0} && {1})",
-    "logical_or": "({0} || {1})",
-    "logical_xor": "({0} != {1})",
-    "logical_not": "(!{0})",
+def _logical(template: str) -> ValueCode:
+    """NumPy's logical loops test each operand against zero."""
+
+    def code(s: _Scalars, a: list[str], ins: tuple, out: np.dtype) -> tuple[str, np.dtype]:
+        truths = [s.cast(expression, dtype, BOOL) for expression, dtype in zip(a, ins, strict=True)]
+        return template.format(*truths), BOOL
+
+    return code
+
+
+ANY_DTYPE_CODE: dict[str, ValueCode] = {
+    "where": lambda s, a, ins, out: (f"({a[0]} ? {a[1]} : {a[2]})", out),
+    "astype": lambda s, a, ins, out: (a[0], ins[0]),
+    **{name: _comparison(name) for name in COMPARISONS},
+    "logical_and": _logical("({0} && {1})"),
+    "logical_or": _logical("({0} || {1})"),
+    "logical_xor": _logical("({0} != {1})"),
+    "logical_not": _logical("(!{0})"),
 }
-# NumPy's rules for these float ops, as the prelude's templates
-_TEMPLATED = {
-    "sign": "df_sign",
-    "heaviside": "df_heaviside",
-    "floor_divide": "df_float_floor_divide",
-    "remainder": "df_float_remainder",
+
+
+# -- integer code (signed and unsigned; bools where ``BOOL_CODE`` does not say otherwise)
+
+
+def _ctype(c: OpLoop) -> str:
+    return register_type(c.dtype)
+
+
+def _signed(c: OpLoop) -> str:
+    return "true" if c.dtype.kind == "i" else "false"
+
+
+def _wrapping(function: str) -> Code:
+    """The prelude's integer arithmetic that wraps, as NumPy's (signed overflow is undefined in C)."""
+    return lambda a, c: f"{function}<{_ctype(c)}>({a[0]}, {a[1]})"
+
+
+def _bitwise(operator: str) -> Code:
+    return lambda a, c: f"(({_ctype(c)})({a[0]} {operator} {a[1]}))"
+
+
+def _unchanged(a: list[str], c: OpLoop) -> str:
+    return a[0]
+
+
+def _int_absolute(a: list[str], c: OpLoop) -> str:
+    return f"({a[0]} < 0 ? df_wrap_neg<{_ctype(c)}>({a[0]}) : {a[0]})" if c.dtype.kind == "i" else a[0]
+
+
+def _int_sign(a: list[str], c: OpLoop) -> str:
+    if c.dtype.kind == "u":
+        return f"(({_ctype(c)})({a[0]} > 0))"
+    return f"(({_ctype(c)})(({a[0]} > 0) - ({a[0]} < 0)))"
+
+
+def _int_extremum(operator: str) -> Code:
+    return lambda a, c: f"({a[0]} {operator} {a[1]} ? {a[0]} : {a[1]})"
+
+
+def _int_clip(a: list[str], c: OpLoop) -> str:
+    low = f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
+    return f"({low} < {a[2]} ? {low} : {a[2]})"
+
+
+def _int_division(function: str) -> Code:
+    """The prelude's NumPy 2 integer division: by zero gives 0; MIN // -1 wraps to MIN."""
+    return lambda a, c: f"{function}<{_ctype(c)}>({a[0]}, {a[1]}, {_signed(c)})"
+
+
+def _left_shift(a: list[str], c: OpLoop) -> str:
+    return f"df_left_shift<{_ctype(c)}>({a[0]}, {a[1]}, {8 * c.dtype.itemsize})"
+
+
+def _right_shift(a: list[str], c: OpLoop) -> str:
+    return f"df_right_shift<{_ctype(c)}>({a[0]}, {a[1]}, {8 * c.dtype.itemsize}, {_signed(c)})"
+
+
+def _int_reciprocal(a: list[str], c: OpLoop) -> str:
+    """1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives."""
+    t, x = _ctype(c), a[0]
+    by_zero = literal(c.dtype, integer_reciprocal_of_zero(c.dtype))
+    minus_one = f" : {x} == ({t})-1 ? ({t})-1" if c.dtype.kind == "i" else ""
+    return f"({x} == 0 ? {by_zero} : {x} == 1 ? ({t})1{minus_one} : ({t})0)"
+
+
+def _answer(value: bool) -> Code:
+    """A float test on an integer, answered by the dtype."""
+    return lambda a, c: "true" if value else "false"
+
+
+INTEGER_CODE: dict[str, Code] = {
+    "add": _wrapping("df_wrap_add"),
+    "subtract": _wrapping("df_wrap_sub"),
+    "multiply": _wrapping("df_wrap_mul"),
+    "bitwise_and": _bitwise("&"),
+    "bitwise_or": _bitwise("|"),
+    "bitwise_xor": _bitwise("^"),
+    "invert": lambda a, c: f"(({_ctype(c)})~{a[0]})",
+    "negative": lambda a, c: f"df_wrap_neg<{_ctype(c)}>({a[0]})",
+    "positive": _unchanged,
+    "floor": _unchanged,
+    "ceil": _unchanged,
+    "trunc": _unchanged,
+    "absolute": _int_absolute,
+    "square": lambda a, c: f"df_wrap_mul<{_ctype(c)}>({a[0]}, {a[0]})",
+    "sign": _int_sign,
+    "maximum": _int_extremum(">"),
+    "fmax": _int_extremum(">"),
+    "minimum": _int_extremum("<"),
+    "fmin": _int_extremum("<"),
+    "clip": _int_clip,
+    "floor_divide": _int_division("df_int_floor_divide"),
+    "remainder": _int_division("df_int_remainder"),
+    "fmod": _int_division("df_int_fmod"),
+    "left_shift": _left_shift,
+    "right_shift": _right_shift,
+    "power": lambda a, c: f"df_int_power<{_ctype(c)}>({a[0]}, {a[1]})",
+    "reciprocal": _int_reciprocal,
+    "isnan": _answer(False),
+    "isinf": _answer(False),
+    "isfinite": _answer(True),
 }
-# CUDA's math library, float32 with an ``f`` suffix; without fast math, within a few ulp
-_MATH = {
-    **C_MATH,
-    "sqrt": "sqrt",
-    "absolute": "fabs",
-    "fabs": "fabs",
-    "floor": "floor",
-    "ceil": "ceil",
-    "trunc": "trunc",
-    "rint": "rint",
-    "copysign": "copysign",
-    "fmod": "fmod",
-    "exp": "exp",
-    "exp2": "exp2",
-    "expm1": "expm1",
-    "log": "log",
-    "log2": "log2",
-    "log10": "log10",
-    "log1p": "log1p",
-    "tanh": "tanh",
-    "float_power": "pow",
+# Bools: a sum or a maximum is an or, a product or a minimum an and
+BOOL_CODE: dict[str, Code] = {
+    **INTEGER_CODE,
+    "add": _bitwise("|"),
+    "multiply": _bitwise("&"),
+    "square": _unchanged,
+    "maximum": _bitwise("|"),
+    "fmax": _bitwise("|"),
+    "minimum": _bitwise("&"),
+    "fmin": _bitwise("&"),
+    "invert": lambda a, c: f"(!{a[0]})",
+}
+
+
+# -- float code (float16 computed in a float, rounded to float16 by ``_Scalars.apply``)
+
+
+def _math(function: str) -> Code:
+    """CUDA's math library, float32 with an ``f`` suffix; without fast math, within a few ulp."""
+    return lambda a, c: f"{function}{'f' if c.dtype.itemsize == 4 else ''}({', '.join(a)})"
+
+
+def _arithmetic(operator: str) -> Code:
+    return lambda a, c: f"({a[0]} {operator} {a[1]})"
+
+
+def _half_aware(function: str) -> Code:
+    """A prelude template told whether the loop is float16's (whose ties NumPy breaks its own way)."""
+    return lambda a, c: f"{function}<{_ctype(c)}>({a[0]}, {a[1]}, {'true' if c.half else 'false'})"
+
+
+def _float_clip(a: list[str], c: OpLoop) -> str:
+    half, bounds = ("true" if flag else "false" for flag in (c.half, c.scalar_bounds))
+    return f"df_clip<{_ctype(c)}>({a[0]}, {a[1]}, {a[2]}, {half}, {bounds})"
+
+
+def _templated(function: str) -> Code:
+    """NumPy's rules for a float op, as a prelude template over the register type."""
+    return lambda a, c: f"{function}<{_ctype(c)}>({', '.join(a)})"
+
+
+def _prelude(function: str) -> Code:
+    """A prelude function overloaded for float and double."""
+    return lambda a, c: f"{function}({', '.join(a)})"
+
+
+def _scaled(to_radians: bool) -> Code:
+    """deg2rad and rad2deg: one multiplication by NumPy's factor, in the loop's own precision."""
+    return lambda a, c: f"({a[0]} * {literal(c.dtype, angle_factor(c.dtype, to_radians))})"
+
+
+def _infinite(operator: str) -> Code:
+    """isinf (==) and isfinite (!=): the magnitude against infinity."""
+
+    def code(a: list[str], c: OpLoop) -> str:
+        return f"({_math('fabs')(a, c)} {operator} {literal(c.dtype, np.inf)})"
+
+    return code
+
+
+FLOAT_CODE: dict[str, Code] = {
+    "add": _arithmetic("+"),
+    "subtract": _arithmetic("-"),
+    "multiply": _arithmetic("*"),
+    "divide": _arithmetic("/"),
+    **{name: _math(function) for name, function in C_MATH.items()},
+    "sqrt": _math("sqrt"),
+    "absolute": _math("fabs"),
+    "fabs": _math("fabs"),
+    "floor": _math("floor"),
+    "ceil": _math("ceil"),
+    "trunc": _math("trunc"),
+    "rint": _math("rint"),
+    "copysign": _math("copysign"),
+    "fmod": _math("fmod"),
+    "exp": _math("exp"),
+    "exp2": _math("exp2"),
+    "expm1": _math("expm1"),
+    "log": _math("log"),
+    "log2": _math("log2"),
+    "log10": _math("log10"),
+    "log1p": _math("log1p"),
+    "tanh": _math("tanh"),
+    "float_power": _math("pow"),
+    "maximum": _half_aware("df_maximum"),
+    "minimum": _half_aware("df_minimum"),
+    "fmax": _half_aware("df_fmax"),
+    "fmin": _half_aware("df_fmin"),
+    "clip": _float_clip,
+    "negative": lambda a, c: f"(-{a[0]})",
+    "positive": _unchanged,
+    "square": lambda a, c: f"({a[0]} * {a[0]})",
+    "reciprocal": lambda a, c: f"(({_ctype(c)})1 / {a[0]})",
+    "sign": _templated("df_sign"),
+    "heaviside": _templated("df_heaviside"),
+    "floor_divide": _templated("df_float_floor_divide"),
+    "remainder": _templated("df_float_remainder"),
+    "deg2rad": _scaled(to_radians=True),
+    "rad2deg": _scaled(to_radians=False),
+    "cube": _prelude("df_cube"),
+    "logaddexp": _prelude("df_logaddexp"),
+    "logaddexp2": _prelude("df_logaddexp2"),
+    "power_by_one_value": _prelude("df_power_by_one_value"),
+    "isnan": _prelude("df_isnan"),
+    "isinf": _infinite("=="),
+    "isfinite": _infinite("!="),
+    "signbit": _prelude("df_signbit"),
 }
 
 

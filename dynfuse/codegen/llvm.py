@@ -65,11 +65,13 @@ from .common import (
     FLOAT32,
     FLOAT64,
     INT64,
-    PREDICATES,
     KernelFacts,
+    OpLoop,
     ParamUse,
     accumulation,
+    angle_factor,
     c_strides,
+    integer_reciprocal_of_zero,
     scan_identity,
     scan_step,
 )
@@ -147,7 +149,8 @@ def register_type(dtype: np.dtype) -> ir.Type:
 
 
 class _Scalars:
-    """NumPy's scalar semantics for each op, in LLVM IR, on values already in their loop dtypes."""
+    """NumPy's scalar semantics in LLVM IR, on values already in their loop dtypes: the casts, and
+    each op's code looked up in the tables below this class."""
 
     def __init__(self, builder: ir.IRBuilder, module: ir.Module) -> None:
         self.b = builder
@@ -246,35 +249,25 @@ class _Scalars:
         single = b.select(is_nan, nearest, b.bitcast(odd, FLOAT))
         return b.fptrunc(single, HALF)
 
-    # ops
     def apply(
         self, name: str, args: list[Value], loop: tuple, result: np.dtype, scalar_bounds: bool = False
     ) -> Value:
         """``name`` on ``args`` cast to the loop's input dtypes; the result cast to ``result``.
 
-        ``scalar_bounds``: clip's bounds are one value each (NumPy then runs another loop, which
-        breaks ties between signed zeros its own way).
+        ``scalar_bounds``: clip's bounds are one value each (see ``OpLoop``).
         """
         ins, out = loop[:-1], loop[-1]
         args = [self.cast(arg, dtype) for arg, dtype in zip(args, ins, strict=True)]
-        if name == "where":
-            value = Value(self.b.select(args[0].ir, args[1].ir, args[2].ir), out)
-        elif name == "astype":
-            value = args[0]
-        elif name in COMPARISONS:
-            value = Value(self.compare(name, args), BOOL)
-        elif name in _LOGICAL:  # NumPy's logical loops test each operand against zero
-            truths = [self.cast(arg, BOOL).ir for arg in args]
-            value = Value(self.int_op(name, truths, BOOL), BOOL)
+        on_values = ANY_DTYPE_CODE.get(name)
+        if on_values is not None:
+            value = on_values(self, args, out)
         elif ins[0].kind == "f":
-            compute = FLOAT32 if ins[0].itemsize == 2 else ins[0]
-            wide = [self.widen(arg.ir, arg.dtype) for arg in args]
-            raw = self.float_op(name, wide, compute, ins[0].itemsize == 2, scalar_bounds)
-            value = Value(raw, BOOL if raw.type == I1 else compute)
-        elif name in PREDICATES:
-            value = Value(self.predicate(name, args), BOOL)
+            op_loop = OpLoop.of(ins[0], scalar_bounds)
+            raw = FLOAT_CODE[name](self, [self.widen(arg.ir, arg.dtype) for arg in args], op_loop)
+            value = Value(raw, BOOL if raw.type == I1 else op_loop.dtype)
         else:
-            value = Value(self.int_op(name, [arg.ir for arg in args], ins[0]), out)
+            code = BOOL_CODE if ins[0].kind == "b" else INTEGER_CODE
+            value = Value(code[name](self, [arg.ir for arg in args], OpLoop.of(ins[0])), out)
         return self.cast(value, result)
 
     def compare(self, name: str, args: list[Value]) -> ir.Value:
@@ -293,253 +286,298 @@ class _Scalars:
             return b.icmp_signed(op, left.ir, right.ir)
         return b.icmp_unsigned(op, left.ir, right.ir)
 
-    def predicate(self, name: str, args: list[Value]) -> ir.Value:
-        """isnan and friends on integers and bools: answered by the dtype."""
-        value = args[0]
-        if name == "signbit" and value.dtype.kind == "i":
-            return self.b.icmp_signed("<", value.ir, ir.Constant(value.ir.type, 0))
-        return ir.Constant(I1, int(name == "isfinite"))
 
-    def int_op(self, name: str, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
-        b = self.b
-        signed = dtype.kind == "i"
-        x = a[0]
-        zero = ir.Constant(x.type, 0)
-        one = ir.Constant(x.type, 1)
-        if name in ("add", "subtract", "multiply", "bitwise_and", "bitwise_or", "bitwise_xor"):
-            if dtype.kind == "b":
-                name = {"add": "bitwise_or", "multiply": "bitwise_and"}.get(name, name)
-            method = {
-                "add": b.add,
-                "subtract": b.sub,
-                "multiply": b.mul,
-                "bitwise_and": b.and_,
-                "bitwise_or": b.or_,
-                "bitwise_xor": b.xor,
-            }[name]
-            return method(x, a[1])
-        if name in ("logical_and", "logical_or", "logical_xor"):
-            return {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}[name](x, a[1])
-        if name in ("logical_not", "invert"):
-            return b.not_(x)
-        if name == "negative":
-            return b.sub(zero, x)
-        if name in ("positive", "floor", "ceil", "trunc", "rint"):
-            return x
-        if name == "absolute":
-            return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x) if signed else x
-        if name == "square":
-            return b.and_(x, x) if dtype.kind == "b" else b.mul(x, x)
-        if name == "sign":
-            positive = b.zext(
-                b.icmp_signed(">", x, zero) if signed else b.icmp_unsigned(">", x, zero), x.type
-            )
-            if not signed:
-                return positive
-            return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
-        compare = b.icmp_signed if signed else b.icmp_unsigned
-        if name in ("maximum", "minimum", "fmax", "fmin"):
-            return b.select(compare(">" if name in ("maximum", "fmax") else "<", x, a[1]), x, a[1])
-        if name == "clip":
-            low = b.select(compare(">", x, a[1]), x, a[1])
-            return b.select(compare("<", low, a[2]), low, a[2])
-        if name in ("floor_divide", "remainder", "fmod"):
-            return self.int_division(name, x, a[1], signed)
-        if name in ("left_shift", "right_shift"):
-            y = a[1]
-            width = ir.Constant(x.type, x.type.width)
-            in_range = b.icmp_unsigned("<", y, width)  # a negative count is out of range, as in NumPy
-            safe = b.select(in_range, y, zero)
-            if name == "left_shift":
-                return b.select(in_range, b.shl(x, safe), zero)
-            if signed:
-                beyond = b.select(b.icmp_signed("<", x, zero), ir.Constant(x.type, -1), zero)
-                return b.select(in_range, b.ashr(x, safe), beyond)
-            return b.select(in_range, b.lshr(x, safe), zero)
-        if name == "power":
-            return self.int_power(x, a[1])
-        if name == "heaviside":
-            return b.select(
-                b.icmp_signed("<", x, zero) if signed else ir.Constant(I1, 0),
-                zero,
-                b.select(b.icmp_unsigned("==", x, zero), a[1], one),
-            )
-        if name == "reciprocal":  # 1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives
-            with np.errstate(all="ignore"):
-                by_zero = int(np.reciprocal(np.zeros(1, dtype))[0])
-            result = b.select(b.icmp_unsigned("==", x, zero), ir.Constant(x.type, by_zero), zero)
-            result = b.select(b.icmp_unsigned("==", x, one), one, result)
-            if signed:
-                minus_one = ir.Constant(x.type, -1)
-                result = b.select(b.icmp_unsigned("==", x, minus_one), minus_one, result)
-            return result
-        raise NotImplementedError(f"no integer code for {name!r} on {dtype}")
+# An op's code: its IR on operands in the loop's dtype, from ``_Scalars`` (the builder and module).
+Code = Callable[[_Scalars, list[ir.Value], OpLoop], ir.Value]
+# The code of an op that reads its operands' dtypes itself, on any loop: (scalars, operands, out).
+ValueCode = Callable[[_Scalars, list[Value], np.dtype], Value]
 
-    def int_division(self, name: str, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
-        """NumPy 2: division by zero gives 0; MIN // -1 wraps to MIN; floor semantics for //, %."""
-        b = self.b
+
+def _comparison(name: str) -> ValueCode:
+    return lambda s, a, out: Value(s.compare(name, a), BOOL)
+
+
+def _logical(method: str) -> ValueCode:
+    """NumPy's logical loops test each operand against zero."""
+
+    def code(s: _Scalars, a: list[Value], out: np.dtype) -> Value:
+        truths = [s.cast(arg, BOOL).ir for arg in a]
+        return Value(getattr(s.b, method)(*truths), BOOL)
+
+    return code
+
+
+ANY_DTYPE_CODE: dict[str, ValueCode] = {
+    "where": lambda s, a, out: Value(s.b.select(a[0].ir, a[1].ir, a[2].ir), out),
+    "astype": lambda s, a, out: a[0],
+    **{name: _comparison(name) for name in COMPARISONS},
+    "logical_and": _logical("and_"),
+    "logical_or": _logical("or_"),
+    "logical_xor": _logical("xor"),
+    "logical_not": _logical("not_"),
+}
+
+
+# -- integer code (signed and unsigned; bools where ``BOOL_CODE`` does not say otherwise)
+
+
+def _signed(c: OpLoop) -> bool:
+    return c.dtype.kind == "i"
+
+
+def _int_compare(s: _Scalars, c: OpLoop) -> Callable[..., ir.Value]:
+    return s.b.icmp_signed if _signed(c) else s.b.icmp_unsigned
+
+
+def _int_extremum(larger: bool) -> Code:
+    return lambda s, a, c: s.b.select(_int_compare(s, c)(">" if larger else "<", a[0], a[1]), a[0], a[1])
+
+
+def _int_absolute(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, x = s.b, a[0]
+    zero = ir.Constant(x.type, 0)
+    return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x) if _signed(c) else x
+
+
+def _int_sign(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, x = s.b, a[0]
+    zero = ir.Constant(x.type, 0)
+    positive = b.zext(b.icmp_signed(">", x, zero) if _signed(c) else b.icmp_unsigned(">", x, zero), x.type)
+    if not _signed(c):
+        return positive
+    return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), x.type))
+
+
+def _int_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, compare = s.b, _int_compare(s, c)
+    low = b.select(compare(">", a[0], a[1]), a[0], a[1])
+    return b.select(compare("<", low, a[2]), low, a[2])
+
+
+def _int_division(floor: bool, quotient: bool) -> Code:
+    """NumPy 2: division by zero gives 0; MIN // -1 wraps to MIN. ``floor``: Python's floor semantics
+    (//, %), else C's (fmod); ``quotient``: the quotient, else the remainder."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, (x, y) = s.b, a
         zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
         by_zero = b.icmp_unsigned("==", y, zero)
-        if not signed:
+        if not _signed(c):
             safe = b.select(by_zero, one, y)
-            value = b.udiv(x, safe) if name == "floor_divide" else b.urem(x, safe)
+            value = b.udiv(x, safe) if quotient else b.urem(x, safe)
             return b.select(by_zero, zero, value)
         minus_one = b.icmp_signed("==", y, ir.Constant(x.type, -1))
         safe = b.select(b.or_(by_zero, minus_one), one, y)
-        quotient = b.select(minus_one, b.sub(zero, x), b.sdiv(x, safe))
+        truncated = b.select(minus_one, b.sub(zero, x), b.sdiv(x, safe))
         rest = b.select(minus_one, zero, b.srem(x, safe))
-        if name == "fmod":
+        if not floor:
             return b.select(by_zero, zero, rest)
         signs_differ = b.icmp_signed("<", b.xor(rest, y), zero)
         adjust = b.and_(b.icmp_unsigned("!=", rest, zero), signs_differ)
-        if name == "floor_divide":
-            value = b.sub(quotient, b.zext(adjust, x.type))
+        if quotient:
+            value = b.sub(truncated, b.zext(adjust, x.type))
         else:
             value = b.select(adjust, b.add(rest, y), rest)
         return b.select(by_zero, zero, value)
 
-    def int_power(self, base: ir.Value, exponent: ir.Value) -> ir.Value:
-        """Square and multiply, wrapping, as NumPy's integer power (negative exponents were refused)."""
-        b = self.b
-        function = b.function
-        start = b.block
-        loop = function.append_basic_block("power.loop")
-        done = function.append_basic_block("power.done")
-        one = ir.Constant(base.type, 1)
-        b.branch(loop)
-        b.position_at_end(loop)
-        result = b.phi(base.type)
-        factor = b.phi(base.type)
-        remaining = b.phi(base.type)
-        odd = b.icmp_unsigned("!=", b.and_(remaining, one), ir.Constant(base.type, 0))
-        next_result = b.select(odd, b.mul(result, factor), result)
-        next_factor = b.mul(factor, factor)
-        next_remaining = b.lshr(remaining, one)
-        result.add_incoming(one, start)
-        factor.add_incoming(base, start)
-        remaining.add_incoming(exponent, start)
-        result.add_incoming(next_result, loop)
-        factor.add_incoming(next_factor, loop)
-        remaining.add_incoming(next_remaining, loop)
-        b.cbranch(b.icmp_unsigned("!=", next_remaining, ir.Constant(base.type, 0)), loop, done)
-        b.position_at_end(done)
-        return next_result
+    return code
 
-    def float_op(
-        self, name: str, a: list[ir.Value], dtype: np.dtype, half: bool = False, scalar_bounds: bool = False
-    ) -> ir.Value:
-        b = self.b
-        t = register_type(dtype)
-        x = a[0]
+
+def _shift_safely(s: _Scalars, a: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+    """Whether the count is below the width (a negative one is not, as in NumPy), and a count that is."""
+    b, (x, y) = s.b, a
+    in_range = b.icmp_unsigned("<", y, ir.Constant(x.type, x.type.width))
+    return in_range, b.select(in_range, y, ir.Constant(x.type, 0))
+
+
+def _left_shift(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    in_range, safe = _shift_safely(s, a)
+    return s.b.select(in_range, s.b.shl(a[0], safe), ir.Constant(a[0].type, 0))
+
+
+def _right_shift(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, x = s.b, a[0]
+    zero = ir.Constant(x.type, 0)
+    in_range, safe = _shift_safely(s, a)
+    if _signed(c):
+        beyond = b.select(b.icmp_signed("<", x, zero), ir.Constant(x.type, -1), zero)
+        return b.select(in_range, b.ashr(x, safe), beyond)
+    return b.select(in_range, b.lshr(x, safe), zero)
+
+
+def _int_power(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """Square and multiply, wrapping, as NumPy's integer power (negative exponents were refused)."""
+    b, (base, exponent) = s.b, a
+    function = b.function
+    start = b.block
+    loop = function.append_basic_block("power.loop")
+    done = function.append_basic_block("power.done")
+    one = ir.Constant(base.type, 1)
+    b.branch(loop)
+    b.position_at_end(loop)
+    result = b.phi(base.type)
+    factor = b.phi(base.type)
+    remaining = b.phi(base.type)
+    odd = b.icmp_unsigned("!=", b.and_(remaining, one), ir.Constant(base.type, 0))
+    next_result = b.select(odd, b.mul(result, factor), result)
+    next_factor = b.mul(factor, factor)
+    next_remaining = b.lshr(remaining, one)
+    result.add_incoming(one, start)
+    factor.add_incoming(base, start)
+    remaining.add_incoming(exponent, start)
+    result.add_incoming(next_result, loop)
+    factor.add_incoming(next_factor, loop)
+    remaining.add_incoming(next_remaining, loop)
+    b.cbranch(b.icmp_unsigned("!=", next_remaining, ir.Constant(base.type, 0)), loop, done)
+    b.position_at_end(done)
+    return next_result
+
+
+def _int_reciprocal(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """1 / x in C: 0 but for 1 and -1; 1 / 0 is what NumPy's loop gives."""
+    b, x = s.b, a[0]
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    by_zero = ir.Constant(x.type, integer_reciprocal_of_zero(c.dtype))
+    result = b.select(b.icmp_unsigned("==", x, zero), by_zero, zero)
+    result = b.select(b.icmp_unsigned("==", x, one), one, result)
+    if _signed(c):
+        minus_one = ir.Constant(x.type, -1)
+        result = b.select(b.icmp_unsigned("==", x, minus_one), minus_one, result)
+    return result
+
+
+def _unchanged(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    return a[0]
+
+
+def _answer(value: bool) -> Code:
+    """A float test on an integer, answered by the dtype."""
+    return lambda s, a, c: ir.Constant(I1, int(value))
+
+
+INTEGER_CODE: dict[str, Code] = {
+    "add": lambda s, a, c: s.b.add(*a),
+    "subtract": lambda s, a, c: s.b.sub(*a),
+    "multiply": lambda s, a, c: s.b.mul(*a),
+    "bitwise_and": lambda s, a, c: s.b.and_(*a),
+    "bitwise_or": lambda s, a, c: s.b.or_(*a),
+    "bitwise_xor": lambda s, a, c: s.b.xor(*a),
+    "invert": lambda s, a, c: s.b.not_(a[0]),
+    "negative": lambda s, a, c: s.b.sub(ir.Constant(a[0].type, 0), a[0]),
+    "positive": _unchanged,
+    "floor": _unchanged,
+    "ceil": _unchanged,
+    "trunc": _unchanged,
+    "absolute": _int_absolute,
+    "square": lambda s, a, c: s.b.mul(a[0], a[0]),
+    "sign": _int_sign,
+    "maximum": _int_extremum(larger=True),
+    "fmax": _int_extremum(larger=True),
+    "minimum": _int_extremum(larger=False),
+    "fmin": _int_extremum(larger=False),
+    "clip": _int_clip,
+    "floor_divide": _int_division(floor=True, quotient=True),
+    "remainder": _int_division(floor=True, quotient=False),
+    "fmod": _int_division(floor=False, quotient=False),
+    "left_shift": _left_shift,
+    "right_shift": _right_shift,
+    "power": _int_power,
+    "reciprocal": _int_reciprocal,
+    "isnan": _answer(False),
+    "isinf": _answer(False),
+    "isfinite": _answer(True),
+}
+# Bools: a sum is an or, a product an and
+BOOL_CODE: dict[str, Code] = {
+    **INTEGER_CODE,
+    "add": lambda s, a, c: s.b.or_(*a),
+    "multiply": lambda s, a, c: s.b.and_(*a),
+    "square": lambda s, a, c: s.b.and_(a[0], a[0]),
+}
+
+
+# -- float code (float16 computed in float32; ``t`` below is the compute dtype's IR type)
+
+
+def _intrinsic(name: str, arity: int = 1) -> Code:
+    return lambda s, a, c: s.b.call(s.intrinsic(name, register_type(c.dtype), arity), a)
+
+
+def _inline_math(name: str) -> Code:
+    """The backend's own branch-free exp, log and tanh (``llvm_math``)."""
+    return lambda s, a, c: llvm_math.call(s.module, s.b, name, a[0], for_half=c.half)
+
+
+def _libm(symbol: str) -> Code:
+    """The C library, as NumPy's own scalar loops call it."""
+    return lambda s, a, c: s.b.call(s.libm(symbol, register_type(c.dtype), len(a)), a)
+
+
+def _cube(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """x**3 within half an ulp and a hair, as pow gives it. A float32 square is exact in
+    double, so its cube rounds there once, then to float32. In float64, x*x splits into its
+    rounded value and the exact error (an fma), and the cube is one fma of the two parts;
+    where x*x overflows, that split would give inf - inf, and the cube is x*x*x (±inf)."""
+    b, x, t = s.b, a[0], register_type(c.dtype)
+    if t == FLOAT:
+        wide = b.fpext(x, DOUBLE)
+        return b.fptrunc(b.fmul(b.fmul(wide, wide), wide), t)
+    fma = s.intrinsic("llvm.fma", t, 3)
+    square = b.fmul(x, x)
+    error = b.call(fma, [x, x, b.fneg(square)])
+    cube = b.call(fma, [square, x, b.fmul(error, x)])
+    magnitude = b.call(s.intrinsic("llvm.fabs", t, 1), [square])
+    finite = b.fcmp_ordered("!=", magnitude, ir.Constant(t, float("inf")))
+    return b.select(finite, cube, b.fmul(square, x))
+
+
+def _float_extremum(larger: bool, propagate_nan: bool) -> Code:
+    """maximum/minimum propagate NaN, fmax/fmin ignore it; of two equal operands (zeros of either
+    sign) NumPy's float16 loops give the first, its float32/64 loops the second."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, (x, y) = s.b, a
+        pred = (">" if larger else "<") + ("=" if c.half else "")
+        nan_side = x if propagate_nan else y
+        first = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", nan_side, nan_side))
+        return b.select(first, x, y)
+
+    return code
+
+
+def _float_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """max(x, low) then min(., high), NaN-propagating. Ties between zeros: float16 keeps x;
+    float32/64 take the bound, but with one-value bounds keep x against the low bound and give
+    -0.0 against the high one (NumPy's SIMD loop)."""
+    b, (x, low_bound, high_bound) = s.b, a
+    low_tie = ">=" if c.half or c.scalar_bounds else ">"
+    above = b.or_(b.fcmp_ordered(low_tie, x, low_bound), b.fcmp_unordered("uno", x, x))
+    low = b.select(above, x, low_bound)
+    below = b.fcmp_ordered("<=" if c.half else "<", low, high_bound)
+    if c.scalar_bounds and not c.half:
+        tie = b.fcmp_ordered("==", low, high_bound)
+        bits_type = I32 if low.type == FLOAT else I64
+        negative = b.icmp_signed("<", b.bitcast(low, bits_type), ir.Constant(bits_type, 0))
+        below = b.or_(below, b.and_(tie, negative))
+    return b.select(b.or_(below, b.fcmp_unordered("uno", low, low)), low, high_bound)
+
+
+def _float_sign(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, x, t = s.b, a[0], register_type(c.dtype)
+    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    positive = b.select(b.fcmp_ordered(">", x, zero), one, zero)
+    negative = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), positive)
+    return b.select(b.fcmp_unordered("uno", x, x), x, negative)
+
+
+def _float_divmod(quotient: bool) -> Code:
+    """NumPy's ``npy_divmod``: Python's floor semantics, with its own rules for zeros and NaN;
+    ``quotient``: floor_divide, else remainder."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, (x, y), t = s.b, a, register_type(c.dtype)
         zero = ir.Constant(t, 0.0)
-        one = ir.Constant(t, 1.0)
-        simple = {"add": b.fadd, "subtract": b.fsub, "multiply": b.fmul, "divide": b.fdiv}
-        if name in simple:
-            return simple[name](x, a[1])
-        if name in _INTRINSICS:
-            return b.call(self.intrinsic(_INTRINSICS[name], t, _ARITY.get(name, 1)), a)
-        if name in llvm_math.FUNCTIONS:
-            return llvm_math.call(self.module, b, name, x, for_half=half)
-        if name in C_MATH:  # the C library, as NumPy's own scalar loops call it
-            return b.call(self.libm(C_MATH[name], t, len(a)), a)
-        if name == "negative":
-            return b.fneg(x)
-        if name == "positive":
-            return x
-        if name == "square":
-            return b.fmul(x, x)
-        if name == "cube":
-            return self.cube(x, t)
-        if name == "reciprocal":
-            return b.fdiv(one, x)
-        if name in ("maximum", "minimum", "fmax", "fmin"):
-            # maximum/minimum propagate NaN, fmax/fmin ignore it; of two equal operands (zeros of
-            # either sign) NumPy's float16 loops give the first, its float32/64 loops the second
-            pred = (">" if name in ("maximum", "fmax") else "<") + ("=" if half else "")
-            nan_side = x if name in ("maximum", "minimum") else a[1]
-            first = b.or_(b.fcmp_ordered(pred, x, a[1]), b.fcmp_unordered("uno", nan_side, nan_side))
-            return b.select(first, x, a[1])
-        if name == "clip":
-            # max(x, low) then min(., high), NaN-propagating. Ties between zeros: float16 keeps x;
-            # float32/64 take the bound, but with one-value bounds keep x against the low bound and
-            # give -0.0 against the high one (NumPy's SIMD loop)
-            low_tie = ">=" if half or scalar_bounds else ">"
-            above = b.or_(b.fcmp_ordered(low_tie, x, a[1]), b.fcmp_unordered("uno", x, x))
-            low = b.select(above, x, a[1])
-            below = b.fcmp_ordered("<=" if half else "<", low, a[2])
-            if scalar_bounds and not half:
-                tie = b.fcmp_ordered("==", low, a[2])
-                bits_type = I32 if low.type == FLOAT else I64
-                negative = b.icmp_signed("<", b.bitcast(low, bits_type), ir.Constant(bits_type, 0))
-                below = b.or_(below, b.and_(tie, negative))
-            return b.select(b.or_(below, b.fcmp_unordered("uno", low, low)), low, a[2])
-        if name == "sign":
-            positive = b.select(b.fcmp_ordered(">", x, zero), one, zero)
-            negative = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), positive)
-            return b.select(b.fcmp_unordered("uno", x, x), x, negative)
-        if name in ("floor_divide", "remainder"):
-            return self.float_divmod(name, x, a[1], t)
-        if name == "fmod":
-            return b.frem(x, a[1])
-        if name == "heaviside":
-            result = b.select(b.fcmp_ordered("<", x, zero), zero, one)
-            result = b.select(b.fcmp_ordered("==", x, zero), a[1], result)
-            return b.select(b.fcmp_unordered("uno", x, x), x, result)
-        if name in ("deg2rad", "rad2deg"):
-            factor = (np.pi / 180.0) if name == "deg2rad" else (180.0 / np.pi)
-            if dtype == FLOAT32:
-                pi = np.float32(np.pi)
-                factor = pi / np.float32(180) if name == "deg2rad" else np.float32(180) / pi
-            return b.fmul(x, ir.Constant(t, float(dtype.type(factor))))
-        if name in ("logaddexp", "logaddexp2"):
-            return self.logaddexp(name, x, a[1], t, half)
-        if name == "isnan":
-            return b.fcmp_unordered("uno", x, x)
-        if name in ("isinf", "isfinite"):
-            magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [x])
-            infinity = ir.Constant(t, float("inf"))
-            if name == "isinf":
-                return b.fcmp_ordered("==", magnitude, infinity)
-            return b.fcmp_ordered("!=", magnitude, infinity)
-        if name == "signbit":
-            bits = b.bitcast(x, I32 if t == FLOAT else I64)
-            return b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
-        if name == "power_by_one_value":
-            # NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal.
-            # pow through the intrinsic (the C library's, without errno), so the loop around it
-            # vectorizes with the calls scalarized: a plain call to powf would keep it scalar.
-            y = a[1]
-            result = b.call(self.intrinsic("llvm.pow", t, 2), a)
-            result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(one, x), result)
-            result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
-            sqrt = b.call(self.intrinsic("llvm.sqrt", t, 1), [x])
-            return b.select(b.fcmp_ordered("==", y, ir.Constant(t, 0.5)), sqrt, result)
-        if name == "float_power":
-            return b.call(self.intrinsic("llvm.pow", t, 2), a)
-        raise NotImplementedError(f"no float code for {name!r} on {dtype}")
-
-    def cube(self, x: ir.Value, t: ir.Type) -> ir.Value:
-        """x**3 within half an ulp and a hair, as pow gives it. A float32 square is exact in
-        double, so its cube rounds there once, then to float32. In float64, x*x splits into its
-        rounded value and the exact error (an fma), and the cube is one fma of the two parts;
-        where x*x overflows, that split would give inf - inf, and the cube is x*x*x (±inf)."""
-        b = self.b
-        if t == FLOAT:
-            wide = b.fpext(x, DOUBLE)
-            return b.fptrunc(b.fmul(b.fmul(wide, wide), wide), t)
-        fma = self.intrinsic("llvm.fma", t, 3)
-        square = b.fmul(x, x)
-        error = b.call(fma, [x, x, b.fneg(square)])
-        cube = b.call(fma, [square, x, b.fmul(error, x)])
-        magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [square])
-        finite = b.fcmp_ordered("!=", magnitude, ir.Constant(t, float("inf")))
-        return b.select(finite, cube, b.fmul(square, x))
-
-    def float_divmod(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type) -> ir.Value:
-        """NumPy's ``npy_divmod``: Python's floor semantics, with its own rules for zeros and NaN."""
-        b = self.b
-        zero = ir.Constant(t, 0.0)
-        copysign = self.intrinsic("llvm.copysign", t, 2)
+        copysign = s.intrinsic("llvm.copysign", t, 2)
         mod = b.frem(x, y)
         by_zero = b.fcmp_ordered("==", y, zero)
         div = b.fdiv(b.fsub(x, mod), y)
@@ -549,30 +587,52 @@ class _Scalars:
         )
         mod_fixed = b.select(fix, b.fadd(mod, y), mod)
         div_fixed = b.select(fix, b.fsub(div, ir.Constant(t, 1.0)), div)
-        if name == "remainder":
+        if not quotient:
             nonzero = b.select(b.fcmp_unordered("!=", mod, zero), mod_fixed, b.call(copysign, [zero, y]))
             return b.select(by_zero, mod, nonzero)
-        floor = b.call(self.intrinsic("llvm.floor", t, 1), [div_fixed])
+        floor = b.call(s.intrinsic("llvm.floor", t, 1), [div_fixed])
         rounded = b.select(
             b.fcmp_ordered(">", b.fsub(div_fixed, floor), ir.Constant(t, 0.5)),
             b.fadd(floor, ir.Constant(t, 1.0)),
             floor,
         )
-        quotient = b.select(
+        result = b.select(
             b.fcmp_unordered("!=", div_fixed, zero), rounded, b.call(copysign, [zero, b.fdiv(x, y)])
         )
-        return b.select(by_zero, b.fdiv(x, y), quotient)
+        return b.select(by_zero, b.fdiv(x, y), result)
 
-    def logaddexp(self, name: str, x: ir.Value, y: ir.Value, t: ir.Type, half: bool) -> ir.Value:
-        """NumPy's ``npy_logaddexp``/``npy_logaddexp2``, branch for branch."""
-        b = self.b
-        base2 = name == "logaddexp2"
+    return code
+
+
+def _heaviside(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    b, (x, y), t = s.b, a, register_type(c.dtype)
+    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    result = b.select(b.fcmp_ordered("<", x, zero), zero, one)
+    result = b.select(b.fcmp_ordered("==", x, zero), y, result)
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+
+
+def _scaled(to_radians: bool) -> Code:
+    """deg2rad and rad2deg: one multiplication by NumPy's factor, in the loop's own precision."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        factor = float(c.dtype.type(angle_factor(c.dtype, to_radians)))
+        return s.b.fmul(a[0], ir.Constant(register_type(c.dtype), factor))
+
+    return code
+
+
+def _logaddexp(base2: bool) -> Code:
+    """NumPy's ``npy_logaddexp``/``npy_logaddexp2``, branch for branch."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, (x, y), t = s.b, a, register_type(c.dtype)
         same = b.fadd(x, ir.Constant(t, 1.0 if base2 else float(np.log(2.0))))
         difference = b.fsub(x, y)
 
         def log_one_plus_exp(value: ir.Value) -> ir.Value:
-            exp = llvm_math.call(self.module, b, "exp2" if base2 else "exp", value, for_half=half)
-            result = llvm_math.call(self.module, b, "log1p", exp, for_half=half)
+            exp = llvm_math.call(s.module, b, "exp2" if base2 else "exp", value, for_half=c.half)
+            result = llvm_math.call(s.module, b, "log1p", exp, for_half=c.half)
             return b.fmul(result, ir.Constant(t, float(np.log2(np.e)))) if base2 else result
 
         positive = b.fadd(x, log_one_plus_exp(b.fneg(difference)))
@@ -581,19 +641,76 @@ class _Scalars:
         result = b.select(b.fcmp_ordered(">", difference, ir.Constant(t, 0.0)), positive, result)
         return b.select(b.fcmp_ordered("==", x, y), same, result)
 
+    return code
 
-_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor", "logical_not"})
-_INTRINSICS = {
-    "sqrt": "llvm.sqrt",
-    "absolute": "llvm.fabs",
-    "fabs": "llvm.fabs",
-    "floor": "llvm.floor",
-    "ceil": "llvm.ceil",
-    "trunc": "llvm.trunc",
-    "rint": "llvm.roundeven",
-    "copysign": "llvm.copysign",
+
+def _infinite(finite: bool) -> Code:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        t = register_type(c.dtype)
+        magnitude = s.b.call(s.intrinsic("llvm.fabs", t, 1), [a[0]])
+        return s.b.fcmp_ordered("!=" if finite else "==", magnitude, ir.Constant(t, float("inf")))
+
+    return code
+
+
+def _signbit(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    bits = s.b.bitcast(a[0], I32 if register_type(c.dtype) == FLOAT else I64)
+    return s.b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
+
+
+def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal. pow
+    through the intrinsic (the C library's, without errno), so the loop around it vectorizes with
+    the calls scalarized: a plain call to powf would keep it scalar."""
+    b, (x, y), t = s.b, a, register_type(c.dtype)
+    result = b.call(s.intrinsic("llvm.pow", t, 2), a)
+    result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(ir.Constant(t, 1.0), x), result)
+    result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
+    sqrt = b.call(s.intrinsic("llvm.sqrt", t, 1), [x])
+    return b.select(b.fcmp_ordered("==", y, ir.Constant(t, 0.5)), sqrt, result)
+
+
+FLOAT_CODE: dict[str, Code] = {
+    "add": lambda s, a, c: s.b.fadd(*a),
+    "subtract": lambda s, a, c: s.b.fsub(*a),
+    "multiply": lambda s, a, c: s.b.fmul(*a),
+    "divide": lambda s, a, c: s.b.fdiv(*a),
+    "sqrt": _intrinsic("llvm.sqrt"),
+    "absolute": _intrinsic("llvm.fabs"),
+    "fabs": _intrinsic("llvm.fabs"),
+    "floor": _intrinsic("llvm.floor"),
+    "ceil": _intrinsic("llvm.ceil"),
+    "trunc": _intrinsic("llvm.trunc"),
+    "rint": _intrinsic("llvm.roundeven"),
+    "copysign": _intrinsic("llvm.copysign", 2),
+    **{name: _inline_math(name) for name in sorted(llvm_math.FUNCTIONS)},
+    **{name: _libm(symbol) for name, symbol in C_MATH.items()},
+    "negative": lambda s, a, c: s.b.fneg(a[0]),
+    "positive": _unchanged,
+    "square": lambda s, a, c: s.b.fmul(a[0], a[0]),
+    "cube": _cube,
+    "reciprocal": lambda s, a, c: s.b.fdiv(ir.Constant(register_type(c.dtype), 1.0), a[0]),
+    "maximum": _float_extremum(larger=True, propagate_nan=True),
+    "minimum": _float_extremum(larger=False, propagate_nan=True),
+    "fmax": _float_extremum(larger=True, propagate_nan=False),
+    "fmin": _float_extremum(larger=False, propagate_nan=False),
+    "clip": _float_clip,
+    "sign": _float_sign,
+    "floor_divide": _float_divmod(quotient=True),
+    "remainder": _float_divmod(quotient=False),
+    "fmod": lambda s, a, c: s.b.frem(*a),
+    "heaviside": _heaviside,
+    "deg2rad": _scaled(to_radians=True),
+    "rad2deg": _scaled(to_radians=False),
+    "logaddexp": _logaddexp(base2=False),
+    "logaddexp2": _logaddexp(base2=True),
+    "isnan": lambda s, a, c: s.b.fcmp_unordered("uno", a[0], a[0]),
+    "isinf": _infinite(finite=False),
+    "isfinite": _infinite(finite=True),
+    "signbit": _signbit,
+    "power_by_one_value": _power_by_one_value,
+    "float_power": _intrinsic("llvm.pow", 2),
 }
-_ARITY = {"copysign": 2}
 # -- the kernel's loops ---------------------------------------------------------------------------
 
 Stride = int | ir.Value  # in elements: known when the module is built, or read at launch

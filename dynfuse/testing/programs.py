@@ -11,9 +11,9 @@ NumPy accepts every step for its shapes and dtypes; what depends on the data (an
 a negative power) is left to the comparison, which then expects the same error from dynfuse.
 
 A float value is *reproducible* when every op it comes from gives NumPy's result bit for bit in any
-correct implementation (``ops.Op.reproducible``). Ops whose result jumps (comparisons, floor, casts to
-integers, argmax) read only reproducible floats: applied to a value that may differ from NumPy's in
-its last bit, they could differ in every bit, and the difference would not be a bug.
+correct implementation (``ops.Op.reproducible``). Ops whose result jumps (``ops.Op.jumps``: comparisons,
+floor, argmax) and casts to integers read only reproducible floats: applied to a value that may differ
+from NumPy's in its last bit, they could differ in every bit, and the difference would not be a bug.
 """
 
 from __future__ import annotations
@@ -34,66 +34,31 @@ LAYOUTS = ("contiguous", "reversed", "strided")
 
 _UNARY = sorted(name for name, op in ops.ELEMENTWISE.items() if getattr(op.reference, "nin", 0) == 1)
 _BINARY = sorted(name for name, op in ops.ELEMENTWISE.items() if getattr(op.reference, "nin", 0) == 2)
+# Python's operators: the function each is, and the op it records (``_jumps`` reads the op).
 _BINARY_OPERATORS = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": operator.truediv,
-    "//": operator.floordiv,
-    "%": operator.mod,
-    "**": operator.pow,
-    "&": operator.and_,
-    "|": operator.or_,
-    "^": operator.xor,
-    "<": operator.lt,
-    "<=": operator.le,
-    "==": operator.eq,
-    "!=": operator.ne,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "@": operator.matmul,
+    "+": (operator.add, "add"),
+    "-": (operator.sub, "subtract"),
+    "*": (operator.mul, "multiply"),
+    "/": (operator.truediv, "divide"),
+    "//": (operator.floordiv, "floor_divide"),
+    "%": (operator.mod, "remainder"),
+    "**": (operator.pow, "power"),
+    "&": (operator.and_, "bitwise_and"),
+    "|": (operator.or_, "bitwise_or"),
+    "^": (operator.xor, "bitwise_xor"),
+    "<": (operator.lt, "less"),
+    "<=": (operator.le, "less_equal"),
+    "==": (operator.eq, "equal"),
+    "!=": (operator.ne, "not_equal"),
+    ">": (operator.gt, "greater"),
+    ">=": (operator.ge, "greater_equal"),
+    "@": (operator.matmul, "matmul"),
 }
-_UNARY_OPERATORS = {"-": operator.neg, "~": operator.invert, "abs": abs}
-# Ops whose result jumps where their float operand crosses a value (see the module's docstring).
-_DISCONTINUOUS = frozenset(
-    [
-        "floor",
-        "ceil",
-        "trunc",
-        "rint",
-        "sign",
-        "floor_divide",
-        "remainder",
-        "fmod",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "logical_and",
-        "logical_or",
-        "logical_xor",
-        "logical_not",
-        "isfinite",
-        "isinf",
-        "isnan",
-        "signbit",
-        "heaviside",
-        "//",
-        "%",
-        "<",
-        "<=",
-        "==",
-        "!=",
-        ">",
-        ">=",
-        "argmax",
-        "argmin",
-        "any",
-        "all",
-    ]
-)
+_UNARY_OPERATORS = {
+    "-": (operator.neg, "negative"),
+    "~": (operator.invert, "invert"),
+    "abs": (abs, "absolute"),
+}
 _REDUCTIONS = sorted(ops.REDUCTIONS)
 _SCALARS = st.sampled_from([0, 1, 2, -1, 3, 0.5, -2.0, 1.5, 1e-3, 100.0, True, False])
 
@@ -135,8 +100,8 @@ class Step:
         if self.form == "index":
             return args[0][args[1]]
         if len(args) == 1:
-            return _UNARY_OPERATORS[self.name](args[0])
-        return _BINARY_OPERATORS[self.name](*args)
+            return _UNARY_OPERATORS[self.name][0](args[0])
+        return _BINARY_OPERATORS[self.name][0](*args)
 
     def source(self) -> str:
         args = [_literal(arg) for arg in self.args]
@@ -293,7 +258,7 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
             continue
         step, reads = candidate
         if any(value.float_like and not value.reproducible for value in reads) and (
-            step.name in _DISCONTINUOUS or _casts_to_integer(step)
+            _jumps(step) or _casts_to_integer(step)
         ):
             continue
         stand_in = _probe(step, values)
@@ -309,6 +274,15 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
     if computed[-1] not in outputs:
         outputs.append(computed[-1])
     return Program(program_inputs, tuple(steps), tuple(outputs))
+
+
+def _jumps(step: Step) -> bool:
+    if step.form == "operator":
+        operators = _UNARY_OPERATORS if len(step.args) == 1 else _BINARY_OPERATORS
+        name = operators[step.name][1]
+    else:
+        name = step.name
+    return name in ops.OPS and ops.OPS[name].jumps
 
 
 def _casts_to_integer(step: Step) -> bool:
