@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import devices, execute, ops, record, views
+from . import devices, execute, ops, record, registry, views
 from .devices import HOST
 from .trace import Node
 
@@ -230,7 +230,7 @@ class LazyArray:
     def to(self, device: Any) -> LazyArray:
         """This array on ``device``: itself if it is there, else a copy there (its values computed
         first, where they live)."""
-        target = devices.named(device, "to")
+        target = registry.memory_named(device, "to")
         source = self._node.memory
         if target is source:
             return self
@@ -566,9 +566,9 @@ def asarray(obj: Any, dtype: Any = None, copy: bool | None = None, device: Any =
 def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, bool | None]:
     """``obj`` on ``device`` (None: where it is) for ``asarray``, with the ``copy`` still to make: a
     device's array wrapped, what is elsewhere copied there (a lazy array); else ``obj`` itself."""
-    target = None if device is None else devices.named(device, "asarray")
+    target = None if device is None else registry.memory_named(device, "asarray")
     if not isinstance(obj, LazyArray):
-        owner = devices.owner(obj)
+        owner = registry.owner(obj)
         if owner is not None:  # a device's array, wrapped as it is
             obj = LazyArray(execute.new_leaf(obj, exposed=True, device=owner))
         elif target is None or target is HOST:

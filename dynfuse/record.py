@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import array as array_module
-from . import config, devices, dtypes, execute, ops, stats, views
+from . import config, devices, dtypes, execute, ops, registry, stats, views
 from .devices import HOST
 from .ops import OpKind
 from .trace import Node, mixed_devices, pending_readers
@@ -55,7 +55,7 @@ def as_node(value: Any) -> Node:
         return execute.new_leaf(value, exposed=True)
     if isinstance(value, np.generic):
         return execute.new_leaf(np.asarray(value), exposed=False, device=None)
-    owner = devices.owner(value)
+    owner = registry.owner(value)
     if owner is not None:
         return execute.new_leaf(value, exposed=True, device=owner)
     return execute.new_leaf(np.asarray(value), exposed=False)
@@ -69,7 +69,7 @@ def defers_to(value: Any) -> bool:
     return (
         hasattr(kind, "__array_ufunc__")
         and not issubclass(kind, (np.ndarray, np.generic, array_module.LazyArray))
-        and devices.owner(value) is None  # a device's array is one dynfuse takes as its own
+        and registry.owner(value) is None  # a device's array is one dynfuse takes as its own
     )
 
 

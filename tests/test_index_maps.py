@@ -7,6 +7,7 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 from dynfuse import views
+from dynfuse.devices import HOST
 from dynfuse.ops import OpKind
 
 STEPS = st.lists(
@@ -57,7 +58,7 @@ def test_view_chains_compose_into_one_strided_read(steps, shape):
             return  # a reshape that carries between axes: the scheduler stores its input instead
         node = child
     assert node.is_materialized
-    np.testing.assert_array_equal(views.strided_view(base, index_map, result.shape), np.asarray(result))
+    np.testing.assert_array_equal(views.strided_view(base, index_map, result.shape, HOST), np.asarray(result))
 
 
 def test_reshape_maps_split_and_merge_axes_or_refuse():
