@@ -12,11 +12,11 @@ from .explain import explain, kernel_sources
 from .record import evaluate
 from .registry import set_backend
 from .stats import reset_stats, stats
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "LazyArray",
+    "__version__",
     "accelerate",
     "array",
     "asarray",

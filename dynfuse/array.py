@@ -22,6 +22,10 @@ from . import devices, execute, ops, record, registry, views
 from .devices import HOST
 from .trace import Node
 
+# ``dynfuse.numpy``, which sits above this module and sets itself here when imported: the namespace
+# ``__array_namespace__`` returns, and what ``clip`` and ``repeat`` call (as the namespace's own).
+numpy_namespace: Any = None
+
 _E = ops.elementwise_op
 
 
@@ -387,9 +391,7 @@ class LazyArray:
     def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
         """``dynfuse.numpy``, as an ndarray's is ``numpy``: array-API code given lazy arrays records."""
         np.empty(0).__array_namespace__(api_version=api_version)  # NumPy's refusal of unknown versions
-        from . import numpy as namespace
-
-        return namespace
+        return numpy_namespace
 
     def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):
@@ -480,9 +482,7 @@ class LazyArray:
         return record.reshape(self, -1).copy()
 
     def clip(self, min: Any = None, max: Any = None) -> Any:
-        from .numpy import clip
-
-        return clip(self, min, max)
+        return numpy_namespace.clip(self, min, max)
 
     sum = reduction_method("sum", ("axis", "dtype", "out", "keepdims"))
     prod = reduction_method("prod", ("axis", "dtype", "out", "keepdims"))
@@ -503,9 +503,7 @@ class LazyArray:
         return record.barrier(ops.BARRIERS["dot"], (self, b), out=out)
 
     def repeat(self, repeats: Any, axis: Any = None) -> Any:
-        from .numpy import repeat
-
-        return repeat(self, repeats, axis)
+        return numpy_namespace.repeat(self, repeats, axis)
 
 
 def _falling_back(name: str) -> Any:
@@ -530,6 +528,7 @@ def _falling_back(name: str) -> Any:
 for _name in dir(np.ndarray):
     if not _name.startswith("_") and not hasattr(LazyArray, _name):
         setattr(LazyArray, _name, _falling_back(_name))
+record.LazyArray = LazyArray  # what recording wraps its nodes in: ``record`` sits below this module
 
 
 def _from_numpy(array: np.ndarray, device: str = "cpu") -> LazyArray:
