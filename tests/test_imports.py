@@ -13,12 +13,14 @@ goes from a module to each dynfuse module one of its import statements names:
   (``import dynfuse``, or ``from .. import set_backend``, a name the ``__init__`` defines). So an
   ``__init__`` that imports its own submodules (to gather its public names) is fine as long as none
   of them imports the package back; one that does closes a cycle through the ``__init__``.
+- The C extensions (``_recorder``, ``_launch``) import nothing of dynfuse: ``accelerate`` hands them
+  what they call.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Collection
 from pathlib import Path
 
 import dynfuse
@@ -46,7 +48,7 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imported(name: str, source: str, is_package: bool, modules: Iterable[str]) -> set[str]:
+def imported(name: str, source: str, is_package: bool, modules: Collection[str]) -> set[str]:
     """The ``modules`` that module ``name`` imports, anywhere in its ``source``."""
     tree = ast.parse(source)
     package = name if is_package else name.rpartition(".")[0]
