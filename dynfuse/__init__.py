@@ -6,17 +6,17 @@ trace is planned and executed at once.
 
 from __future__ import annotations
 
-from . import accelerate, config, dtypes, numpy
+from . import accelerate, config, dtypes, numpy, registry
 from .array import LazyArray, array, asarray
-from .config import set_backend
 from .explain import explain, kernel_sources
 from .record import evaluate
+from .registry import set_backend
 from .stats import reset_stats, stats
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "LazyArray",
+    "__version__",
     "accelerate",
     "array",
     "asarray",
@@ -26,6 +26,7 @@ __all__ = [
     "explain",
     "kernel_sources",
     "numpy",
+    "registry",
     "reset_stats",
     "set_backend",
     "stats",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import config, disk_cache, runner
+from . import config, disk_cache, registry, runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--backend",
         type=_available_backend,
-        metavar="{" + ",".join(config.BACKENDS) + "}",
-        help=f"the backend that runs the arrays (default: DYNFUSE_BACKEND, else {config.DEFAULT_BACKEND})",
+        metavar="{" + ",".join(registry.BACKENDS) + "}",
+        help=f"the backend that runs the arrays (default: DYNFUSE_BACKEND, else {registry.DEFAULT_BACKEND})",
     )
     run.add_argument(
         "--report", choices=runner.REPORT_FORMATS, default="text", help="the report printed to stderr at exit"
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument(
         "--backend",
         type=_available_backend,
-        metavar="{" + ",".join(config.BACKENDS) + "}",
-        help=f"the backend to check (default: DYNFUSE_BACKEND, else {config.DEFAULT_BACKEND})",
+        metavar="{" + ",".join(registry.BACKENDS) + "}",
+        help=f"the backend to check (default: DYNFUSE_BACKEND, else {registry.DEFAULT_BACKEND})",
     )
     fuzz.add_argument("--max-depth", type=int, default=8, help="steps per program, at most (default 8)")
     fuzz.add_argument("--time", type=float, metavar="SECONDS", help="stop after this long")
@@ -91,7 +91,7 @@ def _cache(arguments: argparse.Namespace) -> int:
 
 
 def _available_backend(name: str) -> str:
-    reason = config.unavailable_reason(name)
+    reason = registry.unavailable_reason(name)
     if reason is not None:
         raise argparse.ArgumentTypeError(reason)
     return name
@@ -104,7 +104,7 @@ def _run(arguments: argparse.Namespace) -> int:
     if not command_line:
         arguments.usage_error("the following arguments are required: SCRIPT")
     if arguments.backend is not None:
-        config.set_backend(arguments.backend)
+        registry.set_backend(arguments.backend)
     return runner.run(command_line[0], command_line[1:], arguments.report, arguments.report_file)
 
 

@@ -18,9 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from . import devices, execute, ops, record, views
+from . import devices, execute, ops, record, registry, views
 from .devices import HOST
 from .trace import Node
+
+# ``dynfuse.numpy``, which sits above this module and sets itself here when imported: the namespace
+# ``__array_namespace__`` returns, and what ``clip`` and ``repeat`` call (as the namespace's own).
+numpy_namespace: Any = None
 
 _E = ops.elementwise_op
 
@@ -230,7 +234,7 @@ class LazyArray:
     def to(self, device: Any) -> LazyArray:
         """This array on ``device``: itself if it is there, else a copy there (its values computed
         first, where they live)."""
-        target = devices.named(device, "to")
+        target = registry.memory_named(device, "to")
         source = self._node.memory
         if target is source:
             return self
@@ -387,9 +391,7 @@ class LazyArray:
     def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
         """``dynfuse.numpy``, as an ndarray's is ``numpy``: array-API code given lazy arrays records."""
         np.empty(0).__array_namespace__(api_version=api_version)  # NumPy's refusal of unknown versions
-        from . import numpy as namespace
-
-        return namespace
+        return numpy_namespace
 
     def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
         if not all(issubclass(kind, (LazyArray, np.ndarray)) for kind in types):
@@ -480,9 +482,7 @@ class LazyArray:
         return record.reshape(self, -1).copy()
 
     def clip(self, min: Any = None, max: Any = None) -> Any:
-        from .numpy import clip
-
-        return clip(self, min, max)
+        return numpy_namespace.clip(self, min, max)
 
     sum = reduction_method("sum", ("axis", "dtype", "out", "keepdims"))
     prod = reduction_method("prod", ("axis", "dtype", "out", "keepdims"))
@@ -503,9 +503,7 @@ class LazyArray:
         return record.barrier(ops.BARRIERS["dot"], (self, b), out=out)
 
     def repeat(self, repeats: Any, axis: Any = None) -> Any:
-        from .numpy import repeat
-
-        return repeat(self, repeats, axis)
+        return numpy_namespace.repeat(self, repeats, axis)
 
 
 def _falling_back(name: str) -> Any:
@@ -530,6 +528,7 @@ def _falling_back(name: str) -> Any:
 for _name in dir(np.ndarray):
     if not _name.startswith("_") and not hasattr(LazyArray, _name):
         setattr(LazyArray, _name, _falling_back(_name))
+record.LazyArray = LazyArray  # what recording wraps its nodes in: ``record`` sits below this module
 
 
 def _from_numpy(array: np.ndarray, device: str = "cpu") -> LazyArray:
@@ -566,9 +565,9 @@ def asarray(obj: Any, dtype: Any = None, copy: bool | None = None, device: Any =
 def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, bool | None]:
     """``obj`` on ``device`` (None: where it is) for ``asarray``, with the ``copy`` still to make: a
     device's array wrapped, what is elsewhere copied there (a lazy array); else ``obj`` itself."""
-    target = None if device is None else devices.named(device, "asarray")
+    target = None if device is None else registry.memory_named(device, "asarray")
     if not isinstance(obj, LazyArray):
-        owner = devices.owner(obj)
+        owner = registry.owner(obj)
         if owner is not None:  # a device's array, wrapped as it is
             obj = LazyArray(execute.new_leaf(obj, exposed=True, device=owner))
         elif target is None or target is HOST:

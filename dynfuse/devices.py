@@ -6,8 +6,8 @@ where it is written, as CuPy does for a NumPy operand. Values move between memor
 ``asarray(x, device=...)``, ``x.to(...)``, ``numpy.asarray(x)``, or a backend chosen to run
 elsewhere (``execute``: a device's trace run by the reference executor runs on host copies).
 
-A memory is named by what ``LazyArray.device`` returns (``'cpu'``, ``'cuda'``, ``'cuda-emulator'``)
-and known through the backend that runs kernels on it (``Backend.memory``).
+This module is the ground floor: it knows the host's memory and what a memory is; the devices'
+memories are known by name through the backends that run kernels on them (``registry``).
 """
 
 from __future__ import annotations
@@ -90,40 +90,3 @@ def move(array: Any, source: Memory, target: Memory) -> Any:
         return target.from_host(array)
     host = source.to_host(array)
     return host if target is HOST else target.from_host(host)
-
-
-def memories() -> dict[str, Memory]:
-    """Every memory by name: the host's, and each device's that a backend runs kernels on."""
-    from . import config  # config imports the backends, which import this module
-
-    found: dict[str, Memory] = {HOST.name: HOST}
-    for backend in config.BACKENDS.values():
-        if backend is not None:  # the reference executor runs where its arrays are
-            found.setdefault(backend.memory.name, backend.memory)
-    return found
-
-
-def named(device: Any, operation: str) -> Memory:
-    """The memory ``device`` names (a name, or a memory), ready for arrays; ValueError naming
-    ``operation`` otherwise, as the array API has ``asarray`` refuse a device."""
-    if hasattr(device, "owns"):  # a memory itself
-        device = device.name
-    found = memories()
-    memory = found.get(device) if isinstance(device, str) else None
-    if memory is None:
-        raise ValueError(f"{operation}: unknown device {device!r}; devices: {', '.join(sorted(found))}")
-    reason = memory.unavailable_reason()
-    if reason is not None:
-        raise ValueError(f"{operation}: device {device!r} is not available here: {reason}")
-    return memory
-
-
-def owner(value: Any) -> Memory | None:
-    """The device memory whose array ``value`` is (a CuPy array, an emulated device's); None for
-    anything else, host arrays included."""
-    if isinstance(value, np.ndarray):
-        return None
-    for memory in memories().values():
-        if memory is not HOST and memory.owns(value):
-            return memory
-    return None

@@ -34,7 +34,7 @@ from typing import Any
 import cachetools
 import numpy as np
 
-from . import cache, config, interpret, schedule, stats, trace, views
+from . import cache, config, interpret, registry, schedule, stats, trace, views
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel, Kernel
 from .ops import OpKind
@@ -76,7 +76,7 @@ def materialize(nodes: Sequence[Node]) -> None:
                 materialize(group)
             return
         memory = device or HOST
-        backend = config.BACKENDS[config.backend] if memory is HOST else backend_for(memory)
+        backend = registry.BACKENDS[registry.backend] if memory is HOST else backend_for(memory)
         key = None
         if backend is not None and backend.memory is memory and len(outputs) == 1:
             # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
@@ -107,10 +107,10 @@ def backend_for(memory: Memory) -> Backend | None:
     """The backend that runs a trace of ``memory``'s arrays: the configured one (``DYNFUSE_BACKEND``)
     for host arrays, or where it runs kernels on that memory; a device's own otherwise, unless the
     reference executor (``numpy``) is configured: a device's trace then runs on host copies."""
-    chosen = config.BACKENDS[config.backend]
+    chosen = registry.BACKENDS[registry.backend]
     if memory is HOST or chosen is None or chosen.memory is memory:
         return chosen
-    return next(backend for backend in config.BACKENDS.values() if backend and backend.memory is memory)
+    return next(backend for backend in registry.BACKENDS.values() if backend and backend.memory is memory)
 
 
 def _by_device(nodes: Sequence[Node]) -> list[list[Node]]:
@@ -341,7 +341,7 @@ class Replay:
             return None
         kernel = step.kernel
         direct = all(
-            _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous)
+            _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous, memory)
             for load, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True)
         )
         output = step.stores.index(number)
@@ -359,7 +359,7 @@ class Replay:
             else:
                 shape = self.kernel.shape
                 inputs = [
-                    read(leaf_value(leaves[position], self.memory), source, shape)
+                    read(leaf_value(leaves[position], self.memory), source, shape, self.memory)
                     for position, source in self.loads
                 ]
                 params = [leaves[position].buffer for position in self.params]
@@ -383,11 +383,13 @@ class Replay:
         return True
 
 
-def _read_as_it_is(leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool) -> bool:
+def _read_as_it_is(
+    leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool, memory: Memory
+) -> bool:
     """Whether a kernel reads this leaf's buffer itself: no strided view, no contiguous copy."""
     if leaf.op.kind is not OpKind.BUFFER or (contiguous and not leaf.buffer.flags.c_contiguous):
         return False
-    return read(leaf.buffer, load, shape) is leaf.buffer
+    return read(leaf.buffer, load, shape, memory) is leaf.buffer
 
 
 def leaf_value(node: Node, memory: Memory = HOST) -> Any:
@@ -397,10 +399,11 @@ def leaf_value(node: Node, memory: Memory = HOST) -> Any:
     return node.buffer
 
 
-def read(value: Any, source: Source, shape: tuple[int, ...] | None) -> Any:
-    """``value`` as ``source`` reads it: through its index map, unless that reads it as it is."""
+def read(value: Any, source: Source, shape: tuple[int, ...] | None, memory: Memory) -> Any:
+    """``value``, an array of ``memory``, as ``source`` reads it: through its index map, unless that
+    reads it as it is."""
     if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
-        value = views.strided_view(value, source.index_map, shape)
+        value = views.strided_view(value, source.index_map, shape, memory)
     return value
 
 
@@ -528,7 +531,7 @@ class _Run:
         for number in source.views:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
-        return read(value, source, shape)
+        return read(value, source, shape, self.memory)
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel

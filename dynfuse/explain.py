@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import config, execute, record, schedule, views
+from . import execute, record, registry, schedule, views
 from .devices import HOST
 from .kernel import Backend
 from .ops import OpKind
@@ -28,9 +28,9 @@ def _backend(name: str | None, outputs: list[Node]) -> Backend | None:
     """The backend named, or the one that would run ``outputs`` (``execute.backend_for``)."""
     if name is None:
         return execute.backend_for((outputs[0].device if outputs else None) or HOST)
-    if name not in config.BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(config.BACKENDS))}")
-    return config.BACKENDS[name]
+    if name not in registry.BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(registry.BACKENDS))}")
+    return registry.BACKENDS[name]
 
 
 def _outputs(arrays: tuple) -> list[Node]:

@@ -22,18 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from . import array as array_module
-from . import config, devices, dtypes, execute, ops, stats, views
+from . import config, devices, dtypes, execute, ops, registry, stats, views
 from .devices import HOST
 from .ops import OpKind
 from .trace import Node, mixed_devices, pending_readers
 
 # NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
+# The class of lazy arrays, which the functions here take and return: ``array`` defines it (its
+# methods call these functions, so it sits above this module) and sets it here as it is imported.
+LazyArray: Any = None
 
 
 def is_lazy(value: Any) -> bool:
-    return isinstance(value, array_module.LazyArray)
+    return isinstance(value, LazyArray)
 
 
 def array_node(value: Any) -> Node:
@@ -55,7 +57,7 @@ def as_node(value: Any) -> Node:
         return execute.new_leaf(value, exposed=True)
     if isinstance(value, np.generic):
         return execute.new_leaf(np.asarray(value), exposed=False, device=None)
-    owner = devices.owner(value)
+    owner = registry.owner(value)
     if owner is not None:
         return execute.new_leaf(value, exposed=True, device=owner)
     return execute.new_leaf(np.asarray(value), exposed=False)
@@ -68,8 +70,8 @@ def defers_to(value: Any) -> bool:
     kind = type(value)
     return (
         hasattr(kind, "__array_ufunc__")
-        and not issubclass(kind, (np.ndarray, np.generic, array_module.LazyArray))
-        and devices.owner(value) is None  # a device's array is one dynfuse takes as its own
+        and not issubclass(kind, (np.ndarray, np.generic, LazyArray))
+        and registry.owner(value) is None  # a device's array is one dynfuse takes as its own
     )
 
 
@@ -82,7 +84,7 @@ def foreign(args: tuple) -> bool:
     library (``defers_to``)."""
     for value in args:
         kind = type(value)
-        if kind in _PLAIN or kind is array_module.LazyArray:
+        if kind in _PLAIN or kind is LazyArray:
             continue
         if kind in (list, tuple):
             if any(map(defers_to, value)):
@@ -100,7 +102,7 @@ def bound_depth(array: Any) -> Any:
 
 
 def new_array(node: Node) -> Any:
-    return bound_depth(array_module.LazyArray(node))
+    return bound_depth(LazyArray(node))
 
 
 def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:
@@ -122,7 +124,7 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
     """The common case, recorded in as few steps as Python allows (it runs for every operator): one
     or two operands, lazy arrays of one shape and supported dtypes or Python floats, bools and small
     ints, no keywords. None when anything else is involved: the general path then records it."""
-    lazy = array_module.LazyArray
+    lazy = LazyArray
     kind = type(first)
     if kind is lazy:
         array, first = first._node, first._node
@@ -421,14 +423,14 @@ def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_vie
     if not is_view:
         return new_array(_cast_node(node, array.dtype))
     base = array._base if array._base is not None else array
-    result = array_module.LazyArray(node, base)
+    result = LazyArray(node, base)
     base._add_view(result)
     return bound_depth(result)
 
 
 def lazy(value: Any) -> Any:
     """``value`` as a lazy array; a Python scalar becomes a 0-d array, as NumPy's functions make it."""
-    return value if is_lazy(value) else array_module.LazyArray(array_node(value))
+    return value if is_lazy(value) else LazyArray(array_node(value))
 
 
 def reshape(value: Any, shape: Any) -> Any:
@@ -569,8 +571,8 @@ def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool, device: d
         result, exposed = np.asarray(result), False
     if isinstance(result, np.ndarray):
         if device is not HOST:
-            return array_module.LazyArray(execute.new_leaf(device.from_host(result), False, device))
-        return array_module.LazyArray(execute.new_leaf(result, exposed=exposed))
+            return LazyArray(execute.new_leaf(device.from_host(result), False, device))
+        return LazyArray(execute.new_leaf(result, exposed=exposed))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(_wrap(item, outs, out_buffers, exposed, device) for item in result)
     return result

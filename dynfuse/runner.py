@@ -22,7 +22,7 @@ The report, printed to stderr at exit (``--report text``, the default; ``json``;
 written as JSON to ``--report-file PATH`` if asked. Its keys:
 
     script                      the script's path, as given
-    backend                     the backend that materialized arrays (``dynfuse.config.backend``)
+    backend                     the backend that materialized arrays (``dynfuse.registry.backend``)
     exit_status                 the status the run exits with
     wall_seconds                wall-clock time from the script's first line to its end
     kernels_compiled            kernels compiled by the backend in this run (not found on disk)
@@ -63,7 +63,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import config
+from . import registry
 from .stats import reset_stats, stats
 
 REPORT_FORMATS = ("text", "json", "none")
@@ -276,7 +276,7 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
     workers = workers_stats()
     return {
         "script": script,
-        "backend": config.backend,
+        "backend": registry.backend,
         "exit_status": exit_status,
         "wall_seconds": wall_seconds,
         **_kernels_built(counters),

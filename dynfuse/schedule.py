@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import cache, config, ops, views
+from .devices import HOST
 from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Signature, Target
 from .ops import OpKind
 from .trace import Node, buffer_key
@@ -302,7 +303,8 @@ class _Planner:
                     array = _contiguous_stand_in(view.shape, array.dtype)
             else:
                 array = view.op.reference(array, **params)
-        access = views.strided_view(array, source.index_map, shape)
+        memory = HOST if isinstance(array, np.ndarray) else node.memory  # a stand-in is the host's
+        access = views.strided_view(array, source.index_map, shape, memory)
         broadcast = tuple(
             axis
             for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))

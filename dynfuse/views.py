@@ -18,8 +18,7 @@ import numpy as np
 from numpy._core.einsumfunc import _parse_einsum_input
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import devices
-from .devices import HOST
+from .devices import Memory
 
 Shape = tuple[int, ...]
 
@@ -458,13 +457,13 @@ def _reshape_input_map(
     return IndexMap(tuple(map(tuple, rows)), tuple(offsets))
 
 
-def strided_view(array: Any, index_map: IndexMap, shape: Shape) -> Any:
-    """``array`` read through ``index_map`` as a read-only array of the iteration ``shape``: no copy.
+def strided_view(array: Any, index_map: IndexMap, shape: Shape, memory: Memory) -> Any:
+    """``array`` of ``memory`` read through ``index_map`` as a read-only array of the iteration
+    ``shape``: no copy.
 
     ``shape`` may be empty along axes the map ignores (a reduction over no elements still reads
     its per-row values); an empty ``array`` is only read by an empty iteration.
     """
-    memory = HOST if isinstance(array, np.ndarray) else devices.owner(array)  # a device's array
     if array.size == 0:  # nothing to read; an empty iteration still reads per-row values
         return memory.empty(shape, array.dtype)
     strides, _ = _combine(array.strides, index_map, len(shape))

@@ -37,7 +37,7 @@ from compile_probe import ELEMENTS as COMPILE_PROBE_ELEMENTS
 from timing import Timing, measure, measure_interleaved, write_results_section
 
 import dynfuse
-from dynfuse import config
+from dynfuse import config, registry
 
 PERF = Path(__file__).resolve().parent
 CHART = PERF / "bench_bandwidth.png"
@@ -90,7 +90,7 @@ NUMBA_METHOD = (
 
 
 def default_backend():
-    return "cpu" if "cpu" in config.BACKENDS else "groups"
+    return "cpu" if "cpu" in registry.BACKENDS else "groups"
 
 
 def ndarrays(result):
@@ -283,7 +283,7 @@ def measure_dispatch(repeats):
             setting()
             np.testing.assert_allclose(lazy_chain(), expected, rtol=1e-6)
             # Cached as the target means it: past the repeats after which the tier policy compiles it.
-            for _ in range(config.BACKENDS["cpu"].target.tiny_repeats + 1):
+            for _ in range(registry.BACKENDS["cpu"].target.tiny_repeats + 1):
                 lazy_chain()
             contenders[name] = (traces(lazy_chain), setting)
         times = measure_interleaved(contenders, repeats)
@@ -512,7 +512,7 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK.elements} elements instead of {FULL.elements}"
     )
-    parser.add_argument("--backend", default=default_backend(), choices=sorted(config.BACKENDS))
+    parser.add_argument("--backend", default=default_backend(), choices=sorted(registry.BACKENDS))
     parser.add_argument("--repeats", type=int, help="timed runs per implementation")
     parser.add_argument(
         "--only", metavar="TEXT", help="only the workloads whose name contains TEXT; no files"

@@ -35,7 +35,7 @@ from bench_examples import EXAMPLES, PROGRAMS
 from timing import write_results_section
 
 import dynfuse
-from dynfuse import config, execute, runner
+from dynfuse import execute, registry, runner
 from dynfuse.backends import cpu, llvm_compiler
 
 REPEATS = 3
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--size", choices=("small", "demo"), default="demo")
     parser.add_argument("--print-only", action="store_true", help="print the section, write nothing")
     arguments = parser.parse_args()
-    config.set_backend("cpu")
+    registry.set_backend("cpu")
     samples = [sample for program in arguments.programs for sample in sample_kernels(program, arguments.size)]
     section = report(samples, arguments.size)
     print(section)

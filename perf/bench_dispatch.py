@@ -24,7 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=51)
     repeats = parser.parse_args().repeats
-    print(f"dynfuse {dynfuse.__version__}, backend {dynfuse.config.backend!r}, numpy {np.__version__}")
+    print(f"dynfuse {dynfuse.__version__}, backend {dynfuse.registry.backend!r}, numpy {np.__version__}")
     print(f"{'elements':>10} {'numpy (median)':>16} {'dynfuse (median)':>18} {'ratio':>7}")
     for size in (10, 1_000, 100_000, 10_000_000):
         values = np.random.default_rng(0).standard_normal(size)

@@ -220,7 +220,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--print-only", action="store_true")
     arguments = parser.parse_args()
-    reason = dynfuse.config.unavailable_reason(arguments.device)
+    reason = dynfuse.registry.unavailable_reason(arguments.device)
     if reason is not None:
         sys.exit(f"bench_gpu: {reason}")
     device = Device(arguments.device)

@@ -17,7 +17,7 @@ import numpy as np
 from timing import median_time
 
 import dynfuse
-from dynfuse import config, execute, schedule
+from dynfuse import config, execute, registry, schedule
 from dynfuse.trace import topological_order
 
 
@@ -33,7 +33,7 @@ def deep_dag(levels):
 def plan(array):
     outputs = execute.wanted_nodes([array._node])
     trace = schedule.number_trace(topological_order(outputs), outputs)
-    return schedule.plan_for(trace, config.BACKENDS["groups"].target)
+    return schedule.plan_for(trace, registry.BACKENDS["groups"].target)
 
 
 def softmax(x):

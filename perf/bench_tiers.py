@@ -24,7 +24,7 @@ import numpy as np
 from timing import median_time
 
 import dynfuse
-from dynfuse import cache, config, schedule
+from dynfuse import cache, config, registry, schedule
 
 OPS_PER_LINK = 5
 
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--links", type=int, default=1, help="chain length, in links of 5 ops")
     args = parser.parse_args()
-    backend = config.BACKENDS[args.backend]
+    backend = registry.BACKENDS[args.backend]
     config.disk_cache = False  # cold means compiled, not loaded from an earlier run's object code
     # Measure with the policy off: every kernel compiled, whatever its size.
     backend.target = dataclasses.replace(backend.target, tiny_elements=0, first_sight_work=0)

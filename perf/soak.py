@@ -191,7 +191,7 @@ def main() -> int:
         "",
         f"`python perf/soak.py` (`make soak`): one process, every kernel compiled (`DYNFUSE_TIERS=0`), "
         f"{SLICES} slices per phase. {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, dynfuse {dynfuse.__version__} (backend {dynfuse.config.backend}).",
+        f"NumPy {np.__version__}, dynfuse {dynfuse.__version__} (backend {dynfuse.registry.backend}).",
         "",
         "| phase | traces | time | traces/s per slice: min / median / max "
         "| resident with the compiler process, half → end (growth; the compiler's at the end) "

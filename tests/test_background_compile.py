@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config
+from dynfuse import cache, config, registry
 from dynfuse.backends import cpu, groups
 from dynfuse.kernel import Target
 
@@ -36,7 +36,7 @@ def tiers_with_background_compiles(monkeypatch):
 def held_compiles(monkeypatch):
     """The group backend with BACKGROUND's numbers, whose compiles wait for ``release`` and note the
     thread they ran on."""
-    monkeypatch.setattr(config, "backend", "groups")
+    monkeypatch.setattr(registry, "backend", "groups")
     monkeypatch.setattr(groups.BACKEND, "target", BACKGROUND)
     compile_kernel = groups.BACKEND.compile
     release = threading.Event()
@@ -82,7 +82,7 @@ def test_the_first_run_is_interpreted_while_the_kernel_compiles_and_the_next_wai
 def test_a_kernel_compiles_at_once_without_the_work_or_a_core_to_hide_its_compile_behind(
     elements, threads, monkeypatch
 ):
-    monkeypatch.setattr(config, "backend", "groups")
+    monkeypatch.setattr(registry, "backend", "groups")
     monkeypatch.setattr(groups.BACKEND, "target", BACKGROUND)
     monkeypatch.setattr(config, "threads", threads)
     values = np.arange(float(elements))
@@ -96,7 +96,7 @@ def test_a_failed_background_compile_falls_back_where_its_kernel_is_next_run(mon
     """Met where the kernel is next run, the failure warns and is forgotten there, as one on the
     spot would be: the run after that is a first compiled run again. When the compile failed
     makes no difference."""
-    monkeypatch.setattr(config, "backend", "groups")
+    monkeypatch.setattr(registry, "backend", "groups")
     monkeypatch.setattr(groups.BACKEND, "target", BACKGROUND)
 
     def broken_compile(kernel):
@@ -152,7 +152,7 @@ def test_a_kernel_kept_on_disk_is_loaded_at_once_rather_than_compiled_in_the_bac
 ):
     """On the CPU backend, with a disk cache of its own: a new kernel's first run is interpreted;
     once its code is on disk, a fresh process (here: empty memory caches) launches it at once."""
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(config, "cache_dir", tmp_path)
     monkeypatch.setattr(cpu.BACKEND, "target", BACKGROUND)
     monkeypatch.setattr(cpu, "COMPILE_WORK_PER_LINE", 0)  # a compile costs BACKGROUND's nothing too

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute
+from dynfuse import cache, config, execute, registry
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm
 
@@ -41,7 +41,7 @@ LEADING_AXES = [
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
 
 
 def modes(lazy):

@@ -11,13 +11,13 @@ import dynfuse
 
 
 def test_set_backend_validates(monkeypatch):
-    monkeypatch.setattr(dynfuse.config, "backend", dynfuse.config.backend)
+    monkeypatch.setattr(dynfuse.registry, "backend", dynfuse.registry.backend)
     dynfuse.set_backend("numpy")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
         dynfuse.set_backend("nope")
     with pytest.raises(ValueError, match="'cuda' backend cannot run here"):
         dynfuse.set_backend("cuda")
-    assert dynfuse.config.backend == "numpy"
+    assert dynfuse.registry.backend == "numpy"
 
 
 def run_with_environment(code, **environment):
@@ -27,8 +27,8 @@ def run_with_environment(code, **environment):
 
 def test_environment_variables_are_read_at_import(tmp_path):
     result = run_with_environment(
-        "from dynfuse import config as c; "
-        "print(c.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size, "
+        "from dynfuse import config as c, registry; "
+        "print(registry.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size, "
         "c.pending_memory)",
         DYNFUSE_BACKEND="numpy",
         DYNFUSE_CACHE_DIR=str(tmp_path),
@@ -43,11 +43,11 @@ def test_environment_variables_are_read_at_import(tmp_path):
 
 def test_bad_environment_values_warn_and_use_defaults():
     result = run_with_environment(
-        "import dynfuse; print(dynfuse.config.backend, dynfuse.config.max_depth)",
+        "import dynfuse; print(dynfuse.registry.backend, dynfuse.config.max_depth)",
         DYNFUSE_BACKEND="warp-drive",
         DYNFUSE_MAX_DEPTH="-3",
     )
-    assert result.stdout.split() == [dynfuse.config.DEFAULT_BACKEND, "256"]
+    assert result.stdout.split() == [dynfuse.registry.DEFAULT_BACKEND, "256"]
     assert "DYNFUSE_BACKEND" in result.stderr and "DYNFUSE_MAX_DEPTH" in result.stderr
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute
+from dynfuse import cache, config, execute, registry
 from dynfuse.backends import cpu
+from dynfuse.devices import HOST
 
 from .helpers import assert_same
 from .test_schedule import check_layouts_in_every_order
@@ -21,7 +22,7 @@ from .test_schedule import check_layouts_in_every_order
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
 
 
 def kernel_of(array):
@@ -214,7 +215,9 @@ def launch_both_ways(array):
     nodes, plan = execute.explain_plan([array._node], cpu.BACKEND)
     (step,) = plan.kernels
     kernel = step.kernel
-    inputs = [execute.read(execute.leaf_value(nodes[load.node]), load, kernel.shape) for load in step.loads]
+    inputs = [
+        execute.read(execute.leaf_value(nodes[load.node]), load, kernel.shape, HOST) for load in step.loads
+    ]
     params = [nodes[number].buffer for number in step.params]
     launcher = cpu.BACKEND.compile(kernel)
     assert launcher.native is not None

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dynfuse
-from dynfuse import config, execute, ops
+from dynfuse import execute, ops, registry
 from dynfuse.codegen import cuda
 from dynfuse.kernel import Kernel, Target
 
@@ -26,7 +26,7 @@ nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="NVRTC (cupy
 ARCHITECTURES = ("compute_90", "compute_80")
 DTYPES = [np.dtype(name) for name in ("bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64")]
 DTYPES += [np.dtype(name) for name in ("float16", "float32", "float64")]
-BACKEND = config.BACKENDS["cuda"]
+BACKEND = registry.BACKENDS["cuda"]
 
 
 def compile_to_ptx(source: str, architecture: str) -> str:

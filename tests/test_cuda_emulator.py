@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute
+from dynfuse import cache, config, execute, registry
 from dynfuse.backends import cuda, cuda_emulator
 
 from .helpers import assert_same
@@ -31,10 +31,10 @@ DTYPES = [np.dtype(name) for name in dynfuse.dtypes.SUPPORTED_DTYPES]
 )
 def cuda_backend(request, monkeypatch):
     """The emulated device, or a GPU."""
-    reason = config.unavailable_reason(request.param)
+    reason = registry.unavailable_reason(request.param)
     if reason is not None:
         pytest.skip(reason)
-    monkeypatch.setattr(config, "backend", request.param)
+    monkeypatch.setattr(registry, "backend", request.param)
     return request.param
 
 
@@ -122,7 +122,7 @@ def test_softmax_and_layernorm_over_rows(dtype, shape):
 
 def _layout(*arrays):
     """The launch layout of the kernel that materializing ``arrays`` takes, and the device."""
-    backend = config.BACKENDS[config.backend]
+    backend = registry.BACKENDS[registry.backend]
     _, plan = execute.explain_plan([array._node for array in arrays], backend)
     (step,) = plan.kernels
     return cuda.codegen.generate(step.kernel)[1], backend.device

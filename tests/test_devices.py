@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config
+from dynfuse import config, registry
 from dynfuse.backends import cuda, cuda_emulator
 from dynfuse.testing import faults
 
@@ -102,7 +102,7 @@ def test_to_moves_and_returns_the_array_itself_where_it_is(device):
 def test_unknown_and_unavailable_devices_raise_value_error(device):
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         dynfuse.asarray([1, 2], device="tpu")
-    if config.unavailable_reason("cuda") is not None:
+    if registry.unavailable_reason("cuda") is not None:
         with pytest.raises(ValueError, match="'cuda' is not available"):
             dynfuse.asarray([1, 2], device="cuda")
 
@@ -171,7 +171,7 @@ def test_numpy_scalars_and_python_scalars_go_with_the_device(device):
 
 
 def test_the_reference_backend_runs_device_arrays_on_host_copies(device, monkeypatch):
-    monkeypatch.setattr(config, "backend", "numpy")
+    monkeypatch.setattr(registry, "backend", "numpy")
     result = np.exp(on_device(data(), device)).sum(axis=0) @ on_device(data((96, 4)), device)
     assert_on_device(result, device)
     assert dynfuse.stats()["kernels_launched"] == 0
@@ -289,7 +289,7 @@ def test_a_write_from_another_device_raises_and_changes_nothing(device):
 
 
 def test_host_arrays_run_on_device_copies_under_a_device_backend(device, monkeypatch):
-    monkeypatch.setattr(config, "backend", device.name)
+    monkeypatch.setattr(registry, "backend", device.name)
     monkeypatch.setattr(config, "tiers", False)
     host = dynfuse.asarray(data())
     result = np.exp(host).sum(axis=1)

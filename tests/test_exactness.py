@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config
+from dynfuse import registry
 
 # The CUDA backend's kernels too, emulated on the host (tests/test_cuda_emulator.py): slow, as each
 # kernel is compiled by the host's C++ compiler; in make test-slow. On a GPU, in make test-gpu.
@@ -43,10 +43,10 @@ NEAR_ZERO = {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 1e-6, np.dtype(np
 @pytest.fixture(autouse=True, params=KERNEL_BACKENDS)
 def kernel_backend(request):
     """Every test runs once per kernel backend, then the previous backend is restored."""
-    reason = config.unavailable_reason(request.param)
+    reason = registry.unavailable_reason(request.param)
     if reason is not None:
         pytest.skip(reason)
-    saved = config.backend
+    saved = registry.backend
     dynfuse.set_backend(request.param)
     yield request.param
     dynfuse.set_backend(saved)

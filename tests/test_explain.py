@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config, execute, schedule
+from dynfuse import execute, registry, schedule
 from dynfuse.backends import groups
 from dynfuse.kernel import Target
 from dynfuse.schedule import Apart, Reasons, Stored, Why
@@ -17,7 +17,7 @@ rng = np.random.default_rng(0)
 
 @pytest.fixture(autouse=True)
 def plans_run_on_the_group_backend(monkeypatch):
-    monkeypatch.setattr(config, "backend", "groups")
+    monkeypatch.setattr(registry, "backend", "groups")
 
 
 @pytest.fixture

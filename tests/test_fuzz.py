@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import config, execute
+from dynfuse import execute, registry
 from dynfuse.__main__ import main
 from dynfuse.testing import (
     FAMILIES,
@@ -33,7 +33,7 @@ from dynfuse.testing import (
 from dynfuse.testing.faults import injected_faults
 from dynfuse.testing.fuzz import fuzz
 
-BACKENDS = [name for name in config.BACKENDS if config.unavailable_reason(name) is None]
+BACKENDS = [name for name in registry.BACKENDS if registry.unavailable_reason(name) is None]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -50,10 +50,10 @@ def test_fuzzing_with_a_fresh_seed_finds_nothing(backend):
     report = fuzz(examples=100, seed_value=fresh, backend=backend)
     assert not report.failures, report.summary()
     assert report.examples == 100
-    assert config.BACKENDS[backend] is None or report.kernels_compiled > 0
+    assert registry.BACKENDS[backend] is None or report.kernels_compiled > 0
 
 
-COMPILING_BACKENDS = [name for name in BACKENDS if config.BACKENDS[name] is not None]
+COMPILING_BACKENDS = [name for name in BACKENDS if registry.BACKENDS[name] is not None]
 
 
 @pytest.mark.parametrize("backend", COMPILING_BACKENDS)

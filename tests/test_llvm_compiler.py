@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute
+from dynfuse import cache, config, execute, registry
 from dynfuse.backends import cpu, llvm_compiler
 from dynfuse.codegen import llvm as codegen
 
@@ -24,7 +24,7 @@ def compiler(monkeypatch):
     monkeypatch.setattr(host, "compiler", own)
     monkeypatch.setattr(host, "in_process_left", 0)
     monkeypatch.setattr(config, "disk_cache", False)
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     cache.clear()
     yield own
     own.close()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config, execute
+from dynfuse import execute, registry
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
 
@@ -32,7 +32,7 @@ MAX_ULP = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 3.0}
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
 
 
 def test_the_table_covers_every_function():

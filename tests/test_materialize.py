@@ -71,7 +71,7 @@ def test_repr_str_and_iteration_look_like_numpy():
 
 @pytest.mark.parametrize("backend", ["numpy", "groups", "cpu"])
 def test_evaluate_runs_shared_work_once_in_one_plan(backend, monkeypatch):
-    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
     x = dynfuse.asarray(np.arange(4.0))
     shared = np.exp(x) * 3
     a, b = shared + 1, shared.sum()
@@ -189,7 +189,7 @@ def replayed(make, *values):
 
 
 def test_a_repeated_trace_is_replayed_with_its_own_leaves_and_scalars(monkeypatch):
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     rng = np.random.default_rng(0)
     for scale in (0.5, 2.0, -3.0):
         values = rng.standard_normal(100)
@@ -199,7 +199,7 @@ def test_a_repeated_trace_is_replayed_with_its_own_leaves_and_scalars(monkeypatc
 
 def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
     """``x * 2 + x`` and ``x * 2 + y`` have one structure; only the leaves they share differ."""
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     x, y = np.arange(5.0), np.arange(5.0, 10.0)
     for _ in range(2):
         replayed(lambda a: a * 2 + a, x)
@@ -210,7 +210,7 @@ def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
 def test_structure_ids_are_never_reused(monkeypatch):
     """When the table of structures starts afresh (it is full), a structure seen again gets a new
     id, a replay miss; another structure interned in the same order must not get an old id."""
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     x = np.arange(6.0)
     trace._structure_ids.clear()
     replayed(lambda a: a * 2 + 1, x)
@@ -231,7 +231,7 @@ def test_the_table_of_structures_is_bounded(monkeypatch):
 def test_no_replay_once_an_intermediate_was_materialized(monkeypatch):
     """The replay would compute ``u`` from ``x`` again, after ``x`` changed: NumPy's ``u`` comes from
     the ``t`` computed before."""
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     replayed(lambda x: x * 2 + 1, np.ones(4))
     base = np.ones(4)
     t = dynfuse.asarray(base) * 2
@@ -246,7 +246,7 @@ def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch)
     from dynfuse.backends import cpu
 
     monkeypatch.setattr(dynfuse.config, "tiers", True)
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     monkeypatch.setattr(
         cpu.BACKEND, "target", dataclasses.replace(cpu.BACKEND.target, name="repeats", tiny_repeats=3)
     )
@@ -259,7 +259,7 @@ def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch)
 
 
 def test_a_failing_replay_runs_the_planned_path(monkeypatch):
-    monkeypatch.setattr(dynfuse.config, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     replayed(lambda x: x * 2 + 1, np.ones(4))
     with monkeypatch.context() as patch:
         launch, failures = cpu._Launcher.__call__, [RuntimeError("injected replay failure")]
@@ -278,7 +278,7 @@ def test_a_failing_replay_runs_the_planned_path(monkeypatch):
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_results_are_freed_when_dropped_without_waiting_for_the_garbage_collector(backend, monkeypatch):
     """No node may sit in a reference cycle: a large result would then live until a GC pass."""
-    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
     gc.disable()
     try:
         for _ in range(3):  # the second and third run replay the first's kernel
@@ -296,7 +296,7 @@ def test_results_are_freed_when_dropped_without_waiting_for_the_garbage_collecto
 def test_a_library_result_is_kept_for_what_is_recorded_over_it(backend, monkeypatch):
     """``y = x @ w`` then two reductions of ``y``, each materialized alone: the second reads the
     product the first computed (a layer's output read by its statistics, then by the next layer)."""
-    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((64, 32)), rng.standard_normal((32, 48))
     y = (dynfuse.asarray(x) @ dynfuse.asarray(w)) + 1
@@ -327,7 +327,7 @@ def stored_with(result, monkeypatch):
 def test_a_deep_intermediate_the_program_holds_is_kept(backend, monkeypatch):
     """``h`` is still held when its statistic is asked for: computed then, it is kept, so reading
     it again (as the next step of a loop does) computes nothing."""
-    monkeypatch.setattr(dynfuse.config, "backend", backend)
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
     values = np.arange(1000.0)
     x = dynfuse.asarray(values)
     h = (((x * 2 + 1) * x - 3) * 0.5) + 1

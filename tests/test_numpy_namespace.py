@@ -94,7 +94,7 @@ def assert_lazy(*results):
 
 def library_calls(*arrays):
     """The names of the library calls materializing ``arrays`` would make (nothing runs)."""
-    nodes, plan = execute.explain_plan([array._node for array in arrays], dynfuse.config.BACKENDS["cpu"])
+    nodes, plan = execute.explain_plan([array._node for array in arrays], dynfuse.registry.BACKENDS["cpu"])
     return [nodes[step.node].op.name for step in plan.steps if isinstance(step, LibraryStep)]
 
 
@@ -490,7 +490,7 @@ def test_numpys_own_shape_functions_stay_lazy_on_lazy_arrays():
 def test_ops_around_a_library_call_still_fuse():
     x = dynfuse.asarray(np.arange(6.0).reshape(2, 3))
     y = dnp.concatenate([x * 2, x + 1]).sum(axis=0) * 3
-    _, plan = execute.explain_plan([y._node], dynfuse.config.BACKENDS["cpu"])
+    _, plan = execute.explain_plan([y._node], dynfuse.registry.BACKENDS["cpu"])
     assert [type(step).__name__ for step in plan.steps] == ["KernelStep", "LibraryStep", "KernelStep"]
     assert_like_numpy(
         y, np.concatenate([np.arange(6.0).reshape(2, 3) * 2, np.arange(6.0).reshape(2, 3) + 1]).sum(0) * 3

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import dynfuse
-from dynfuse import config, ops
+from dynfuse import ops, registry
 from dynfuse.kernel import Target
 
 from .helpers import assert_same
@@ -138,11 +138,11 @@ def inputs(draw):
 )
 @pytest.mark.parametrize("backend", ["groups", "cpu"])
 def test_random_dags_planned_match_the_reference(backend, arrays, program, outputs, row_limit):
-    kernels = config.BACKENDS[backend]
-    saved_backend, saved_target = config.backend, kernels.target
+    kernels = registry.BACKENDS[backend]
+    saved_backend, saved_target = registry.backend, kernels.target
     with np.errstate(all="ignore"):
         try:
-            config.backend = "numpy"
+            registry.backend = "numpy"
             expected = [np.asarray(value) for value in run(program, arrays, outputs)]
             # The CPU backend's exp, sin and hypot may differ from NumPy's by an ulp (either may be
             # the nearer), which a later cancellation (exp(x) - 1) turns into a large relative
@@ -155,9 +155,9 @@ def test_random_dags_planned_match_the_reference(backend, arrays, program, outpu
                     assert_matches(nudged, expected, ulps)
                 except AssertionError:
                     assume(False)
-            config.backend = backend
+            registry.backend = backend
             kernels.target = Target(f"rows<={row_limit}", persistent_row_elements=row_limit)
             actual = run(program, arrays, outputs)
         finally:
-            config.backend, kernels.target = saved_backend, saved_target
+            registry.backend, kernels.target = saved_backend, saved_target
         assert_matches(actual, expected, ulps)

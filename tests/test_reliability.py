@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, disk_cache, execute
+from dynfuse import cache, config, disk_cache, execute, registry
 from dynfuse.backends import cpu
 
 from . import emulated_cupy
@@ -44,11 +44,11 @@ def backend(request, monkeypatch):
         if name == "cuda on emulated CuPy":
             name = "cuda"
             installed.enter_context(emulated_cupy.installed())
-        elif config.unavailable_reason(name) is not None:
-            pytest.skip(config.unavailable_reason(name))
-        monkeypatch.setattr(config, "backend", name)
+        elif registry.unavailable_reason(name) is not None:
+            pytest.skip(registry.unavailable_reason(name))
+        monkeypatch.setattr(registry, "backend", name)
         cache.clear()
-        yield config.BACKENDS[name]
+        yield registry.BACKENDS[name]
         cache.clear()
 
 
@@ -210,7 +210,7 @@ def test_a_thread_waiting_for_a_kernel_another_compiles(monkeypatch):
         time.sleep(0.2)
         return compile_kernel(kernel)
 
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(cpu.BACKEND, "compile", slow_compile)
     cache.clear()
     data = inputs(1234)
@@ -246,7 +246,7 @@ def test_worker_processes_compute_and_share_the_disk_cache(start_method, tmp_pat
     monkeypatch.setenv("DYNFUSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("DYNFUSE_TIERS", "0")
     monkeypatch.setattr(config, "cache_dir", tmp_path)
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     cache.clear()
     assert worker_result(0)[2] >= 1  # compiled, and stored
     context = multiprocessing.get_context(start_method)
@@ -263,7 +263,7 @@ def test_worker_processes_compute_and_share_the_disk_cache(start_method, tmp_pat
 
 def test_a_process_forked_while_another_thread_materializes(monkeypatch):
     """The lock that thread held is free in the child, where that thread does not exist."""
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_lock():
@@ -289,7 +289,7 @@ def test_a_process_forked_while_another_thread_materializes(monkeypatch):
 def test_an_entry_built_by_another_llvm_or_dynfuse_is_never_loaded(tmp_path, monkeypatch):
     """The key holds the versions and the CPU: another build's code is a miss, compiled afresh."""
     monkeypatch.setattr(config, "cache_dir", tmp_path)
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     data = inputs()
     cache.clear()
     assert_same(chain(dynfuse.asarray(data)), chain(data))
@@ -307,7 +307,7 @@ def test_an_entry_built_by_another_llvm_or_dynfuse_is_never_loaded(tmp_path, mon
 def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
     """Writing fails with ENOSPC: one warning, no partial entry left, the kernel still runs."""
     monkeypatch.setattr(config, "cache_dir", tmp_path)
-    monkeypatch.setattr(config, "backend", "cpu")
+    monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(disk_cache, "_warned", set())
 
     class FullDisk:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, schedule
+from dynfuse import cache, config, execute, registry, schedule
 from dynfuse.backends import groups
 from dynfuse.kernel import Target
 from dynfuse.schedule import KernelStep, LibraryStep
@@ -19,7 +19,7 @@ from .helpers import assert_same
 @pytest.fixture(autouse=True)
 def plans_run_on_the_group_backend(monkeypatch):
     """The scheduler's tests read the group backend's Python source and inject faults into it."""
-    monkeypatch.setattr(config, "backend", "groups")
+    monkeypatch.setattr(registry, "backend", "groups")
 
 
 rng = np.random.default_rng(0)
@@ -520,7 +520,7 @@ def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch)
 @pytest.mark.parametrize("backend", ["groups", "cpu"])
 @pytest.mark.parametrize("fault", ["compile", "launch"])
 def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch):
-    monkeypatch.setattr(config, "backend", backend)
+    monkeypatch.setattr(registry, "backend", backend)
     cache.clear()
 
     def broken_compile(kernel):
@@ -533,7 +533,7 @@ def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch)
         return run
 
     monkeypatch.setattr(
-        config.BACKENDS[backend], "compile", broken_compile if fault == "compile" else broken_kernel
+        registry.BACKENDS[backend], "compile", broken_compile if fault == "compile" else broken_kernel
     )
     assert_runs_op_by_op_after_a_fault(f"{backend} kernel failed .*injected", f"kernel:{backend}")
     cache.clear()

@@ -8,6 +8,7 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 from dynfuse import ops, views
+from dynfuse.devices import HOST
 from dynfuse.ops import OpKind
 
 SMALL_SHAPES = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
@@ -361,7 +362,7 @@ def test_contiguous_strides_count_elements():
 
 
 def test_a_strided_view_of_an_empty_array_is_empty():
-    read = views.strided_view(np.ones((0, 3)), views.identity_map(2), (0, 3))
+    read = views.strided_view(np.ones((0, 3)), views.identity_map(2), (0, 3), HOST)
     assert read.shape == (0, 3) and read.dtype == np.float64
 
 
@@ -413,7 +414,7 @@ def test_view_chains_compose_into_one_strided_read(steps, shape):
             return  # a reshape that carries between axes: the scheduler stores its input instead
         node = child
     assert node.is_materialized
-    np.testing.assert_array_equal(views.strided_view(base, index_map, result.shape), np.asarray(result))
+    np.testing.assert_array_equal(views.strided_view(base, index_map, result.shape, HOST), np.asarray(result))
 
 
 def test_reshape_maps_split_and_merge_axes_or_refuse():

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import disk_cache
+from .. import config, disk_cache
 from ..codegen import cuda as codegen
 
 
@@ -76,8 +76,6 @@ class CupyDevice:
     def library(self) -> Any:
         if self._given is not None:
             return self._given
-        from .. import config
-
         # Read by CuPy when its compiler module is imported: CuPy's kernels keep dynfuse's cache
         os.environ.setdefault("CUPY_CACHE_DIR", str(config.cache_dir / "cupy"))
         return importlib.import_module("cupy")

@@ -10,6 +10,7 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
+from ..version import __version__
 from . import llvm_compiler
 
 
@@ -30,8 +31,6 @@ class LlvmHost:
         self.lock = threading.Lock()
         os.register_at_fork(after_in_child=self.lock._at_fork_reinit)  # as execute.lock
         # What object code depends on, besides the kernel: part of every disk-cache key.
-        from .. import __version__
-
         self.identity = (
             __version__,
             llvmlite.__version__,

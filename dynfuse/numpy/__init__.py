@@ -10,11 +10,14 @@
 
 Each function that mirrors a NumPy function also serves ``__array_function__``, so the same call
 through real NumPy (``numpy.concatenate([x, y])``) stays lazy; ``LazyArray.__array_namespace__``
-is this module.
+is this module (it sets itself there: ``array`` sits below it).
 """
+
+import sys as _sys
 
 import numpy as _np
 
+from .. import array as _array
 from . import fft, linalg, random  # noqa: F401 (submodules, as NumPy's)
 from ._creation import *  # noqa: F403
 from ._elementwise import *  # noqa: F403
@@ -32,3 +35,4 @@ globals().update({name: getattr(_np, name) for name in _OWN_OBJECTS.split()})
 
 _register_array_functions(globals(), _np)
 _fall_through(globals(), _np)
+_array.numpy_namespace = _sys.modules[__name__]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
+from .. import config, registry
 from .faults import MARK as FAULT_MARK
 from .programs import Program, input_source
 
@@ -57,14 +57,14 @@ def snippet(program: Program, arrays: Sequence[np.ndarray]) -> str:
 def compiling(backend: str | None = None) -> Iterator[None]:
     """Every kernel compiled, however small its arrays (the tier policy would interpret test-sized
     ones), on ``backend`` if given; the configuration is restored after."""
-    saved = config.backend, config.tiers
+    saved = registry.backend, config.tiers
     try:
         if backend is not None:
-            config.set_backend(backend)
+            registry.set_backend(backend)
         config.tiers = False
         yield
     finally:
-        config.backend, config.tiers = saved
+        registry.backend, config.tiers = saved
 
 
 def assert_matches_numpy(

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from .. import cache, config, schedule
+from .. import cache, registry, schedule
 
 # In every injected fault's message: the checker tells them from faults of dynfuse's own.
 MARK = "injected fault"
@@ -32,7 +32,7 @@ def injected_faults(rate: float, seed: int = 0, backend: str | None = None) -> I
     fails later."""
     if not 0 <= rate <= 1:
         raise ValueError(f"injected_faults: the rate must lie in [0, 1], not {rate}")
-    chosen = config.BACKENDS[backend or config.backend]
+    chosen = registry.BACKENDS[backend or registry.backend]
     if chosen is None:
         raise ValueError("injected_faults: the numpy backend compiles nothing to inject faults into")
     draw = random.Random(seed).random

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from .. import config
+from .. import registry
 from ..stats import stats as counters
 from .compare import assert_matches_numpy
 from .faults import injected_faults
@@ -69,8 +69,8 @@ def fuzz(
     """Run up to ``examples`` random programs (fewer if ``time_limit`` seconds pass first) through
     dynfuse's ``backend`` against NumPy; with ``faults``, planning, compiles and launches failing at
     that rate. ``progress``: a stream for a progress bar."""
-    chosen = backend or config.backend
-    reason = config.unavailable_reason(chosen)
+    chosen = backend or registry.backend
+    reason = registry.unavailable_reason(chosen)
     if reason is not None:
         raise ValueError(f"fuzz: {reason}")
     session_seed = random.randrange(1 << 32) if seed_value is None else seed_value
