@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute
+from dynfuse import cache, config, execute, launch
 from dynfuse.backends import cpu
 
 from .helpers import assert_same
@@ -214,13 +214,13 @@ def launch_both_ways(array):
     nodes, plan = execute.explain_plan([array._node], cpu.BACKEND)
     (step,) = plan.kernels
     kernel = step.kernel
-    inputs = [execute.read(execute.leaf_value(nodes[load.node]), load, kernel.shape) for load in step.loads]
+    inputs = [launch.read(launch.leaf_value(nodes[load.node]), load, kernel.shape) for load in step.loads]
     params = [nodes[number].buffer for number in step.params]
     launcher = cpu.BACKEND.compile(kernel)
     assert launcher.native is not None
-    native = execute.launch(kernel, launcher, inputs, params)
+    native = launch.launch(kernel, launcher, inputs, params)
     launcher.native = None
-    python = execute.launch(kernel, launcher, inputs, params)
+    python = launch.launch(kernel, launcher, inputs, params)
     return native, python
 
 
