@@ -93,6 +93,7 @@ class CountedCache:
             self._entries.clear()
 
 
+# Compiled kernels (a background compile's future until it is done), by backend, variant and signature
 kernels = CountedCache(config.kernel_cache_size, "cache_hits", "cache_misses")
 
 

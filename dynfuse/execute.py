@@ -177,7 +177,11 @@ def run_plan(
     stats.count("kernels_planned", len(plan.kernels))
     for step, release in zip(plan.steps, plan.release, strict=True):
         if isinstance(step, LibraryStep):
-            run.run_library_call(step)
+            node = nodes[step.node]
+            value = library_call(node, [run.array(source) for source in step.inputs], run.memory)
+            run.buffers[step.node] = value
+            # See interpret.run: kept, never called again
+            node.become_leaf(move(value, run.memory, node.memory))
         else:
             run.run_kernel(step)
         for number in release:
@@ -219,13 +223,6 @@ class _Run:
             view = self.nodes[number]
             value = view.op.reference(value, **dict(view.params))
         return read(value, source, shape)
-
-    def run_library_call(self, step: LibraryStep) -> None:
-        node = self.nodes[step.node]
-        value = library_call(node, [self.array(source) for source in step.inputs], self.memory)
-        self.buffers[step.node] = value
-        # See interpret.run: kept, never called again
-        node.become_leaf(move(value, self.memory, node.memory))
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
