@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import devices, execute, ops, record, registry, views
+from . import devices, execute, ops, pressure, record, registry, views
 from .devices import HOST
 from .trace import Node
 
@@ -239,7 +239,7 @@ class LazyArray:
         if target is source:
             return self
         moved = devices.move(self._value(), source, target)
-        return LazyArray(execute.new_leaf(moved, exposed=False, device=target))
+        return LazyArray(pressure.new_leaf(moved, exposed=False, device=target))
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> LazyArray:
         """The array API's name for ``to``."""
@@ -556,10 +556,10 @@ def asarray(obj: Any, dtype: Any = None, copy: bool | None = None, device: Any =
         return record.astype(obj, target)
     if isinstance(obj, np.ndarray) and not copy:
         if dtype is None or np.dtype(dtype) == obj.dtype:
-            return LazyArray(execute.new_leaf(obj, exposed=True))
+            return LazyArray(pressure.new_leaf(obj, exposed=True))
         if copy is False:
             raise ValueError("asarray: unable to avoid a copy while converting to the requested dtype")
-    return LazyArray(execute.new_leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
+    return LazyArray(pressure.new_leaf(np.array(obj, dtype=dtype, copy=True), exposed=False))
 
 
 def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, bool | None]:
@@ -569,13 +569,13 @@ def _placed(obj: Any, dtype: Any, copy: bool | None, device: Any) -> tuple[Any, 
     if not isinstance(obj, LazyArray):
         owner = registry.owner(obj)
         if owner is not None:  # a device's array, wrapped as it is
-            obj = LazyArray(execute.new_leaf(obj, exposed=True, device=owner))
+            obj = LazyArray(pressure.new_leaf(obj, exposed=True, device=owner))
         elif target is None or target is HOST:
             return obj, copy
         else:
             _refuse_copy(copy, target)
             host = np.asarray(obj, dtype=dtype)
-            return LazyArray(execute.new_leaf(target.from_host(host), exposed=False, device=target)), None
+            return LazyArray(pressure.new_leaf(target.from_host(host), exposed=False, device=target)), None
     if target is not None and obj._node.memory is not target:
         _refuse_copy(copy, target)
         return obj.to(target), None

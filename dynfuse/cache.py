@@ -1,5 +1,4 @@
-"""Caches that count themselves: compiled kernels by kernel signature, plans by trace signature;
-and replays (``execute.Replay``) by the structure recorded with a node.
+"""Caches that count themselves: compiled kernels by kernel signature, plans by trace signature.
 
 A kernel may be compiled in the background (``compile_in_background``), on one thread of its own:
 its entry is then the compile's future until it finishes, and whoever asks for the kernel before
@@ -11,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -95,7 +93,8 @@ class CountedCache:
             self._entries.clear()
 
 
-_compiled = CountedCache(config.kernel_cache_size, "cache_hits", "cache_misses")
+# Compiled kernels (a background compile's future until it is done), by backend, variant and signature
+kernels = CountedCache(config.kernel_cache_size, "cache_hits", "cache_misses")
 
 
 _DECLINED = object()  # what the cache holds for a kernel its backend does not support
@@ -105,7 +104,7 @@ def compiled_kernel(backend: Backend, kernel: Kernel) -> CompiledKernel | None:
     """The compiled kernel, built on first use (or waited for, if it is compiling in the
     background); None if the backend declines it (it then runs interpreted): asked once per
     signature, not on every launch."""
-    compiled = _compiled.get_or_build(_key(backend, kernel), _builder(backend, kernel))
+    compiled = kernels.get_or_build(_key(backend, kernel), _builder(backend, kernel))
     return None if compiled is _DECLINED else compiled
 
 
@@ -115,12 +114,12 @@ def _key(backend: Backend, kernel: Kernel) -> tuple:
 
 def has_compiled(backend: Backend, kernel: Kernel) -> bool:
     """Whether the kernel is compiled, or compiling, in this process."""
-    return _key(backend, kernel) in _compiled
+    return _key(backend, kernel) in kernels
 
 
 def compile_in_background(backend: Backend, kernel: Kernel) -> None:
     """Compile the kernel on the compile thread, unless it is compiled or compiling already."""
-    _compiled.build_in_background(_key(backend, kernel), _builder(backend, kernel), _compile_thread.get())
+    kernels.build_in_background(_key(backend, kernel), _builder(backend, kernel), _compile_thread.get())
 
 
 def _builder(backend: Backend, kernel: Kernel) -> Callable[[], Any]:
@@ -139,37 +138,3 @@ def _builder(backend: Backend, kernel: Kernel) -> Callable[[], Any]:
 # One thread, so background compiles take one core and finish in the order they were asked for.
 # At exit Python waits for those in flight; their code is then in the disk cache.
 _compile_thread = pools.LazyPool(lambda: 1, "dynfuse-compile")
-
-
-# Replays, most recently used last; read and written under ``execute.lock``. An OrderedDict, not a
-# CountedCache: a replay lookup is on the dispatch path of every small trace, and cachetools' LRU
-# with its own lock costs microseconds there. Not counted here: a replay is counted when it runs,
-# and a miss is the planned path's to count.
-_replays: OrderedDict[tuple, Any] = OrderedDict()
-
-
-def replay(key: tuple) -> Any:
-    found = _replays.get(key)
-    if found is not None:
-        _replays.move_to_end(key)
-    return found
-
-
-def keep_replay(key: tuple, replay: Any) -> None:
-    _replays[key] = replay
-    if len(_replays) > config.plan_cache_size:
-        _replays.popitem(last=False)
-
-
-def forget_replay(key: tuple) -> None:
-    _replays.pop(key, None)
-
-
-def clear_replays() -> None:
-    """Replays hold compiled kernels and stand for plans: cleared with either cache."""
-    _replays.clear()
-
-
-def clear() -> None:
-    _compiled.clear()
-    clear_replays()

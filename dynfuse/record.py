@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config, devices, dtypes, execute, ops, registry, stats, views
+from . import config, devices, dtypes, execute, ops, pressure, registry, stats, views
 from .devices import HOST
 from .ops import OpKind
 from .trace import Node, mixed_devices, pending_readers
@@ -42,7 +42,7 @@ def array_node(value: Any) -> Node:
     """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it; it
     goes with any device, as a weak one does)."""
     if dtypes.is_weak_scalar(value):
-        return execute.new_leaf(np.asarray(value), exposed=False, device=None)
+        return pressure.new_leaf(np.asarray(value), exposed=False, device=None)
     return as_node(value)
 
 
@@ -54,13 +54,13 @@ def as_node(value: Any) -> Node:
     if dtypes.is_weak_scalar(value):
         return Node.scalar(value)
     if isinstance(value, np.ndarray):
-        return execute.new_leaf(value, exposed=True)
+        return pressure.new_leaf(value, exposed=True)
     if isinstance(value, np.generic):
-        return execute.new_leaf(np.asarray(value), exposed=False, device=None)
+        return pressure.new_leaf(np.asarray(value), exposed=False, device=None)
     owner = registry.owner(value)
     if owner is not None:
-        return execute.new_leaf(value, exposed=True, device=owner)
-    return execute.new_leaf(np.asarray(value), exposed=False)
+        return pressure.new_leaf(value, exposed=True, device=owner)
+    return pressure.new_leaf(np.asarray(value), exposed=False)
 
 
 def defers_to(value: Any) -> bool:
@@ -571,8 +571,8 @@ def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool, device: d
         result, exposed = np.asarray(result), False
     if isinstance(result, np.ndarray):
         if device is not HOST:
-            return LazyArray(execute.new_leaf(device.from_host(result), False, device))
-        return LazyArray(execute.new_leaf(result, exposed=exposed))
+            return LazyArray(pressure.new_leaf(device.from_host(result), False, device))
+        return LazyArray(pressure.new_leaf(result, exposed=exposed))
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(_wrap(item, outs, out_buffers, exposed, device) for item in result)
     return result

@@ -182,16 +182,11 @@ def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
 
 # ---- the plan cache -----------------------------------------------------------------------------
 
-_plans = cache.CountedCache(config.plan_cache_size, "plan_cache_hits", "plan_cache_misses")
+plans = cache.CountedCache(config.plan_cache_size, "plan_cache_hits", "plan_cache_misses")
 
 
 def plan_for(trace: Trace, target: Target) -> Plan:
-    return _plans.get_or_build((target, trace.signature), lambda: _Planner(trace, target).plan())
-
-
-def clear_plan_cache() -> None:
-    _plans.clear()
-    cache.clear_replays()
+    return plans.get_or_build((target, trace.signature), lambda: _Planner(trace, target).plan())
 
 
 # ---- planning -----------------------------------------------------------------------------------

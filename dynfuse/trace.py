@@ -17,7 +17,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -291,35 +291,70 @@ def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     ]
 
 
-# References to a leaf that ``pending_memory`` itself holds while it counts: its ``leaves`` dict, the
-# loop variable, and ``sys.getrefcount``'s argument.
-_COUNTING_REFERENCES = 3
-
-
 def pending_memory() -> tuple[int, list[Node]]:
     """What unmaterialized traces alone keep alive: the bytes of their buffer leaves that nothing
     else references (``f(rng.random(n))`` drops the array; NumPy would have freed it after ``f``),
     and the sinks of those traces (the pending nodes no other pending node reads), whose
     materializing lets go of them.
 
-    "Nothing else": a leaf node's reference count less the trace's own references to it (inputs
-    and leaves of pending nodes), and a buffer that owns its memory and is held by its node alone.
-    A miscount only moves when a trace is materialized, never what it computes.
+    "Nothing else": no reference to a leaf node from outside the pending traces (``held_outside``),
+    and a buffer that owns its memory and is held by its node alone. A miscount only moves when a
+    trace is materialized, never what it computes.
     """
     nodes = _pending.alive()
     inside = references_within(nodes)
-    leaves = {
-        id(source): source for node in nodes for source in node.inputs if source.op.kind is OpKind.BUFFER
-    }
-    held = 0
-    for leaf in leaves.values():
-        if (
-            sys.getrefcount(leaf) <= inside[id(leaf)] + _COUNTING_REFERENCES
-            and leaf.buffer.base is None
-            and sys.getrefcount(leaf.buffer) <= 2  # its node's reference and the argument
-        ):
-            held += leaf.buffer.nbytes
+    buffers = (source for node in nodes for source in node.inputs if source.op.kind is OpKind.BUFFER)
+    leaves = list(dict.fromkeys(buffers))  # each once, and held by this list alone
+    outside = set(map(id, held_outside(leaves, inside)))
+    held = sum(
+        leaf.buffer.nbytes
+        for leaf in leaves
+        if id(leaf) not in outside
+        and leaf.buffer.base is None
+        and sys.getrefcount(leaf.buffer) <= 2  # its node's reference and the argument
+    )
     return held, [node for node in nodes if id(node) not in inside]
+
+
+# An intermediate this deep costs a chain of ops to compute again, more than storing it now and
+# reading it back later (two passes).
+HELD_DEPTH = 4
+
+
+def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]:
+    """The nodes of ``order`` (not outputs, not views) that the program still holds, and that are
+    deep: computed now, they are kept (they become leaves), as NumPy would have them, rather than
+    computed again when asked for (``x = layer(x); print(x.std())``, then the next layer).
+
+    "Held": referenced from outside this trace (``held_outside``), by a lazy array the program
+    keeps or by a graph recorded over the node. A miscount can only cost speed: a kept node holds
+    its own value.
+    """
+    requested = set(map(id, outputs))
+    deep = [
+        node
+        for node in order
+        if node.depth >= HELD_DEPTH and node.op.kind is not OpKind.VIEW and id(node) not in requested
+    ]
+    if not deep:
+        return []
+    return held_outside(deep, references_within(order), listed=1)  # ``order`` lists them too
+
+
+# References to a node that ``held_outside`` itself holds while it counts: the list of candidates,
+# the loop variable, and ``sys.getrefcount``'s argument.
+_COUNTING_REFERENCES = 3
+
+
+def held_outside(candidates: list[Node], inside: Counter[int], listed: int = 0) -> list[Node]:
+    """The nodes of ``candidates`` that something outside their graph references: a lazy array the
+    program keeps, or another graph recorded over them. That is what is left of a node's reference
+    count once the graph's own references (``inside``, from ``references_within``), the references
+    of the count itself, and the caller's other ``listed`` lists of them are taken away, as NumPy's
+    temporary elision reads reference counts.
+    """
+    counted = _COUNTING_REFERENCES + listed
+    return [node for node in candidates if sys.getrefcount(node) > inside[id(node)] + counted]
 
 
 def references_within(nodes: Iterable[Node]) -> Counter[int]:

@@ -5,7 +5,7 @@ Runs the examples (``examples/*.py``) in this process, every kernel compiled (``
 and for each kernel signature the first time it is launched measures (best of three):
 
 - interpreting it, as the tier policy would (the reference executor on its nodes), against its
-  work as the policy counts it (``execute._interpreting_work``): nanoseconds per unit of work,
+  work as the policy counts it (``tiers._interpreting_work``): nanoseconds per unit of work,
   whose median is weighted by the interpreting time (where the policy's choice counts);
 - compiling the module a launch calls (LLVM's pipeline and object emission, not the load),
   against that module's lines of IR.
@@ -35,7 +35,7 @@ from bench_examples import EXAMPLES, PROGRAMS
 from timing import write_results_section
 
 import dynfuse
-from dynfuse import execute, registry, runner
+from dynfuse import execute, registry, runner, tiers
 from dynfuse.backends import cpu, llvm_compiler
 
 REPEATS = 3
@@ -69,7 +69,7 @@ def sample_kernels(program: str, size: str) -> list[dict]:
             samples.append(
                 {
                     "program": program,
-                    "work": sum(map(execute._interpreting_work, nodes)),
+                    "work": sum(map(tiers._interpreting_work, nodes)),
                     "interpreting": best_of(lambda: run.interpret(step)),
                     "lines": text.count("\n"),
                     "compiling": best_of(lambda: llvm_compiler.compile_ir(host.machine, text, "object")),

@@ -112,7 +112,7 @@ def main() -> None:
             "(`DYNFUSE_TIERS=0`). A fused kernel allocates its outputs and nothing else: a peak of 1.00x "
             "the outputs. Several outputs are asked for one at a time, as `np.asarray` of each would: "
             "computing the first keeps the deep intermediates that the others' pending traces read "
-            "(`execute.held_intermediates`) until they are asked for. So Black-Scholes' `call` keeps "
+            "(`trace.held_intermediates`) until they are asked for. So Black-Scholes' `call` keeps "
             "its two normal CDFs for `put` (2.00x); `dynfuse.evaluate(call, put)` peaks at 1.00x. "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}.",
             "",

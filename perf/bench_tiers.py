@@ -24,7 +24,7 @@ import numpy as np
 from timing import median_time
 
 import dynfuse
-from dynfuse import cache, config, registry, schedule
+from dynfuse import config, registry, replay
 
 OPS_PER_LINK = 5
 
@@ -38,8 +38,8 @@ def chain(a, links):
 
 
 def clear_caches():
-    schedule.clear_plan_cache()
-    cache.clear()
+    replay.clear_plans()
+    replay.clear_kernels()
 
 
 def main() -> None:

@@ -63,13 +63,13 @@ def open_files() -> int:
 
 
 def cache_sizes() -> dict:
-    from dynfuse import cache, dtypes, execute, schedule
+    from dynfuse import cache, dtypes, replay, schedule, tiers
 
     return {
-        "kernels": len(cache._compiled._entries),
-        "plans": len(schedule._plans._entries),
-        "replays": len(cache._replays),
-        "sightings": len(execute._sightings),
+        "kernels": len(cache.kernels._entries),
+        "plans": len(schedule.plans._entries),
+        "replays": len(replay._replays),
+        "sightings": len(tiers._sightings),
         "dtype probes": len(dtypes._result_dtypes),
     }
 

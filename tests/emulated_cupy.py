@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dynfuse import cache
+from dynfuse import replay
 from dynfuse.backends import cuda
 from dynfuse.backends.cuda_emulator import EmulatedArray, EmulatedDevice
 from dynfuse.backends.cupy_device import CupyDevice
@@ -123,10 +123,10 @@ def installed() -> Iterator[CupyDevice]:
     """The ``cuda`` backend on a device of this library, its kernels compiled afresh."""
     device = CupyDevice(LIBRARY)
     saved = cuda.BACKEND.device
-    cache.clear()
+    replay.clear_kernels()
     cuda.BACKEND.device = cuda.BACKEND.memory = device
     try:
         yield device
     finally:
         cuda.BACKEND.device = cuda.BACKEND.memory = saved
-        cache.clear()
+        replay.clear_kernels()

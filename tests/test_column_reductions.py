@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, registry
+from dynfuse import config, execute, registry, replay
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm
 
@@ -193,13 +193,13 @@ def test_reductions_over_leading_axes(dtype, name, shape, axis, keepdims):
 def test_chunks_narrower_than_a_row(dtype, name, monkeypatch):
     """Columns in chunks of 8: chunks that end inside a row and a last chunk of 5 columns."""
     monkeypatch.setattr(llvm, "COLUMN_LANES", 8)
-    cache.clear()  # kernels compiled with wider chunks are cached by signature, not by their code
+    replay.clear_kernels()  # kernels compiled with wider chunks are cached by signature, not by their code
     try:
         data = sample(dtype, (3, 11, 45), np.random.default_rng(4))
         actual, expected = check(lambda x: reduce(name, x, 1), data)
         assert_matches(name, actual, expected, data, 1)
     finally:
-        cache.clear()
+        replay.clear_kernels()
 
 
 @pytest.mark.parametrize(

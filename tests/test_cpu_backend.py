@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, registry
+from dynfuse import cache, config, execute, launch, registry
 from dynfuse.backends import cpu
 from dynfuse.devices import HOST
 
@@ -216,14 +216,14 @@ def launch_both_ways(array):
     (step,) = plan.kernels
     kernel = step.kernel
     inputs = [
-        execute.read(execute.leaf_value(nodes[load.node]), load, kernel.shape, HOST) for load in step.loads
+        launch.read(launch.leaf_value(nodes[load.node]), load, kernel.shape, HOST) for load in step.loads
     ]
     params = [nodes[number].buffer for number in step.params]
     launcher = cpu.BACKEND.compile(kernel)
     assert launcher.native is not None
-    native = execute.launch(kernel, launcher, inputs, params)
+    native = launch.launch(kernel, launcher, inputs, params)
     launcher.native = None
-    python = execute.launch(kernel, launcher, inputs, params)
+    python = launch.launch(kernel, launcher, inputs, params)
     return native, python
 
 

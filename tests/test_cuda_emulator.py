@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, registry
+from dynfuse import config, execute, registry, replay
 from dynfuse.backends import cuda, cuda_emulator
 
 from .helpers import assert_same
@@ -142,9 +142,9 @@ def _reductions(dtype):
 def eight_multiprocessors(monkeypatch):
     """A larger emulated device, on which a few rows leave it idle, and fresh launchers for it."""
     monkeypatch.setattr(cuda_emulator.EmulatedDevice, "multiprocessors", 8)
-    cache.clear()
+    replay.clear_kernels()
     yield
-    cache.clear()
+    replay.clear_kernels()
 
 
 def run_split(function, *arrays, **options):
@@ -206,13 +206,13 @@ def test_a_kernel_the_host_compiler_refuses_falls_back_with_a_warning(cuda_backe
         pytest.skip("the emulator's own compiler (tests/test_cupy_device.py: NVRTC's faults)")
     monkeypatch.setattr(cuda_emulator, "compiler", lambda: ("false", "false"))
     monkeypatch.setattr(config, "disk_cache", False)
-    cache.clear()
+    replay.clear_kernels()
     data = np.linspace(-3, 3, 50)
     with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed.*host compiler failed"):
         result = np.asarray(np.tanh(dynfuse.asarray(data)) * 3 + 1)
     np.testing.assert_allclose(result, np.tanh(data) * 3 + 1, rtol=1e-15)
     assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
-    cache.clear()
+    replay.clear_kernels()
 
 
 def test_a_launch_the_device_refuses_falls_back_with_a_warning(cuda_backend, monkeypatch):
@@ -228,13 +228,13 @@ def test_a_launch_the_device_refuses_falls_back_with_a_warning(cuda_backend, mon
         return lambda grid, block, arguments, workspace: 1
 
     monkeypatch.setattr(cuda_emulator.EmulatedDevice, "function", refusing)
-    cache.clear()
+    replay.clear_kernels()
     data = np.linspace(-3, 3, 50)
     with pytest.warns(RuntimeWarning, match="cuda-emulator kernel failed.*emulated launch of"):
         result = np.asarray(np.tanh(dynfuse.asarray(data)).sum() + dynfuse.asarray(data))
     np.testing.assert_allclose(result, np.tanh(data).sum() + data, rtol=1e-14)
     assert dynfuse.stats()["fallback_names"] == {"kernel:cuda-emulator": 1}
-    cache.clear()
+    replay.clear_kernels()
 
 
 @pytest.mark.parametrize(

@@ -209,14 +209,14 @@ def test_a_kernel_the_device_cannot_compile_falls_back_on_host_copies(device, mo
 
     monkeypatch.setattr(device, "load", refused)
     monkeypatch.setattr(config, "disk_cache", False)
-    dynfuse.cache.clear()
+    dynfuse.replay.clear_kernels()
     x = on_device(data(), device)
     with pytest.warns(RuntimeWarning, match=f"{device.name} kernel failed.*simulated: the compiler failed"):
         result = np.sqrt(np.abs(x)) * 3
         assert_on_device(result, device)
     assert dynfuse.stats()["fallback_names"] == {f"kernel:{device.name}": 1}
     assert_same(result, np.sqrt(np.abs(data())) * 3)
-    dynfuse.cache.clear()
+    dynfuse.replay.clear_kernels()
 
 
 def test_unrecorded_functions_run_on_host_copies_and_come_back_to_the_device(device):

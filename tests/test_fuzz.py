@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import execute, registry
+from dynfuse import execute, registry, replay
 from dynfuse.__main__ import main
 from dynfuse.testing import (
     FAMILIES,
@@ -98,6 +98,7 @@ def wrong_kernels(monkeypatch):
         return results
 
     monkeypatch.setattr(execute, "launch", wrong)
+    monkeypatch.setattr(replay, "launch", wrong)
 
 
 def test_the_checker_catches_a_wrong_kernel_and_prints_a_runnable_snippet(wrong_kernels):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, registry
+from dynfuse import config, execute, registry, replay
 from dynfuse.backends import cpu, llvm_compiler
 from dynfuse.codegen import llvm as codegen
 
@@ -25,10 +25,10 @@ def compiler(monkeypatch):
     monkeypatch.setattr(host, "in_process_left", 0)
     monkeypatch.setattr(config, "disk_cache", False)
     monkeypatch.setattr(registry, "backend", "cpu")
-    cache.clear()
+    replay.clear_kernels()
     yield own
     own.close()
-    cache.clear()
+    replay.clear_kernels()
 
 
 def chain(x, steps=3):

@@ -1,6 +1,5 @@
 """Materialization: what triggers it, what it computes once, what it releases, and bounded traces."""
 
-import dataclasses
 import gc
 import pickle
 import sys
@@ -11,8 +10,6 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, execute, trace
-from dynfuse.backends import cpu
 from dynfuse.trace import topological_order
 
 from .helpers import assert_same
@@ -172,109 +169,6 @@ def test_stats_and_reset():
     assert dynfuse.stats()["fallbacks"] == 0 and dynfuse.stats()["fallback_names"] == {}
 
 
-# ---- replays: a repeated trace runs its kernel without planning -----------------------------------
-
-
-@pytest.fixture(autouse=True)
-def no_replays_from_other_tests():
-    cache.clear_replays()
-
-
-def replayed(make, *values):
-    """Materialize ``make`` over fresh lazy arrays of ``values``; whether it was replayed."""
-    before = dynfuse.stats()["replays"]
-    result = make(*(dynfuse.asarray(value) for value in values))
-    assert_same(result, make(*values))
-    return dynfuse.stats()["replays"] > before
-
-
-def test_a_repeated_trace_is_replayed_with_its_own_leaves_and_scalars(monkeypatch):
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    rng = np.random.default_rng(0)
-    for scale in (0.5, 2.0, -3.0):
-        values = rng.standard_normal(100)
-        was_replayed = replayed(lambda x, scale=scale: np.maximum(x * scale, 0) + x / 3, values)
-        assert was_replayed == (scale != 0.5)
-
-
-def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
-    """``x * 2 + x`` and ``x * 2 + y`` have one structure; only the leaves they share differ."""
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    x, y = np.arange(5.0), np.arange(5.0, 10.0)
-    for _ in range(2):
-        replayed(lambda a: a * 2 + a, x)
-        replayed(lambda a, b: a * 2 + b, x, y)
-    assert dynfuse.stats()["replays"] == 2
-
-
-def test_structure_ids_are_never_reused(monkeypatch):
-    """When the table of structures starts afresh (it is full), a structure seen again gets a new
-    id, a replay miss; another structure interned in the same order must not get an old id."""
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    x = np.arange(6.0)
-    trace._structure_ids.clear()
-    replayed(lambda a: a * 2 + 1, x)
-    assert replayed(lambda a: a * 2 + 1, x)
-    trace._structure_ids.clear()
-    assert not replayed(lambda a: a * 2 - 1, x)
-    assert replayed(lambda a: a * 2 - 1, x)
-
-
-def test_the_table_of_structures_is_bounded(monkeypatch):
-    monkeypatch.setattr(trace, "STRUCTURE_TABLE_LIMIT", 8)
-    for size in range(1, 20):
-        values = np.arange(float(size))
-        assert_same(dynfuse.asarray(values) - 3, values - 3)
-        assert len(trace._structure_ids) <= 8
-
-
-def test_no_replay_once_an_intermediate_was_materialized(monkeypatch):
-    """The replay would compute ``u`` from ``x`` again, after ``x`` changed: NumPy's ``u`` comes from
-    the ``t`` computed before."""
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    replayed(lambda x: x * 2 + 1, np.ones(4))
-    base = np.ones(4)
-    t = dynfuse.asarray(base) * 2
-    u = t + 1
-    dynfuse.evaluate(t)
-    base[:] = 5
-    assert_same(u, np.full(4, 3.0))
-    assert dynfuse.stats()["replays"] == 0
-
-
-def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch):
-    from dynfuse.backends import cpu
-
-    monkeypatch.setattr(dynfuse.config, "tiers", True)
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    monkeypatch.setattr(
-        cpu.BACKEND, "target", dataclasses.replace(cpu.BACKEND.target, name="repeats", tiny_repeats=3)
-    )
-    launched = []
-    for _ in range(5):
-        replayed(lambda x: np.sqrt(x) * 3 - 1, np.arange(7.0))
-        launched.append(dynfuse.stats()["kernels_launched"])
-    assert launched == [0, 0, 1, 2, 3]  # interpreted twice, compiled on the third sight, then replayed
-    assert dynfuse.stats()["replays"] == 2
-
-
-def test_a_failing_replay_runs_the_planned_path(monkeypatch):
-    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
-    replayed(lambda x: x * 2 + 1, np.ones(4))
-    with monkeypatch.context() as patch:
-        launch, failures = cpu._Launcher.__call__, [RuntimeError("injected replay failure")]
-
-        def failing_once(*args):
-            if failures:
-                raise failures.pop()
-            return launch(*args)
-
-        patch.setattr(cpu._Launcher, "__call__", failing_once)
-        assert not replayed(lambda x: x * 2 + 1, np.ones(4))
-    assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
-    assert dynfuse.stats()["fallbacks"] == 0
-
-
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_results_are_freed_when_dropped_without_waiting_for_the_garbage_collector(backend, monkeypatch):
     """No node may sit in a reference cycle: a large result would then live until a GC pass."""
@@ -307,112 +201,3 @@ def test_a_library_result_is_kept_for_what_is_recorded_over_it(backend, monkeypa
     np.testing.assert_allclose(np.asarray(y.max(axis=0)), (x @ w + 1).max(axis=0))
     del y
     assert sys.getrefcount(product) == 2  # only ``product`` here: the kept result goes with the graph
-
-
-def stored_with(result, monkeypatch):
-    """The nodes a materialization of ``result`` computes and keeps besides it."""
-    kept = []
-    held_intermediates = execute.held_intermediates
-
-    def spy(order, outputs):
-        kept.extend(held_intermediates(order, outputs))
-        return kept
-
-    monkeypatch.setattr(execute, "held_intermediates", spy)
-    dynfuse.evaluate(result)
-    return kept
-
-
-@pytest.mark.parametrize("backend", ["numpy", "cpu"])
-def test_a_deep_intermediate_the_program_holds_is_kept(backend, monkeypatch):
-    """``h`` is still held when its statistic is asked for: computed then, it is kept, so reading
-    it again (as the next step of a loop does) computes nothing."""
-    monkeypatch.setattr(dynfuse.registry, "backend", backend)
-    values = np.arange(1000.0)
-    x = dynfuse.asarray(values)
-    h = (((x * 2 + 1) * x - 3) * 0.5) + 1
-    total = (h * h).sum()
-    assert stored_with(total, monkeypatch) == [h._node]
-    expected = (((values * 2 + 1) * values - 3) * 0.5) + 1
-    assert float(total) == (expected * expected).sum()
-    assert h._node.is_materialized
-    launched = dynfuse.stats()["kernels_launched"] + dynfuse.stats()["interpreted_ops"]
-    np.testing.assert_array_equal(np.asarray(h), expected)
-    assert dynfuse.stats()["kernels_launched"] + dynfuse.stats()["interpreted_ops"] == launched
-
-
-@pytest.mark.parametrize("case", ["dropped", "shallow", "through a view"])
-def test_what_the_program_dropped_or_is_cheap_to_recompute_is_not_kept(case, monkeypatch):
-    """(Each result is made outside the ``assert``: pytest keeps the parts of an asserted
-    expression alive, to explain a failure.)"""
-    x = dynfuse.asarray(np.arange(1000.0))
-    if case == "dropped":
-        total, kept = ((((x * 2 + 1) * x - 3) * 0.5 + 1) ** 2).sum(), []
-    elif case == "shallow":
-        y = x * 2  # held, but one op: computing it again costs less than storing it
-        total, kept = (y + 1).sum(), []
-    else:
-        deep = (((x * 2 + 1) * x - 3) * 0.5) + 1
-        view = deep[::2]  # held through a view: what it views is kept
-        total, kept = view.sum() + deep.max(), [deep._node]
-    assert stored_with(total, monkeypatch) == kept
-
-
-MiB = 1 << 20
-
-
-def test_only_arrays_that_pending_traces_alone_hold_are_counted():
-    gc.collect()
-    before, _ = trace.pending_memory()
-    held_by_the_program = np.ones(MiB // 8)
-    on_held = dynfuse.asarray(held_by_the_program) * 2
-    on_dropped = dnp.ones(MiB // 8) * 2  # the array ``ones`` made is referenced by the trace alone
-    held, sinks = trace.pending_memory()
-    assert held - before == MiB
-    assert {id(on_held._node), id(on_dropped._node)} <= set(map(id, sinks))
-
-
-def test_pending_traces_that_alone_hold_too_much_are_materialized(monkeypatch):
-    """A loop of ``f(rng.standard_normal(n))`` whose results are only collected: NumPy frees each
-    draw after ``f``; dynfuse materializes the pending results once the draws they alone keep
-    alive pass DYNFUSE_PENDING_MEMORY, rather than keep every draw until the end."""
-    monkeypatch.setattr(dynfuse.config, "pending_memory", 4 * MiB)
-    rng, numpy_rng = dnp.random.default_rng(0), np.random.default_rng(0)
-    means, expected = [], []
-    for _ in range(20):
-        means.append((dnp.exp(rng.standard_normal(MiB // 8)) * 2).mean())
-        expected.append((np.exp(numpy_rng.standard_normal(MiB // 8)) * 2).mean())
-        assert trace.pending_memory()[0] <= 5 * MiB
-    assert sum(mean._node.is_materialized for mean in means) >= 15
-    np.testing.assert_allclose([float(mean) for mean in means], expected, rtol=1e-12)
-
-
-@pytest.mark.parametrize("reduced", [True, False])
-def test_traces_that_reduce_what_they_alone_hold_are_materialized_early(monkeypatch, reduced):
-    """Row means of each draw of a loop (a Monte-Carlo pricer's batches): the results are far
-    smaller than the draws, so the traces are materialized at a quarter of the bound already, and
-    no more than two draws are alive at once. Results as large as the draws wait for the bound."""
-    monkeypatch.setattr(dynfuse.config, "pending_memory", 8 * MiB)
-    rng, numpy_rng = dnp.random.default_rng(1), np.random.default_rng(1)
-    results, expected, most_held = [], [], 0
-    for _ in range(12):
-        draw, numpy_draw = rng.standard_normal((2048, 128)), numpy_rng.standard_normal((2048, 128))
-        if reduced:
-            results.append(np.exp(draw).mean(axis=1))
-            expected.append(np.exp(numpy_draw).mean(axis=1))
-        else:
-            results.append(np.exp(draw) + 1)
-            expected.append(np.exp(numpy_draw) + 1)
-        del draw
-        most_held = max(most_held, trace.pending_memory()[0])
-    assert most_held <= (4 * MiB if reduced else 10 * MiB)
-    assert most_held > (2 * MiB if reduced else 4 * MiB)
-    for result, value in zip(results, expected, strict=True):
-        np.testing.assert_allclose(np.asarray(result), value, rtol=1e-12)
-
-
-def test_arrays_the_program_holds_never_force_a_materialization(monkeypatch):
-    monkeypatch.setattr(dynfuse.config, "pending_memory", MiB)
-    data = [np.full(MiB // 8, float(value)) for value in range(10)]
-    doubled = [dynfuse.asarray(values) * 2 for values in data]
-    assert not any(array._node.is_materialized for array in doubled)

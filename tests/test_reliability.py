@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, disk_cache, execute, registry
+from dynfuse import config, disk_cache, execute, launch, registry, replay
 from dynfuse.backends import cpu
 
 from . import emulated_cupy
@@ -47,9 +47,9 @@ def backend(request, monkeypatch):
         elif registry.unavailable_reason(name) is not None:
             pytest.skip(registry.unavailable_reason(name))
         monkeypatch.setattr(registry, "backend", name)
-        cache.clear()
+        replay.clear_kernels()
         yield registry.BACKENDS[name]
-        cache.clear()
+        replay.clear_kernels()
 
 
 def chain(x):
@@ -74,7 +74,7 @@ def test_out_of_memory_for_a_fused_output_raises_memory_error(backend, monkeypat
     def no_memory(kernel, memory):
         raise MemoryError(f"simulated: cannot allocate {kernel.output_layouts}")
 
-    monkeypatch.setattr(execute, "allocate_outputs", no_memory)
+    monkeypatch.setattr(launch, "allocate_outputs", no_memory)
     with pytest.raises(MemoryError, match="simulated"):
         np.asarray(y)
     assert dynfuse.stats()["fallbacks"] == 0
@@ -212,14 +212,14 @@ def test_a_thread_waiting_for_a_kernel_another_compiles(monkeypatch):
 
     monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(cpu.BACKEND, "compile", slow_compile)
-    cache.clear()
+    replay.clear_kernels()
     data = inputs(1234)
     results = run_in_threads(2, lambda number: np.asarray(chain(dynfuse.asarray(data)) + 7.0))
     for result in results:
         np.testing.assert_array_equal(result, results[0])
     np.testing.assert_allclose(results[0], chain(data) + 7.0, rtol=1e-14)
     assert dynfuse.stats()["kernels_compiled"] == 1
-    cache.clear()
+    replay.clear_kernels()
 
 
 # ---- processes ----------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def test_worker_processes_compute_and_share_the_disk_cache(start_method, tmp_pat
     monkeypatch.setenv("DYNFUSE_TIERS", "0")
     monkeypatch.setattr(config, "cache_dir", tmp_path)
     monkeypatch.setattr(registry, "backend", "cpu")
-    cache.clear()
+    replay.clear_kernels()
     assert worker_result(0)[2] >= 1  # compiled, and stored
     context = multiprocessing.get_context(start_method)
     with context.Pool(2) as pool:
@@ -258,7 +258,7 @@ def test_worker_processes_compute_and_share_the_disk_cache(start_method, tmp_pat
         assert disk_misses == 0  # from the disk, or from memory: a forked worker inherits the parent's
     if start_method == "spawn":  # fresh processes: the kernel came from the disk in each
         assert sum(hits for _, hits, _, _ in results) >= 1
-    cache.clear()
+    replay.clear_kernels()
 
 
 def test_a_process_forked_while_another_thread_materializes(monkeypatch):
@@ -291,17 +291,17 @@ def test_an_entry_built_by_another_llvm_or_dynfuse_is_never_loaded(tmp_path, mon
     monkeypatch.setattr(config, "cache_dir", tmp_path)
     monkeypatch.setattr(registry, "backend", "cpu")
     data = inputs()
-    cache.clear()
+    replay.clear_kernels()
     assert_same(chain(dynfuse.asarray(data)), chain(data))
     assert dynfuse.stats()["disk_cache_writes"] == 1
     host = cpu._host()
     monkeypatch.setattr(host, "identity", (*host.identity[:-1], "another LLVM build"))
-    cache.clear()
+    replay.clear_kernels()
     dynfuse.reset_stats()
     assert_same(chain(dynfuse.asarray(data)), chain(data))
     counters = dynfuse.stats()
     assert (counters["disk_cache_hits"], counters["disk_cache_misses"]) == (0, 1)
-    cache.clear()
+    replay.clear_kernels()
 
 
 def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
@@ -324,14 +324,14 @@ def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(disk_cache, "open", FullDisk, raising=False)
-    cache.clear()
+    replay.clear_kernels()
     data = inputs()
     with pytest.warns(RuntimeWarning, match="cannot write the disk cache .*No space left"):
         assert_same(chain(dynfuse.asarray(data)), chain(data))
         assert_same(np.exp(dynfuse.asarray(data)) * 3, np.exp(data) * 3)
     assert not list(tmp_path.rglob("*.bin*"))
     assert dynfuse.stats()["disk_cache_writes"] == 0
-    cache.clear()
+    replay.clear_kernels()
 
 
 # ---- a long-running program ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, registry, schedule
+from dynfuse import config, execute, registry, replay, schedule
 from dynfuse.backends import groups
 from dynfuse.kernel import Target
 from dynfuse.schedule import KernelStep, LibraryStep
@@ -78,7 +78,7 @@ def check_layouts_in_every_order(dtype, monkeypatch):
     layout, then looked up for another of the same shape, gave wrong values."""
     monkeypatch.setattr(config, "tiers", False)
     for first in LAYOUTS_OF_ONE_SHAPE.values():
-        schedule.clear_plan_cache()
+        replay.clear_plans()
         for then in LAYOUTS_OF_ONE_SHAPE.values():
             for values in (first(dtype), then(dtype)):
                 np.testing.assert_array_equal(np.asarray(dynfuse.asarray(values) * 2 + 1), values * 2 + 1)
@@ -428,100 +428,14 @@ def test_the_kernel_signature_is_structural():
     assert {dict(inst.params)["broadcast"] for inst in broadcast.inputs} == {(), (0,)}
 
 
-# ---- tiers and faults ---------------------------------------------------------------------------
-
-
-def test_tiny_work_is_interpreted_without_a_plan(monkeypatch):
-    monkeypatch.setattr(config, "tiers", True)
-    x = lazy(10)
-    y = np.maximum(x * 2, 0) + 1
-    dynfuse.evaluate(y)
-    stats = dynfuse.stats()
-    assert (
-        stats["interpreted_ops"] == 3 and stats["plan_cache_misses"] == 0 and stats["kernels_launched"] == 0
-    )
-
-
-def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_work=0))
-    x = dynfuse.asarray(np.arange(400.0).reshape(20, 20))
-    y = x.sum(axis=0)  # 20 results of 400 elements
-    dynfuse.evaluate(y)
-    assert dynfuse.stats()["kernels_launched"] == 1
-    close(y, np.arange(400.0).reshape(20, 20).sum(axis=0))
-
-
-@pytest.mark.parametrize(
-    "program, dtype, compiled_at_once",
-    [
-        (lambda x: ((x * 2 + 1) * x - 3) * 0.5, np.float32, True),  # 5 ops over 40 elements: 200
-        (lambda x: x * 2 + 1, np.float32, False),  # 2 ops over 40: 80
-        (lambda x: x * 2 + 1, np.float64, True),  # 2 ops over 40 elements of 8 bytes: 160
-        (lambda x: np.exp(x), np.float32, True),  # an exp is ten adds: 400
-        (lambda x: (((x * 2 + 1) * x - 3) * 0.5)[7], np.float32, True),  # one element, but 200 to interpret
-    ],
-    ids=["long chain", "short chain", "short chain of float64", "exp", "one element of a long chain"],
-)
-def test_first_sight_is_decided_by_what_interpreting_would_cost(
-    program, dtype, compiled_at_once, monkeypatch
-):
-    """Interpreting runs each op over its whole array; a kernel reading one element through an
-    index map does one element's work, so the kernel's own size does not decide."""
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=10, first_sight_work=100))
-    values = np.arange(40, dtype=dtype)
-    y = program(dynfuse.asarray(values))
-    dynfuse.evaluate(y)
-    close(y, program(values))
-    assert dynfuse.stats()["kernels_launched"] == int(compiled_at_once)
-
-
-@pytest.mark.parametrize(
-    "least, estimate, kept, launched",
-    [(2000, None, False, [0, 0, 1, 2]), (100, 2000, False, [0, 0, 1, 2]), (100, 2000, True, [1, 2, 3, 4])],
-    ids=["the target's one number", "the backend's estimate", "kept: only the least, a load"],
-)
-def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_would(
-    least, estimate, kept, launched, monkeypatch
-):
-    """``exp(x) * 3`` over 37 float64 is 37 * (10 + 1) * 2 = 814 of work a run. A compile that
-    costs 2000 (the group backend's estimate is its target's number): interpreted twice (1628),
-    compiled on the third run (2442). Code the backend keeps costs the target's least, a load:
-    launched from the first run."""
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=least))
-    if estimate is not None:
-        monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: estimate)
-    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: kept)
-    cache.clear()  # compiled in this process, a kernel costs nothing: launched whenever seen
-    execute._sightings.clear()  # the other cases' runs of this very kernel
-    counts = []
-    for _ in range(4):
-        x = dynfuse.asarray(np.arange(37.0))
-        y = np.exp(x) * 3
-        dynfuse.evaluate(y)
-        close(y, np.exp(np.arange(37.0)) * 3)
-        counts.append(dynfuse.stats()["kernels_launched"])
-    assert counts == launched
-
-
-def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch):
-    """NumPy's pass for a sum reads all 1000 elements, however few its results: 1000 of work."""
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=900))
-    values = np.arange(1000, dtype=np.float32)
-    y = dynfuse.asarray(values).sum()
-    dynfuse.evaluate(y)
-    assert dynfuse.stats()["kernels_launched"] == 1
-    close(y, values.sum())
+# ---- faults -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["groups", "cpu"])
 @pytest.mark.parametrize("fault", ["compile", "launch"])
 def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch):
     monkeypatch.setattr(registry, "backend", backend)
-    cache.clear()
+    replay.clear_kernels()
 
     def broken_compile(kernel):
         raise RuntimeError("injected compiler failure")
@@ -536,7 +450,7 @@ def test_a_failing_kernel_falls_back_with_a_warning(backend, fault, monkeypatch)
         registry.BACKENDS[backend], "compile", broken_compile if fault == "compile" else broken_kernel
     )
     assert_runs_op_by_op_after_a_fault(f"{backend} kernel failed .*injected", f"kernel:{backend}")
-    cache.clear()
+    replay.clear_kernels()
 
 
 def assert_runs_op_by_op_after_a_fault(warning, counted_as):
@@ -554,7 +468,7 @@ def test_a_planning_fault_runs_the_trace_op_by_op(monkeypatch):
         raise RuntimeError("injected planner failure")
 
     monkeypatch.setattr(schedule._Planner, "plan", broken_plan)
-    schedule.clear_plan_cache()
+    replay.clear_plans()
     assert_runs_op_by_op_after_a_fault("planning failed .*injected planner failure", "plan")
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from .. import cache, registry, schedule
+from .. import registry, replay, schedule
 
 # In every injected fault's message: the checker tells them from faults of dynfuse's own.
 MARK = "injected fault"
@@ -74,5 +74,5 @@ def injected_faults(rate: float, seed: int = 0, backend: str | None = None) -> I
 
 
 def _forget_compiled() -> None:
-    cache.clear()
-    schedule.clear_plan_cache()
+    replay.clear_kernels()
+    replay.clear_plans()

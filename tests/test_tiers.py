@@ -1,8 +1,10 @@
-"""The tier policy's background compiles: a kernel's first compiled run is interpreted while it
-compiles on a thread of its own, later runs wait for it; which runs are interpreted depends on the
-program, never on how long the compile takes; a compile that fails, or a process forked while one is
-in flight, still gives every result right."""
+"""The tier policy: tiny work interpreted unplanned unless it repeats; a kernel interpreted until
+that has cost what getting its code would. And its background compiles: a kernel's first compiled
+run is interpreted while it compiles on a thread of its own, later runs wait for it; which runs are
+interpreted depends on the program, never on how long the compile takes; a compile that fails, or a
+process forked while one is in flight, still gives every result right."""
 
+import dataclasses
 import multiprocessing
 import sys
 import threading
@@ -12,24 +14,128 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, registry
+from dynfuse import config, registry, replay, tiers
 from dynfuse.backends import cpu, groups
 from dynfuse.kernel import Target
 
 from .helpers import assert_same
+from .test_replay import replayed
+from .test_schedule import close, lazy
+
+
+@pytest.fixture(autouse=True)
+def tiers_in_a_fresh_process(monkeypatch):
+    """Tiers on, on the group backend unless a test says otherwise, with a core to compile in the
+    background; no kernel compiled or seen yet."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(registry, "backend", "groups")
+    monkeypatch.setattr(config, "threads", 2)
+    replay.clear_kernels()
+    tiers._sightings.clear()
+    yield
+    replay.clear_kernels()
+
+
+# ---- which tier a run takes ----------------------------------------------------------------------
+
+
+def test_tiny_work_is_interpreted_without_a_plan():
+    x = lazy(10)
+    y = np.maximum(x * 2, 0) + 1
+    dynfuse.evaluate(y)
+    stats = dynfuse.stats()
+    assert (
+        stats["interpreted_ops"] == 3 and stats["plan_cache_misses"] == 0 and stats["kernels_launched"] == 0
+    )
+
+
+def test_a_reduction_of_a_large_input_is_not_tiny_work(monkeypatch):
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_work=0))
+    x = dynfuse.asarray(np.arange(400.0).reshape(20, 20))
+    y = x.sum(axis=0)  # 20 results of 400 elements
+    dynfuse.evaluate(y)
+    assert dynfuse.stats()["kernels_launched"] == 1
+    close(y, np.arange(400.0).reshape(20, 20).sum(axis=0))
+
+
+@pytest.mark.parametrize(
+    "program, dtype, compiled_at_once",
+    [
+        (lambda x: ((x * 2 + 1) * x - 3) * 0.5, np.float32, True),  # 5 ops over 40 elements: 200
+        (lambda x: x * 2 + 1, np.float32, False),  # 2 ops over 40: 80
+        (lambda x: x * 2 + 1, np.float64, True),  # 2 ops over 40 elements of 8 bytes: 160
+        (lambda x: np.exp(x), np.float32, True),  # an exp is ten adds: 400
+        (lambda x: (((x * 2 + 1) * x - 3) * 0.5)[7], np.float32, True),  # one element, but 200 to interpret
+    ],
+    ids=["long chain", "short chain", "short chain of float64", "exp", "one element of a long chain"],
+)
+def test_first_sight_is_decided_by_what_interpreting_would_cost(
+    program, dtype, compiled_at_once, monkeypatch
+):
+    """Interpreting runs each op over its whole array; a kernel reading one element through an
+    index map does one element's work, so the kernel's own size does not decide."""
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=10, first_sight_work=100))
+    values = np.arange(40, dtype=dtype)
+    y = program(dynfuse.asarray(values))
+    dynfuse.evaluate(y)
+    close(y, program(values))
+    assert dynfuse.stats()["kernels_launched"] == int(compiled_at_once)
+
+
+@pytest.mark.parametrize(
+    "least, estimate, kept, launched",
+    [(2000, None, False, [0, 0, 1, 2]), (100, 2000, False, [0, 0, 1, 2]), (100, 2000, True, [1, 2, 3, 4])],
+    ids=["the target's one number", "the backend's estimate", "kept: only the least, a load"],
+)
+def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_would(
+    least, estimate, kept, launched, monkeypatch
+):
+    """``exp(x) * 3`` over 37 float64 is 37 * (10 + 1) * 2 = 814 of work a run. A compile that
+    costs 2000 (the group backend's estimate is its target's number): interpreted twice (1628),
+    compiled on the third run (2442). Code the backend keeps costs the target's least, a load:
+    launched from the first run."""
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=least))
+    if estimate is not None:
+        monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: estimate)
+    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: kept)
+    counts = []
+    for _ in range(4):
+        x = dynfuse.asarray(np.arange(37.0))
+        y = np.exp(x) * 3
+        dynfuse.evaluate(y)
+        close(y, np.exp(np.arange(37.0)) * 3)
+        counts.append(dynfuse.stats()["kernels_launched"])
+    assert counts == launched
+
+
+def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch):
+    """NumPy's pass for a sum reads all 1000 elements, however few its results: 1000 of work."""
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=900))
+    values = np.arange(1000, dtype=np.float32)
+    y = dynfuse.asarray(values).sum()
+    dynfuse.evaluate(y)
+    assert dynfuse.stats()["kernels_launched"] == 1
+    close(y, values.sum())
+
+
+def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch):
+    monkeypatch.setattr(registry, "backend", "cpu")
+    monkeypatch.setattr(
+        cpu.BACKEND, "target", dataclasses.replace(cpu.BACKEND.target, name="repeats", tiny_repeats=3)
+    )
+    launched = []
+    for _ in range(5):
+        replayed(lambda x: np.sqrt(x) * 3 - 1, np.arange(7.0))
+        launched.append(dynfuse.stats()["kernels_launched"])
+    assert launched == [0, 0, 1, 2, 3]  # interpreted twice, compiled on the third sight, then replayed
+    assert dynfuse.stats()["replays"] == 2
+
+
+# ---- background compiles -------------------------------------------------------------------------
 
 # ``x * 2 + 1`` over 100 float64 is 100 * 2 * 2 = 400 of work: below this, a first sighting is
 # interpreted while its kernel compiles; no run is tiny, and every run would compile.
 BACKGROUND = Target("background", tiny_elements=4, first_sight_work=0, background_work=1000)
-
-
-@pytest.fixture(autouse=True)
-def tiers_with_background_compiles(monkeypatch):
-    monkeypatch.setattr(config, "tiers", True)
-    monkeypatch.setattr(config, "threads", 2)
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
@@ -160,7 +266,7 @@ def test_a_kernel_kept_on_disk_is_loaded_at_once_rather_than_compiled_in_the_bac
     launched = []
     for clear_memory in (False, False, True):
         if clear_memory:
-            cache.clear()
+            replay.clear_kernels()
         result = chain(values)
         dynfuse.evaluate(result)
         assert_same(result, values * 2 + 1)

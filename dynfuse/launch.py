@@ -1,0 +1,78 @@
+"""Launching: one compiled kernel or one library call run on buffers of a memory.
+
+What a plan's step and a replay share: the leaves' values, the views a kernel reads them through,
+the fresh outputs it writes, and a library call that runs in a device's library where it can.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import stats, views
+from .devices import HOST, Memory, move
+from .kernel import CompiledKernel, Kernel
+from .ops import OpKind
+from .schedule import Source
+from .trace import Node
+
+
+def leaf_value(node: Node, memory: Memory = HOST) -> Any:
+    """A leaf's value as an array: its buffer, or its weak scalar as a 0-d array of ``memory``."""
+    if node.op.kind is OpKind.SCALAR:
+        return move(np.asarray(node.buffer), HOST, memory)
+    return node.buffer
+
+
+def read(value: Any, source: Source, shape: tuple[int, ...] | None, memory: Memory) -> Any:
+    """``value``, an array of ``memory``, as ``source`` reads it: through its index map, unless that
+    reads it as it is."""
+    if source.index_map is not None and not (source.reads_in_place and value.shape == shape):
+        value = views.strided_view(value, source.index_map, shape, memory)
+    return value
+
+
+def launch(
+    kernel: Kernel,
+    compiled: CompiledKernel,
+    inputs: list[Any],
+    params: list,
+    memory: Memory = HOST,
+    held: bool = False,
+) -> list[Any]:
+    """Run a compiled kernel on its inputs in ``memory``, first copied into the layout it was built
+    for unless they are ``held`` in it already; its fresh outputs."""
+    if not held:
+        inputs = [
+            memory.contiguous(value) if contiguous and not value.flags.c_contiguous else value
+            for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+        ]
+    outputs = allocate_outputs(kernel, memory)
+    compiled(inputs, params, outputs)
+    return outputs
+
+
+def allocate_outputs(kernel: Kernel, memory: Memory) -> list[Any]:
+    """A kernel's fresh outputs. Running out of memory here raises MemoryError, as NumPy would for
+    the same arrays: the program's to handle, never a fault that falls back."""
+    return [memory.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+
+
+def library_call(node: Node, arguments: list, memory: Memory) -> Any:
+    """A library call's NumPy function on arrays of ``memory``. On a device it is given the device's
+    arrays, which NumPy hands to the device's library (CuPy's, by ``__array_function__``); where
+    that fails, or does not give the shape and dtype NumPy's would, it runs on host copies."""
+    params = dict(node.params)
+    if memory is not HOST:
+        try:
+            value = node.op.reference(*arguments, **params)
+        except MemoryError:  # the device's memory is full: as NumPy's would be, not a fault
+            raise
+        except Exception:  # the device's library lacks the function, or this use of it
+            value = None
+        if memory.owns(value) and value.shape == node.shape and value.dtype == node.dtype:
+            return value
+        stats.count_fallback(f"{node.op.name} on the host")
+        arguments = [move(argument, memory, HOST) for argument in arguments]
+    return move(np.asarray(node.op.reference(*arguments, **params)), HOST, memory)

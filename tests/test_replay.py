@@ -1,0 +1,95 @@
+"""Replays: a repeated trace runs its one compiled kernel on its own leaves, without planning; what
+a replay matches (the structure recorded with a node), and what it must not replay."""
+
+import numpy as np
+import pytest
+
+import dynfuse
+from dynfuse import replay, trace
+from dynfuse.backends import cpu
+
+from .helpers import assert_same
+
+
+@pytest.fixture(autouse=True)
+def no_replays_from_other_tests():
+    replay.clear_plans()
+
+
+def replayed(make, *values):
+    """Materialize ``make`` over fresh lazy arrays of ``values``; whether it was replayed."""
+    before = dynfuse.stats()["replays"]
+    result = make(*(dynfuse.asarray(value) for value in values))
+    assert_same(result, make(*values))
+    return dynfuse.stats()["replays"] > before
+
+
+def test_a_repeated_trace_is_replayed_with_its_own_leaves_and_scalars(monkeypatch):
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    rng = np.random.default_rng(0)
+    for scale in (0.5, 2.0, -3.0):
+        values = rng.standard_normal(100)
+        was_replayed = replayed(lambda x, scale=scale: np.maximum(x * scale, 0) + x / 3, values)
+        assert was_replayed == (scale != 0.5)
+
+
+def test_leaves_read_twice_are_part_of_what_a_replay_matches(monkeypatch):
+    """``x * 2 + x`` and ``x * 2 + y`` have one structure; only the leaves they share differ."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    x, y = np.arange(5.0), np.arange(5.0, 10.0)
+    for _ in range(2):
+        replayed(lambda a: a * 2 + a, x)
+        replayed(lambda a, b: a * 2 + b, x, y)
+    assert dynfuse.stats()["replays"] == 2
+
+
+def test_structure_ids_are_never_reused(monkeypatch):
+    """When the table of structures starts afresh (it is full), a structure seen again gets a new
+    id, a replay miss; another structure interned in the same order must not get an old id."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    x = np.arange(6.0)
+    trace._structure_ids.clear()
+    replayed(lambda a: a * 2 + 1, x)
+    assert replayed(lambda a: a * 2 + 1, x)
+    trace._structure_ids.clear()
+    assert not replayed(lambda a: a * 2 - 1, x)
+    assert replayed(lambda a: a * 2 - 1, x)
+
+
+def test_the_table_of_structures_is_bounded(monkeypatch):
+    monkeypatch.setattr(trace, "STRUCTURE_TABLE_LIMIT", 8)
+    for size in range(1, 20):
+        values = np.arange(float(size))
+        assert_same(dynfuse.asarray(values) - 3, values - 3)
+        assert len(trace._structure_ids) <= 8
+
+
+def test_no_replay_once_an_intermediate_was_materialized(monkeypatch):
+    """The replay would compute ``u`` from ``x`` again, after ``x`` changed: NumPy's ``u`` comes from
+    the ``t`` computed before."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    replayed(lambda x: x * 2 + 1, np.ones(4))
+    base = np.ones(4)
+    t = dynfuse.asarray(base) * 2
+    u = t + 1
+    dynfuse.evaluate(t)
+    base[:] = 5
+    assert_same(u, np.full(4, 3.0))
+    assert dynfuse.stats()["replays"] == 0
+
+
+def test_a_failing_replay_runs_the_planned_path(monkeypatch):
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    replayed(lambda x: x * 2 + 1, np.ones(4))
+    with monkeypatch.context() as patch:
+        launch, failures = cpu._Launcher.__call__, [RuntimeError("injected replay failure")]
+
+        def failing_once(*args):
+            if failures:
+                raise failures.pop()
+            return launch(*args)
+
+        patch.setattr(cpu._Launcher, "__call__", failing_once)
+        assert not replayed(lambda x: x * 2 + 1, np.ones(4))
+    assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
+    assert dynfuse.stats()["fallbacks"] == 0
