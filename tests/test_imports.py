@@ -186,3 +186,40 @@ def test_no_import_cycles():
         for group in strongly_connected(graph)
     ]
     assert not found, "import cycles among dynfuse's modules:\n" + "\n".join(found)
+
+
+# The floors of docs/ARCHITECTURE.md, from the ground up: a module imports only from its own floor
+# or below. A module is on the floor of the longest name listed that it is or starts with.
+FLOORS = (
+    ("dynfuse.config", "dynfuse.devices", "dynfuse.stats", "dynfuse.pools", "dynfuse.version"),
+    ("dynfuse.disk_cache", "dynfuse.views"),
+    ("dynfuse.ops", "dynfuse.dtypes"),
+    ("dynfuse.trace", "dynfuse.kernel"),
+    ("dynfuse.codegen", "dynfuse.backends", "dynfuse.cache", "dynfuse.interpret"),
+    ("dynfuse.schedule",),
+    ("dynfuse.registry",),
+    ("dynfuse.launch", "dynfuse.tiers", "dynfuse.replay", "dynfuse.execute", "dynfuse.pressure"),
+    ("dynfuse.record", "dynfuse.array", "dynfuse.accelerate"),
+    ("dynfuse", "dynfuse.numpy", "dynfuse.explain", "dynfuse.runner", "dynfuse.__main__", "dynfuse.dask"),
+)
+
+
+def floor_of(module: str) -> int:
+    """The floor of ``module``: that of the longest prefix ``FLOORS`` names."""
+    best, floor = "", -1
+    for level, names in enumerate(FLOORS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > len(best):
+                best, floor = name, level
+    return floor
+
+
+def test_every_module_imports_only_its_floor_or_below():
+    graph = import_graph()
+    upward = [
+        f"{module} (floor {floor_of(module)}) imports {target} (floor {floor_of(target)})"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if floor_of(target) > floor_of(module)
+    ]
+    assert not upward, "imports that reach up a floor:\n" + "\n".join(upward)
