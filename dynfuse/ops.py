@@ -4,8 +4,10 @@ Each op is one entry: its kind, which tells the scheduler how it may fuse, and i
 which is at once the semantics of the op (the reference executor runs it), the rule for its result
 dtype and errors (``dtypes`` probes it), and the oracle every backend is tested against; and what else
 holds for it on every backend: its cost, whether it is reproducible, whether its result jumps.
-Each code generator keeps its scalar code for an elementwise op in tables keyed by the op's name
-(``codegen.llvm``, ``codegen.cuda``), which ``tests/test_op_table.py`` checks against this table.
+Each code generator keeps its scalar code for an elementwise op, and the code that combines a
+reduction's accumulator with a value (``REDUCTION_CODE``), in tables keyed by the op's name
+(``codegen.llvm``, ``codegen.cuda``); how each reduction accumulates, the same on every backend, is
+``codegen.common.REDUCTION_FACTS``. ``tests/test_op_table.py`` checks them against this table.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The op table (``ops``) and the code generators' tables of scalar code agree: every elementwise op
-has code on each backend for each kind of dtype NumPy's loops for it take, the CUDA code calls only
-functions its prelude defines, and no table names an op the op table does not have. An op added to
-``ops.py`` without its code on a backend fails here."""
+has code on each backend for each kind of dtype NumPy's loops for it take, every reduction a kernel
+computes has its facts (``common.REDUCTION_FACTS``) and its combine code on each backend, the CUDA
+code calls only functions its prelude defines, and no table names an op the op table does not have.
+An op added to ``ops.py`` without its code on a backend fails here."""
 
 import re
 from types import ModuleType
@@ -11,10 +12,12 @@ import pytest
 
 from dynfuse import ops
 from dynfuse.codegen import cuda, llvm
-from dynfuse.codegen.common import OpLoop
+from dynfuse.codegen.common import REDUCTION_FACTS, OpLoop
 
 GENERATORS = {"llvm": llvm, "cuda": cuda}
 OPS = {**ops.ELEMENTWISE, **ops.INTERNAL}
+# The reductions a kernel computes: the composite ones (mean, var, std) are recorded as sums
+KERNEL_REDUCTIONS = {name for name, op in ops.REDUCTIONS.items() if op.expand is None}
 # The type characters of NumPy loops a kernel runs: bool, the integers, float16/32/64
 KERNEL_TYPES = "?bBhHiIlLqQefd"
 # A dtype of each kind, and the one each kind's code runs in
@@ -73,3 +76,21 @@ def test_cuda_code_calls_only_functions_the_prelude_defines():
             expression = code(["x0", "x1", "x2"], OpLoop.of(dtype))
             called = set(re.findall(r"\b(df_\w+)\b", expression))
             assert called <= defined, f"{name} on {dtype} calls {called - defined}, not in cuda_prelude.cu"
+
+
+def test_every_reduction_a_kernel_computes_has_its_facts_and_only_those():
+    assert set(REDUCTION_FACTS) == KERNEL_REDUCTIONS
+
+
+@pytest.mark.parametrize("backend", GENERATORS)
+def test_every_reduction_a_kernel_computes_has_combine_code_and_only_those(backend):
+    assert set(GENERATORS[backend].REDUCTION_CODE) == KERNEL_REDUCTIONS
+
+
+@pytest.mark.parametrize("dtype", [*SAMPLE_DTYPES.values(), np.dtype(np.float16)], ids=str)
+def test_cuda_reduction_code_calls_only_functions_the_prelude_defines(dtype):
+    defined = set(re.findall(r"\b(df_\w+)\b", cuda.PRELUDE))
+    for name, code in cuda.REDUCTION_CODE.items():
+        operands = ["acc", "acc_index", "x", "x_index"] if REDUCTION_FACTS[name].indexed else ["acc", "x"]
+        called = set(re.findall(r"\b(df_\w+)\b", code(operands, dtype)))
+        assert called <= defined, f"{name} on {dtype} calls {called - defined}, not in cuda_prelude.cu"

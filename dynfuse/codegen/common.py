@@ -1,7 +1,8 @@
 """What every code generator reads the same way from a kernel description: the dtypes NumPy's loop
-for each op computes in, how scalar parameters are converted, and what a reduction accumulates in;
-and the facts about an op's scalar code that both backends' tables share (the C library's names,
-NumPy's constants). A backend's generator turns these into code; none of them decides them on its own."""
+for each op computes in, how scalar parameters are converted, and how each reduction accumulates
+(``REDUCTION_FACTS``); and the facts about an op's scalar code that both backends' tables share (the
+C library's names, NumPy's constants). A backend's generator turns these into code; none of them
+decides them on its own."""
 
 from __future__ import annotations
 
@@ -170,6 +171,50 @@ def param_arguments(uses: list[ParamUse] | tuple[ParamUse, ...], params: list) -
     return values
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """How a reduction accumulates, the same on every backend. What combines a value into its
+    accumulator is each generator's ``REDUCTION_CODE``, keyed by the same name."""
+
+    # The accumulator's identity: "zero", "one", or its dtype's "lowest" or "highest" value
+    start: str
+    # NumPy's add or multiply loop (sum, prod): accumulates in the result's dtype, float16 in float32
+    # where NumPy's loop does (``accumulation``)
+    arithmetic: bool = False
+    # A sum: a float one starts at +0.0 (a sum of -0.0s is +0.0) and adds pairwise, as NumPy's; a sum
+    # of no elements is 0
+    additive: bool = False
+    logical: bool = False  # any, all: accumulates in bool
+    # argmax, argmin: keeps the index of the value it holds, -1 until it takes the first element,
+    # whatever its start
+    indexed: bool = False
+
+    def identity(self, dtype: np.dtype) -> float | int:
+        """The accumulator's starting value in ``dtype``."""
+        if self.start in ("zero", "one"):
+            return int(self.start == "one")
+        highest = self.start == "highest"
+        if dtype.kind == "f":
+            return np.inf if highest else -np.inf
+        if dtype.kind == "b":
+            return int(highest)
+        info = np.iinfo(dtype)
+        return info.max if highest else info.min
+
+
+# Each reduction a kernel computes (the composite mean, var and std are recorded as sums)
+REDUCTION_FACTS = {
+    "sum": Reduction("zero", arithmetic=True, additive=True),
+    "prod": Reduction("one", arithmetic=True),
+    "max": Reduction("lowest"),
+    "min": Reduction("highest"),
+    "argmax": Reduction("zero", indexed=True),
+    "argmin": Reduction("zero", indexed=True),
+    "any": Reduction("zero", logical=True),
+    "all": Reduction("one", logical=True),
+}
+
+
 def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) -> tuple[np.dtype, bool]:
     """The dtype a reduction accumulates in, and whether it sums pairwise.
 
@@ -177,15 +222,15 @@ def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) 
     loops: where the kernel's innermost axis is reduced, NumPy's inner loop runs along it in float32
     and rounds once (a product may pass 65504 on the way and come back); where it is kept, the
     inner loop runs across the kept axis and every step is rounded to float16."""
-    name = inst.op.name
-    if name in ("sum", "prod"):
-        wide = inst.dtype == np.float16 and (name == "sum" or innermost_reduced)
+    facts = REDUCTION_FACTS[inst.op.name]
+    if facts.arithmetic:
+        wide = inst.dtype == np.float16 and (facts.additive or innermost_reduced)
         dtype = FLOAT32 if wide else inst.dtype
-    elif name in ("any", "all"):
+    elif facts.logical:
         dtype = BOOL
     else:
         dtype = operand
-    return dtype, name == "sum" and dtype.kind == "f"
+    return dtype, facts.additive and dtype.kind == "f"
 
 
 def scan_step(inst: Instruction) -> str:

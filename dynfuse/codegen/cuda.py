@@ -47,6 +47,7 @@ from .common import (
     BOOL,
     C_MATH,
     COMPARISONS,
+    REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
     ParamUse,
@@ -472,34 +473,81 @@ FLOAT_CODE: dict[str, Code] = {
 }
 
 
+# -- reduction code
+
+# A reduction's code: its accumulator combined with a value (``[acc, value]``), in the accumulator's
+# dtype (float16 held in a float); an indexed reduction's, whether the value at an index takes the
+# accumulator's place (``[acc, acc_index, value, index]``).
+ReductionCode = Callable[[list[str], np.dtype], str]
+
+
+def _logical_reduction(operator: str) -> ReductionCode:
+    return lambda a, dtype: f"({a[0]} {operator} {a[1]})"
+
+
+def _arithmetic_reduction(name: str, logical: str) -> ReductionCode:
+    """NumPy's add or multiply loop on the accumulator's dtype: wrapping integers, a float16 rounded
+    at every step; bools by ``logical``."""
+
+    def code(a: list[str], dtype: np.dtype) -> str:
+        if dtype.kind == "b":
+            return _logical_reduction(logical)(a, dtype)
+        loop = OpLoop.of(dtype)
+        if dtype.kind in "iu":
+            return INTEGER_CODE[name](a, loop)
+        value = FLOAT_CODE[name](a, loop)
+        return f"df_round_half({value})" if loop.half else value
+
+    return code
+
+
+def _extremum_reduction(name: str, logical: str) -> ReductionCode:
+    """The elementwise maximum or minimum, NaN and signed zeros included; bools by ``logical``."""
+
+    def code(a: list[str], dtype: np.dtype) -> str:
+        if dtype.kind == "b":
+            return _logical_reduction(logical)(a, dtype)
+        if dtype.kind == "f":
+            return FLOAT_CODE[name](a, OpLoop.of(dtype))
+        return INTEGER_CODE[name](a[::-1], OpLoop.of(dtype))  # the value first: (v > acc ? v : acc)
+
+    return code
+
+
+def _arg_takes(is_max: str) -> ReductionCode:
+    return lambda a, dtype: f"df_arg_takes<{register_type(dtype)}>({', '.join(a)}, {is_max})"
+
+
+REDUCTION_CODE: dict[str, ReductionCode] = {
+    "sum": _arithmetic_reduction("add", "||"),
+    "prod": _arithmetic_reduction("multiply", "&&"),
+    "max": _extremum_reduction("maximum", "||"),
+    "min": _extremum_reduction("minimum", "&&"),
+    "argmax": _arg_takes("true"),
+    "argmin": _arg_takes("false"),
+    "any": _logical_reduction("||"),
+    "all": _logical_reduction("&&"),
+}
+
+
 class _Accumulator:
     """A reduction's running state in registers: its value, and its index for argmax/argmin."""
 
     def __init__(self, generator: _Generator, number: int) -> None:
         inst = generator.instructions[number]
         self.number = number
-        self.name = inst.op.name
+        self.facts = REDUCTION_FACTS[inst.op.name]
+        self.code = REDUCTION_CODE[inst.op.name]
         self.result = inst.dtype
         operand = generator.instructions[inst.args[0]].dtype
         self.dtype, _ = accumulation(inst, operand, generator.innermost_reduced)
         self.type = register_type(self.dtype)
-        self.arg = self.name in ("argmax", "argmin")
+        self.arg = self.facts.indexed
         self.value = f"acc{number}"
         self.index = f"acc{number}_index"
 
     def identity(self) -> str:
-        name, dtype = self.name, self.dtype
-        if name in ("sum", "any", "argmax", "argmin"):
-            return literal(dtype, 0)
-        if name in ("prod", "all"):
-            return literal(dtype, 1)
-        largest = name == "min"
-        if dtype.kind == "f":
-            return literal(dtype, np.inf if largest else -np.inf)
-        if dtype.kind == "b":
-            return literal(dtype, largest)
-        info = np.iinfo(dtype)
-        return literal(dtype, info.max if largest else info.min)
+        return literal(self.dtype, self.facts.identity(self.dtype))
 
     def declare(self) -> list[str]:
         lines = [f"{self.type} {self.value} = {self.identity()};"]
@@ -507,31 +555,12 @@ class _Accumulator:
             lines.append(f"df_i64 {self.index} = -1;")
         return lines
 
-    def combined(self, acc: str, value: str) -> str:
-        """``acc`` combined with ``value`` (not for argmax/argmin)."""
-        name, dtype, t = self.name, self.dtype, self.type
-        if dtype.kind == "b":
-            return f"({acc} {'||' if name in ('sum', 'any', 'max') else '&&'} {value})"
-        if name in ("sum", "prod"):
-            if dtype.kind in "iu":
-                return f"df_wrap_{'add' if name == 'sum' else 'mul'}<{t}>({acc}, {value})"
-            product = f"({acc} {'+' if name == 'sum' else '*'} {value})"
-            return f"df_round_half({product})" if dtype.itemsize == 2 else product
-        if name in ("any", "all"):
-            return f"({acc} {'||' if name == 'any' else '&&'} {value})"
-        half = "true" if dtype.itemsize == 2 and dtype.kind == "f" else "false"
-        if dtype.kind == "f":
-            return f"df_{'maximum' if name == 'max' else 'minimum'}<{t}>({acc}, {value}, {half})"
-        return f"({value} {'>' if name == 'max' else '<'} {acc} ? {value} : {acc})"
-
     def update(self, value: str, index: str) -> list[str]:
+        """``value`` (at ``index``, for argmax/argmin) combined into the accumulator."""
         if self.arg:
-            is_max = "true" if self.name == "argmax" else "false"
-            return [
-                f"if (df_arg_takes<{self.type}>({self.value}, {self.index}, {value}, {index}, {is_max})) "
-                f"{{ {self.value} = {value}; {self.index} = {index}; }}"
-            ]
-        return [f"{self.value} = {self.combined(self.value, value)};"]
+            takes = self.code([self.value, self.index, value, index], self.dtype)
+            return [f"if ({takes}) {{ {self.value} = {value}; {self.index} = {index}; }}"]
+        return [f"{self.value} = {self.code([self.value, value], self.dtype)};"]
 
 
 class _Generator(KernelFacts):
@@ -547,7 +576,7 @@ class _Generator(KernelFacts):
         # A scan runs along its row in order; a float16 product rounded at every step
         # (``accumulation``) overflows or not by the order of its factors: one thread takes each row.
         half_product = any(
-            acc.dtype == np.float16 and acc.name == "prod" for acc in self.accumulators.values()
+            acc.dtype == np.float16 and acc.facts.arithmetic for acc in self.accumulators.values()
         )
         ordered = half_product or bool(self.scans)
         if not self.reduce_axes:
@@ -656,13 +685,14 @@ class _Generator(KernelFacts):
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
             operand = inst.args[0]
             source = self.instructions[operand].dtype
-            if inst.op.name in ("argmax", "argmin"):
+            facts = REDUCTION_FACTS[inst.op.name]
+            if facts.indexed:
                 return [f"const {t} v{number} = 0;"]
-            if inst.op.name in ("any", "all"):
+            if facts.logical:
                 value = self.scalars.cast(f"v{operand}", source, np.dtype(bool))
                 return [f"const {t} v{number} = {self.scalars.cast(value, np.dtype(bool), inst.dtype)};"]
             value = self.scalars.cast(f"v{operand}", source, inst.dtype)
-            if inst.op.name == "sum" and inst.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+            if facts.additive and inst.dtype.kind == "f":  # added to +0.0, as any NumPy sum
                 value = f"({value} + {literal(inst.dtype, 0)})"
                 if inst.dtype.itemsize == 2:
                     value = f"df_round_half({value})"
@@ -1014,21 +1044,15 @@ class _Generator(KernelFacts):
         # Every thread of the warp shuffles, once each: never inside an expression that may skip it
         lines = [f"const {t} other = df_shuffle_down<{t}>({value}, {offset});"]
         if accumulator.arg:
-            is_max = "true" if accumulator.name == "argmax" else "false"
-            return [
-                *lines,
-                f"const df_i64 other_index = __shfl_down_sync(0xffffffffu, {index}, {offset});",
-                f"if (df_arg_takes<{t}>({value}, {index}, other, other_index, {is_max})) "
-                f"{{ {value} = other; {index} = other_index; }}",
-            ]
-        return [*lines, f"{value} = {accumulator.combined(value, 'other')};"]
+            lines.append(f"const df_i64 other_index = __shfl_down_sync(0xffffffffu, {index}, {offset});")
+        return [*lines, *accumulator.update("other", "other_index")]
 
     def reduction_result(self, accumulator: _Accumulator) -> list[str]:
         inst = self.instructions[accumulator.number]
         t = register_type(inst.dtype)
         if accumulator.arg:
             value = f"({t}){accumulator.index}"
-        elif inst.op.name == "sum" and self.row_elements == 0:
+        elif accumulator.facts.additive and self.row_elements == 0:
             value = literal(inst.dtype, 0)
         else:
             value = self.scalars.cast(accumulator.value, accumulator.dtype, inst.dtype)

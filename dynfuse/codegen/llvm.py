@@ -65,6 +65,7 @@ from .common import (
     FLOAT32,
     FLOAT64,
     INT64,
+    REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
     ParamUse,
@@ -711,6 +712,70 @@ FLOAT_CODE: dict[str, Code] = {
     "power_by_one_value": _power_by_one_value,
     "float_power": _intrinsic("llvm.pow", 2),
 }
+
+
+# -- reduction code
+
+# A reduction's code: its accumulator combined with a value (``[acc, value]``, in the accumulator's
+# dtype); an indexed reduction's, whether the value is better than the accumulator (an i1).
+ReductionCode = Callable[[_Scalars, list[ir.Value], np.dtype], ir.Value]
+
+
+def _arithmetic_reduction(name: str) -> ReductionCode:
+    """NumPy's add or multiply loop on the accumulator's dtype: wrapping integers, or and and on bools."""
+
+    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        return (BOOL_CODE if dtype.kind == "b" else INTEGER_CODE)[name](s, a, OpLoop.of(dtype))
+
+    return code
+
+
+def _sum(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+    if dtype.kind == "f":  # in lanes within a block (pairwise between them)
+        return s.b.fadd(*a, flags=("reassoc",))
+    return _arithmetic_reduction("add")(s, a, dtype)
+
+
+def _prod(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+    if dtype == np.float16:  # rounded at every step, as NumPy's half loop across a kept innermost axis
+        return s.b.fptrunc(s.b.fmul(s.b.fpext(a[0], FLOAT), s.b.fpext(a[1], FLOAT)), HALF)
+    if dtype.kind == "f":  # in order, as NumPy: where a product overflows is order-dependent
+        return s.b.fmul(*a)
+    return _arithmetic_reduction("multiply")(s, a, dtype)
+
+
+def _extremum_reduction(name: str) -> ReductionCode:
+    """The elementwise maximum or minimum, NaN and signed zeros included."""
+
+    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        return s.apply(name, [Value(value, dtype) for value in a], (dtype, dtype, dtype), dtype).ir
+
+    return code
+
+
+def _better(comparison: str) -> ReductionCode:
+    """Whether the value beats the accumulator: by ``comparison``, or as a NaN (the first one stays)."""
+
+    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        b, (acc, v) = s.b, a
+        better = s.compare(comparison, [Value(v, dtype), Value(acc, dtype)])
+        if dtype.kind == "f":
+            better = b.or_(better, b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", acc, acc)))
+        return better
+
+    return code
+
+
+REDUCTION_CODE: dict[str, ReductionCode] = {
+    "sum": _sum,
+    "prod": _prod,
+    "max": _extremum_reduction("maximum"),
+    "min": _extremum_reduction("minimum"),
+    "argmax": _better("greater"),
+    "argmin": _better("less"),
+    "any": lambda s, a, dtype: s.b.or_(*a),
+    "all": lambda s, a, dtype: s.b.and_(*a),
+}
 # -- the kernel's loops ---------------------------------------------------------------------------
 
 Stride = int | ir.Value  # in elements: known when the module is built, or read at launch
@@ -795,12 +860,13 @@ class _Accumulator:
         inst = facts.instructions[number]
         self.function = function
         self.number = number
-        self.name = inst.op.name
+        self.facts = REDUCTION_FACTS[inst.op.name]
+        self.code = REDUCTION_CODE[inst.op.name]
         self.result = inst.dtype
         operand = facts.instructions[inst.args[0]].dtype
         self.dtype, self.pairwise = accumulation(inst, operand, facts.innermost_reduced)
         self.value = function.lane_variable(self.dtype)
-        self.index = function.lane_variable(INT64) if self.name in ("argmax", "argmin") else None
+        self.index = function.lane_variable(INT64) if self.facts.indexed else None
         if self.pairwise:
             self.block = function.lane_variable(self.dtype)
             self.levels = function.lane_variable(self.dtype, facts.pairwise_levels)
@@ -810,24 +876,11 @@ class _Accumulator:
     def lane_bytes(inst: Instruction, operand: np.dtype, levels: int, innermost_reduced: bool) -> int:
         """The bytes it takes per lane."""
         dtype, pairwise = accumulation(inst, operand, innermost_reduced)
-        index = 8 if inst.op.name in ("argmax", "argmin") else 0
+        index = 8 if REDUCTION_FACTS[inst.op.name].indexed else 0
         return dtype.itemsize * (1 + (1 + levels if pairwise else 0)) + index
 
     def identity(self) -> ir.Constant:
-        dtype, name, scalars = self.dtype, self.name, self.function.scalars
-        if name == "sum" or name == "any":  # NumPy's sums start at +0.0: a sum of -0.0s is +0.0
-            return scalars.const(dtype, 0)
-        if name == "prod" or name == "all":
-            return scalars.const(dtype, 1)
-        if name in ("argmax", "argmin"):
-            return scalars.const(dtype, 0)
-        largest = name == "min"
-        if dtype.kind == "f":
-            return scalars.const(dtype, np.inf if largest else -np.inf)
-        if dtype.kind == "b":
-            return scalars.const(dtype, int(largest))
-        info = np.iinfo(dtype)
-        return scalars.const(dtype, info.max if largest else info.min)
+        return self.function.scalars.const(self.dtype, self.facts.identity(self.dtype))
 
     def get(self, pointer: ir.Value) -> ir.Value:
         return from_memory(self.function.b, self.function.lane_load(pointer), self.dtype)
@@ -863,43 +916,18 @@ class _Accumulator:
         """``target`` <- ``target`` combined with ``v`` (at ``index``, for argmax/argmin)."""
         b, scalars = self.function.b, self.function.scalars
         acc = self.get(target)
-        name, dtype = self.name, self.dtype
-        if name in ("sum", "prod"):
-            if dtype.kind == "f" and dtype.itemsize == 2 and name == "prod":
-                # rounded at every step, as NumPy's half loop across a kept innermost axis
-                wide = b.fmul(b.fpext(acc, FLOAT), b.fpext(v, FLOAT))
-                self.put(b.fptrunc(wide, HALF), target)
-                return
-            if dtype.kind == "f" and name == "sum":  # in lanes within a block (pairwise between them)
-                self.put(b.fadd(acc, v, flags=("reassoc",)), target)
-            elif dtype.kind == "f":  # in order, as NumPy: where a product overflows is order-dependent
-                self.put(b.fmul(acc, v), target)
-            elif dtype.kind == "b":
-                self.put((b.or_ if name == "sum" else b.and_)(acc, v), target)
-            else:
-                self.put((b.add if name == "sum" else b.mul)(acc, v), target)
-        elif name in ("any", "all"):
-            self.put((b.or_ if name == "any" else b.and_)(acc, v), target)
-        elif name in ("max", "min"):
-            loop = (dtype, dtype, dtype)
-            best = scalars.apply(
-                "maximum" if name == "max" else "minimum", [Value(acc, dtype), Value(v, dtype)], loop, dtype
-            )
-            self.put(best.ir, target)
-        else:
-            best_index = self.function.at(self.index, lane)
-            best = self.function.lane_load(best_index)
-            better = scalars.compare(
-                "greater" if name == "argmax" else "less", [Value(v, dtype), Value(acc, dtype)]
-            )
-            if dtype.kind == "f":  # the first NaN wins, and stays
-                better = b.or_(better, b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", acc, acc)))
-            take = b.or_(b.icmp_signed("<", best, ir.Constant(I64, 0)), better)
-            if index is not None and index.type != I64:
-                index = b.sext(index, I64)
-            take = b.and_(take, b.icmp_signed(">=", index, ir.Constant(I64, 0)))
-            self.put(b.select(take, v, acc), target)
-            b.store(b.select(take, index, best), best_index)
+        if self.index is None:
+            self.put(self.code(scalars, [acc, v], self.dtype), target)
+            return
+        best_index = self.function.at(self.index, lane)
+        best = self.function.lane_load(best_index)
+        better = self.code(scalars, [acc, v], self.dtype)
+        take = b.or_(b.icmp_signed("<", best, ir.Constant(I64, 0)), better)
+        if index is not None and index.type != I64:
+            index = b.sext(index, I64)
+        take = b.and_(take, b.icmp_signed(">=", index, ir.Constant(I64, 0)))
+        self.put(b.select(take, v, acc), target)
+        b.store(b.select(take, index, best), best_index)
 
     def end_block(self, unit: _Unit | None) -> None:
         """Pairwise: the block's sum joins a binary counter of partial sums (one per lane), merging
@@ -957,7 +985,7 @@ class _Accumulator:
         function, b = self.function, self.function.b
         if self.index is not None:
             return Value(b.load(function.at(self.index, lane)), self.result)
-        if self.name == "sum" and function.module.row_elements == 0:
+        if self.facts.additive and function.module.row_elements == 0:
             return Value(function.scalars.const(self.result, 0), self.result)
         return function.scalars.cast(Value(self.get(function.at(self.value, lane)), self.dtype), self.result)
 
@@ -1328,11 +1356,11 @@ class _KernelFunction:
             return value
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
             operand = values[inst.args[0]]
-            if inst.op.name in ("argmax", "argmin"):
+            facts = REDUCTION_FACTS[inst.op.name]
+            if facts.indexed:
                 return Value(ir.Constant(I64, 0), inst.dtype)
-            accumulator_dtype = BOOL if inst.op.name in ("any", "all") else inst.dtype
-            value = self.scalars.cast(operand, accumulator_dtype)
-            if inst.op.name == "sum" and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+            value = self.scalars.cast(operand, BOOL if facts.logical else inst.dtype)
+            if facts.additive and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
                 value = Value(self.b.fadd(value.ir, ir.Constant(value.ir.type, 0.0)), value.dtype)
             return self.scalars.cast(value, inst.dtype)
         assert kind is OpKind.ELEMENTWISE, inst
