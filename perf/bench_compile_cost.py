@@ -129,7 +129,7 @@ def report(samples: list[dict], size: str) -> str:
     today = datetime.date.today().isoformat()
     return "\n".join(
         [
-            f"## What a compile costs, in interpreted work (issue 6), measured {today}",
+            f"## What a compile costs, in interpreted work, measured {today}",
             "",
             f"`python perf/bench_compile_cost.py` (examples at `--size {size}`, every kernel compiled; "
             f"best of {REPEATS}): {len(samples)} kernel signatures. The compile is LLVM's pipeline and "

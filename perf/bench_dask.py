@@ -121,7 +121,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     text = "\n".join(
         [
-            f"## Dask: dynfuse chunks against NumPy chunks (issue 9), measured {datetime.date.today()}",
+            f"## Dask: dynfuse chunks against NumPy chunks, measured {datetime.date.today()}",
             "",
             f"Measured by `python perf/bench_dask.py --rounds {options.rounds}`: "
             f"a `distributed.LocalCluster` of {WORKERS} worker processes (1 thread each, memory limit "

@@ -95,7 +95,7 @@ def section(results: dict[str, dict[str, Timing]], size: str, rounds: int) -> st
         command += f" --size {size}"
     return "\n".join(
         [
-            f"## The examples under `dynfuse run` (issue 6), measured {datetime.date.today().isoformat()}",
+            f"## The examples under `dynfuse run`, measured {datetime.date.today().isoformat()}",
             "",
             f"`{command}`: whole processes at `--size {size}`, the median of {rounds} interleaved rounds",
             "(± half the interquartile range). A first run starts from an empty disk cache, so it compiles",

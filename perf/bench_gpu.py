@@ -1,4 +1,4 @@
-"""The CUDA backend on a GPU (issue 5): fused elementwise chains against the device's copy bandwidth,
+"""The CUDA backend on a GPU: fused elementwise chains against the device's copy bandwidth,
 ``cupy.fuse`` and ``torch.compile``; row softmax and layernorm against ``torch.compile``.
 
 Each case first checks dynfuse's result against CuPy's unfused one (and every peer's against it),
@@ -183,7 +183,7 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
         f" {peer} | dynfuse speedup |" for peer in peers
     )
     lines = [
-        f"## The CUDA backend on a GPU (issue 5), measured {datetime.date.today()}",
+        f"## The CUDA backend on a GPU, measured {datetime.date.today()}",
         "",
         f"`python perf/bench_gpu.py --size {size} --repeats {repeats}` on {device.description}: "
         f"the median of {repeats} interleaved rounds (± half the interquartile range), each run ended by a "

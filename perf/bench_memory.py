@@ -104,7 +104,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     text = "\n".join(
         [
-            f"## Peak memory of a fused chain (issue 8), measured {datetime.date.today().isoformat()}",
+            f"## Peak memory of a fused chain, measured {datetime.date.today().isoformat()}",
             "",
             f"`python perf/bench_memory.py`: float32 workloads of `make bench` at {arguments.elements} "
             "elements, the peak of memory allocated during one evaluation (`tracemalloc`), inputs "

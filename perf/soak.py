@@ -187,7 +187,7 @@ def main() -> int:
         problems = verdicts(distinct) + verdicts(repeated)
         counters = dynfuse.stats()
     lines = [
-        f"## Soak (issue 8), measured {datetime.date.today().isoformat()}",
+        f"## Soak, measured {datetime.date.today().isoformat()}",
         "",
         f"`python perf/soak.py` (`make soak`): one process, every kernel compiled (`DYNFUSE_TIERS=0`), "
         f"{SLICES} slices per phase. {os.cpu_count()} cores, Python {platform.python_version()}, "

@@ -1,4 +1,4 @@
-"""Reliability (issue 8): out of memory, interrupts, threads and processes never give a wrong answer,
+"""Reliability: out of memory, interrupts, threads and processes never give a wrong answer,
 never hang, and leave every array and cache usable."""
 
 import contextlib

@@ -22,7 +22,7 @@ from dynfuse.__main__ import main
 
 REPOSITORY = Path(dynfuse.__file__).resolve().parent.parent
 CONSOLE_SCRIPT = Path(sys.executable).with_name("dynfuse")
-# The package form of dynfuse.numpy (issue 6, namespace section) brings submodules and the fall-through
+# The package form of dynfuse.numpy brings submodules and the fall-through
 # to NumPy (np.save, np.linalg, ...); the tests that need them wait for it.
 needs_namespace_package = pytest.mark.skipif(
     not hasattr(dynfuse.numpy, "__path__"), reason="needs dynfuse.numpy as a package with fall-through"
