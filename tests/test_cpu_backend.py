@@ -1,10 +1,11 @@
-"""The CPU backend's own promises: SIMD code, threads, the disk cache across processes.
+"""The CPU backend's own promises: split functions built when a launch calls them, threads, compile
+estimates, the disk cache across processes, the C kernel call. (The code it generates:
+test_llvm_codegen.py.)
 
 Its fallback on a failing kernel is tested with the group backend's, in test_schedule.py.
 """
 
 import os
-import re
 import subprocess
 import sys
 
@@ -16,7 +17,6 @@ from dynfuse import cache, config, execute, launch, registry
 from dynfuse.backends import cpu
 from dynfuse.devices import HOST
 
-from .helpers import assert_same
 from .test_schedule import check_layouts_in_every_order
 
 
@@ -29,51 +29,6 @@ def kernel_of(array):
     _, plan = execute.explain_plan([array._node], cpu.BACKEND)
     (step,) = plan.kernels
     return step.kernel
-
-
-def test_float32_chains_compile_to_vector_instructions():
-    x = dynfuse.asarray(np.ones(4096, np.float32))
-    assembly = cpu.BACKEND.assembly(kernel_of(np.maximum(x * 2, 0) + 1))
-    vector_ops = [op for op in ("vmaxps", "vaddps", "vmulps", "maxps", "addps", "mulps") if op in assembly]
-    assert vector_ops, assembly
-
-
-def test_a_chain_with_a_float_power_vectorizes_around_the_pow_calls():
-    """``x**2.5`` calls the C library's powf per element, as NumPy does; through the llvm.pow
-    intrinsic (no errno), the rest of the loop still vectorizes, with the calls scalarized."""
-    x = dynfuse.asarray(np.ones(4096, np.float32))
-    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**2.5 * 0.5) + x))
-    assert "powf" in assembly
-    assert any(op in assembly for op in ("vmulps", "mulps", "vaddps", "addps")), assembly
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_cube_is_computed_without_pow_in_vector_instructions(dtype):
-    """GELU's ``x**3``: the float32 cube in double (packed conversions), the float64 one by fmas."""
-    x = dynfuse.asarray(np.ones(4096, dtype))
-    assembly = cpu.BACKEND.assembly(kernel_of(np.tanh(x**3 * 0.5) + x))
-    assert "pow" not in assembly
-    packed = "cvtps2pd" if dtype == np.float32 else "fmadd"
-    assert packed in assembly, assembly
-
-
-def test_what_follows_a_scan_along_a_row_vectorizes(monkeypatch):
-    """A running sum is computed in order, a block of the row at a time into a buffer; the exp of
-    it and the sum that follow run over the block in vector instructions (a Monte-Carlo path's
-    ``exp(cumsum(returns))``), with the results of the loop that computes all in order."""
-    values = np.random.default_rng(0).standard_normal((40, 300)) * 0.1
-    x = dynfuse.asarray(values)
-    assembly = cpu.BACKEND.assembly(kernel_of(np.exp(np.cumsum(x * 0.5, axis=1)).sum(axis=1)))
-    assert "vmulpd" in assembly or "mulpd" in assembly, assembly
-    monkeypatch.setattr(config, "tiers", False)
-    prices = np.exp(np.cumsum(x * 0.5, axis=1))
-    assert_same(prices, np.exp(np.cumsum(values * 0.5, axis=1)))
-    fused = np.exp(np.cumsum(x * 0.5, axis=1)).sum(axis=1)  # positive terms: a few ulps apart at most
-    assert_same(fused, np.exp(np.cumsum(values * 0.5, axis=1)).sum(axis=1), max_ulp=16)
-    double = np.cumsum(np.cumprod(1 + x, axis=1) - x.mean(axis=1, keepdims=True), axis=1)
-    assert_same(
-        double, np.cumsum(np.cumprod(1 + values, axis=1) - values.mean(axis=1, keepdims=True), axis=1)
-    )
 
 
 def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows(monkeypatch):
@@ -104,17 +59,6 @@ def test_a_reduction_whose_rows_threads_share_builds_its_entry_only_when_called(
     monkeypatch.setattr(config, "threads", 1)
     assert float((dynfuse.asarray(data) - 1).max()) == (data - 1).max()
     assert launcher.entry is not None
-
-
-@pytest.mark.parametrize(("shape", "vectorized"), [((1 << 12,), False), ((256, 1024), True)], ids=str)
-def test_finish_is_vectorized_only_where_it_combines_every_columns_states(shape, vectorized):
-    """Rows mode: FINISH combines the states of fewer rows than threads, and is compiled for size
-    (its vector loops were half the split module's compile). Columns mode: every lane's."""
-    kernel = kernel_of((dynfuse.asarray(np.ones(shape, np.float32)) * 2).sum(axis=0))
-    optimized = cpu._host().emit(cpu._module(kernel, split=True).text, "ir").decode()
-    finish = optimized[optimized.index(f"@{cpu.codegen.FINISH}(") :]
-    finish = finish[: finish.index("\n}\n")]
-    assert bool(re.search(r"<\d+ x ", finish)) == vectorized  # a vector type: <8 x float>
 
 
 def test_a_compile_is_estimated_by_the_lines_of_the_module_a_launch_calls(monkeypatch):
