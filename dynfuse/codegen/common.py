@@ -288,3 +288,15 @@ class KernelFacts:
         return inst.op.kind is OpKind.SCALAR or (
             inst.op.kind is OpKind.BUFFER and dict(inst.params)["zero_dim"]
         )
+
+    def code_choice(self, number: int) -> tuple[str, bool]:
+        """The op whose code computes elementwise instruction ``number``, and whether its bounds are
+        one value each (clip). NumPy runs other loops where an operand is one value: float32/64
+        power by one exponent (its sqrt, square and reciprocal cases, ``power_by_one_value``), and
+        clip by one-value bounds (which breaks ties between signed zeros its own way)."""
+        inst = self.instructions[number]
+        name = inst.op.name
+        float_loop = self.loops[number][0] in (FLOAT32, FLOAT64)
+        if name == "power" and float_loop and self.is_one_value(inst.args[1]):
+            return "power_by_one_value", False
+        return name, name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])

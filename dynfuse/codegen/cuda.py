@@ -708,12 +708,8 @@ class _Generator(KernelFacts):
                     side = (position, f"p{use}_side")
             else:
                 args.append((f"v{arg}", self.instructions[arg].dtype))
-        name = inst.op.name
-        scalar_bounds = name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])
-        loop = self.loops[number]
-        if name == "power" and self.is_one_value(inst.args[1]) and loop[0] in (np.float32, np.float64):
-            name = "power_by_one_value"
-        value, _ = self.scalars.apply(name, args, loop, inst.dtype, scalar_bounds)
+        name, scalar_bounds = self.code_choice(number)
+        value, _ = self.scalars.apply(name, args, self.loops[number], inst.dtype, scalar_bounds)
         if side is not None:
             # an int outside the dtype's range: the comparison is decided by which side it lies on
             position, flag = side

@@ -62,8 +62,6 @@ from .common import (
     BOOL,
     C_MATH,
     COMPARISONS,
-    FLOAT32,
-    FLOAT64,
     INT64,
     REDUCTION_FACTS,
     KernelFacts,
@@ -1373,14 +1371,7 @@ class _KernelFunction:
                 args.append(value)
             else:
                 args.append(values[arg])
-        scalar_bounds = inst.op.name == "clip" and all(module.is_one_value(arg) for arg in inst.args[1:])
-        name = inst.op.name
-        if (
-            name == "power"
-            and module.is_one_value(inst.args[1])
-            and module.loops[number][0] in (FLOAT32, FLOAT64)
-        ):
-            name = "power_by_one_value"
+        name, scalar_bounds = module.code_choice(number)
         result = self.scalars.apply(name, args, module.loops[number], inst.dtype, scalar_bounds)
         if flag is None:
             return result
