@@ -1,0 +1,697 @@
+"""Overhead against NumPy: small work, scalar code and short statements, where laziness cannot pay.
+
+A lazy engine earns its keep on large fused work; this measures what it costs everywhere else, each
+program against NumPy in the same run: recording one op (nothing materialized), one stencil statement
+with and without a slice write, scalar loops over single elements, a cached 10-op chain materialized
+every iteration, a small time loop and n-body, loop-heavy linear algebra written with slices as
+textbooks write it, streaming chains on large float32 arrays (also against a Numba ``parallel=True``
+loop and the machine's copy bandwidth, measured in the same run) and the import.
+
+Every program is written once, as a function of the namespace it gets (NumPy or ``dynfuse.numpy``),
+so both run the same code. Its dynfuse result is first checked against NumPy's (float64 to 1e-10
+relative, integers exactly): a mismatch or an error is reported FAIL and not timed. Then both are
+warmed up, so dynfuse's kernels are compiled and its tiers decided as the program's steady state, and
+timed in interleaved rounds (``measure_interleaved``): medians, with the dynfuse counters
+(``dynfuse.stats()`` deltas over the timed calls) that explain each row. The machine is shared: read
+the ratios, not the times.
+
+Writes the "overhead" section of perf/RESULTS.md; with ``--print-only`` or ``--only``, writes nothing.
+``--quick`` (about a minute on 2 cores) takes fewer rounds and 2^20-element streaming chains; the
+full run takes about three minutes.
+
+    python perf/bench_overhead.py [--quick] [--repeats N] [--only TEXT] [--print-only]
+"""
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy
+from timing import Timing, measure_interleaved, write_results_section
+
+import dynfuse
+import dynfuse.numpy as dnp
+
+NAMESPACES = {"NumPy": numpy, "dynfuse": dnp}
+RECORDINGS = 1000  # recordings per timed call (ten statements per loop turn)
+STATEMENTS = 20  # stencil statements per timed call
+RTOL = 1e-10
+SAMPLE_SECONDS = 0.01  # a timed sample repeats a fast call until it lasts about this long
+SLOW_CALL_SECONDS = 0.5  # a call this slow is warmed up once, not three times
+
+
+@dataclass
+class Program:
+    """A program both namespaces run: ``setup(np)`` gives its arguments, ``run(np, *arguments)``
+    its result (an array, a number or a tuple of them)."""
+
+    group: str
+    name: str
+    run: Callable
+    setup: Callable
+    target: str = "0.9x NumPy's speed"
+    per: int = 1  # operations per call: the times are reported per operation
+    unit: str = "call"
+    expect_no_materialization: bool = False
+    timed: Callable | None = None  # what is timed, where it is not ``run`` materialized
+
+
+@dataclass
+class Row:
+    program: Program
+    timings: dict[str, Timing] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    failure: str = ""
+
+
+def materialize(result):
+    """NumPy arrays (or Python numbers) of a result, so a dynfuse call does its work inside the timing."""
+    if isinstance(result, tuple):
+        return tuple(materialize(part) for part in result)
+    return numpy.asarray(result)
+
+
+def arrays(np, *values: numpy.ndarray) -> list:
+    """The inputs as the namespace's arrays: NumPy's own, or dynfuse arrays holding copies."""
+    return [np.asarray(value.copy()) for value in values]
+
+
+def check(expected, actual) -> None:
+    """Raise AssertionError where the dynfuse result differs from NumPy's."""
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    assert len(expected) == len(actual), f"{len(actual)} results, NumPy gave {len(expected)}"
+    for want, got in zip(expected, actual, strict=True):
+        want, got = numpy.asarray(want), numpy.asarray(got)
+        assert want.shape == got.shape, f"shape {got.shape}, NumPy gave {want.shape}"
+        if want.dtype.kind in "iub":
+            numpy.testing.assert_array_equal(got, want)
+        else:
+            rtol = RTOL if want.dtype == numpy.float64 else 1e-5
+            numpy.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * max(1.0, float(abs(want).max())))
+
+
+# 1. Recording one op on a 150x150 float64 array: ten statements a loop turn, results dropped.
+
+RECORDED = {
+    "x[1:-1, 2:]": "x[1:-1, 2:]",
+    "x[3, 4]": "x[3, 4]",
+    "x.T": "x.T",
+    "x.reshape(-1)": "x.reshape(-1)",
+    "x[None]": "x[None]",
+    "x + 1.0": "x + 1.0",
+    "x.sum(axis=0)": "x.sum(axis=0)",
+    "x.astype(np.float32)": "x.astype(np.float32)",
+}
+
+
+def recording_loop(expression: str) -> Callable:
+    """A loop of ``RECORDINGS`` statements ``expression`` whose results are dropped, nothing
+    materialized: generated code, so no Python call per recording is timed."""
+    body = "\n".join(f"        {expression}" for _ in range(10))
+    source = f"def loop(np, x):\n    for _ in range({RECORDINGS // 10}):\n{body}\n"
+    scope: dict = {}
+    exec(compile(source, f"<recording {expression}>", "exec"), scope)
+    return scope["loop"]
+
+
+def recorded(expression: str) -> Callable:
+    """The expression once, its result checked against NumPy's."""
+    return eval(f"lambda np, x: {expression}")
+
+
+def grid(np, n: int) -> list:
+    return arrays(np, numpy.random.default_rng(n).random((n, n)))
+
+
+# 2. One stencil statement, materialized each time, alternating two grids as a Jacobi sweep does.
+
+
+def stencil(np, a, b):
+    for step in range(STATEMENTS):
+        source = a if step % 2 == 0 else b
+        u = 0.25 * (source[1:-1, :-2] + source[1:-1, 2:] + source[:-2, 1:-1] + source[2:, 1:-1])
+        materialize(u)
+    return u
+
+
+def stencil_write(np, a, b):
+    for _ in range(STATEMENTS):
+        b[1:-1, 1:-1] = 0.25 * (a[1:-1, :-2] + a[1:-1, 2:] + a[:-2, 1:-1] + a[2:, 1:-1])
+        materialize(b)
+        a, b = b, a
+    return a, b
+
+
+def two_grids(np, n: int) -> list:
+    rng = numpy.random.default_rng(n)
+    return arrays(np, rng.random((n, n)), rng.random((n, n)))
+
+
+# 3. Scalar code: single elements read, computed with and written.
+
+
+def scalar_sum(np, a):
+    n = a.shape[0]
+    s = 0.0
+    for i in range(2000):
+        s += np.sin(a[i % n, (7 * i) % n]) * a[i % n, i % n]
+    return float(s)
+
+
+def fill_matrix(np, x):
+    m = x.shape[0]
+    A = np.zeros((m, m))
+    for i in range(m):
+        for j in range(m):
+            A[i, j] = float(x[i]) * float(x[j]) / (1.0 + i + j)
+    return A
+
+
+# 4. The dispatch loop: a 10-op chain on 1,000 float32, materialized every iteration.
+
+
+def ten_op_chain(np, x):
+    """Ten elementwise ops: x*2, +1, maximum, *x, -0.5, abs, /3, +x, minimum, *0.5."""
+    return np.minimum(np.abs(np.maximum(x * 2 + 1, 0) * x - 0.5) / 3 + x, 4) * 0.5
+
+
+def dispatch_loop(np, x):
+    for _ in range(200):
+        y = materialize(ten_op_chain(np, x))
+    return y
+
+
+# 5. Time loops as people write them.
+
+
+def heat(np, u0):
+    u = np.array(u0)
+    c = 0.1
+    for _ in range(300):
+        laplacian = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * u[1:-1, 1:-1]
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + c * laplacian
+    return u
+
+
+def nbody(np, x, y, vx, vy, m):
+    dt, eps = 0.01, 0.01
+    for _ in range(100):
+        dx = x[:, None] - x[None, :]
+        dy = y[:, None] - y[None, :]
+        r2 = dx**2 + dy**2 + eps
+        inv = r2**-1.5
+        ax = (dx * inv * m).sum(axis=1)
+        ay = (dy * inv * m).sum(axis=1)
+        vx = vx - dt * ax
+        vy = vy - dt * ay
+        x = x + dt * vx
+        y = y + dt * vy
+    return x, y
+
+
+def bodies(np, count: int = 64) -> list:
+    rng = numpy.random.default_rng(count)
+    return arrays(
+        np,
+        rng.random(count),
+        rng.random(count),
+        numpy.zeros(count),
+        numpy.zeros(count),
+        rng.random(count) / count,
+    )
+
+
+# 6. Loop-heavy linear algebra, written with slices as textbooks write it.
+
+
+def forward_solve(np, L, b):
+    n = b.shape[0]
+    x = np.zeros(n)
+    for i in range(n):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+    return x
+
+
+def lu_rows(np, A0):
+    """Doolittle LU without pivoting, row by row (the ikj order): L below the diagonal, U on and above."""
+    A = np.array(A0)
+    n = A.shape[0]
+    for i in range(1, n):
+        for k in range(i):
+            A[i, k] = A[i, k] / A[k, k]
+            A[i, k + 1 :] -= A[i, k] * A[k, k + 1 :]
+    return A
+
+
+def gauss_seidel(np, A, b, x0):
+    x = np.array(x0)
+    n = b.shape[0]
+    for i in range(n):
+        x[i] = (b[i] - A[i, :i] @ x[:i] - A[i, i + 1 :] @ x[i + 1 :]) / A[i, i]
+    return x
+
+
+def csr_matvec(np, data, indices, indptr, x):
+    n = indptr.shape[0] - 1
+    y = np.zeros(n)
+    for i in range(n):
+        start, end = indptr[i], indptr[i + 1]
+        y[i] = data[start:end] @ x[indices[start:end]]
+    return y
+
+
+def dominant(n: int) -> numpy.ndarray:
+    """A diagonally dominant matrix: no pivoting needed, Gauss-Seidel converges."""
+    return numpy.random.default_rng(n).random((n, n)) + n * numpy.eye(n)
+
+
+def lower_system(np, n: int) -> list:
+    return arrays(np, numpy.tril(dominant(n)), numpy.random.default_rng(1).random(n))
+
+
+def full_system(np, n: int) -> list:
+    rng = numpy.random.default_rng(2)
+    return arrays(np, dominant(n), rng.random(n), numpy.zeros(n))
+
+
+def csr_system(np, n: int, per_row: int = 5) -> list:
+    rng = numpy.random.default_rng(3)
+    counts = rng.integers(1, 2 * per_row, n)
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.int64)
+    indices = numpy.concatenate([numpy.sort(rng.choice(n, c, replace=False)) for c in counts])
+    return arrays(np, rng.random(indptr[-1]), indices.astype(numpy.int64), indptr, rng.random(n))
+
+
+# 7. Streaming chains on large float32 arrays.
+
+
+def relu_chain(np, x):
+    return np.maximum(x * 2, 0) + 1
+
+
+def cubic(np, x):
+    return ((0.5 * x - 1.5) * x + 2.0) * x - 3.0
+
+
+def programs(quick: bool) -> list[Program]:
+    found = []
+    for label, expression in RECORDED.items():
+        found.append(
+            Program(
+                "recording, 150x150 float64",
+                f"`{label}`",
+                recorded(expression),
+                lambda np: grid(np, 150),
+                target="1 us per op",
+                per=RECORDINGS,
+                unit="op",
+                expect_no_materialization=True,
+                timed=recording_loop(expression),
+            )
+        )
+    for n in (50, 100, 150):
+        found.append(
+            Program(
+                "one statement",
+                f"stencil {n}x{n}",
+                stencil,
+                lambda np, n=n: two_grids(np, n),
+                per=STATEMENTS,
+                unit="statement",
+            )
+        )
+        found.append(
+            Program(
+                "one statement",
+                f"stencil, slice write, {n}x{n}",
+                stencil_write,
+                lambda np, n=n: two_grids(np, n),
+                per=STATEMENTS,
+                unit="statement",
+            )
+        )
+    scalars = numpy.random.default_rng(4).random((100, 100))
+    found.append(
+        Program(
+            "scalar code",
+            "`s += np.sin(a[i, 7i % n]) * a[i, i]`, 2,000 steps",
+            scalar_sum,
+            lambda np: arrays(np, scalars),
+            target="1.3x NumPy's time",
+        )
+    )
+    found.append(
+        Program(
+            "scalar code",
+            "fill 40x40 `A[i, j] = float(x[i]) * float(x[j]) / (1 + i + j)`",
+            fill_matrix,
+            lambda np: arrays(np, scalars[0, :40]),
+            target="1.3x NumPy's time",
+        )
+    )
+    chain_input = numpy.random.default_rng(5).standard_normal(1000, dtype=numpy.float32)
+    found.append(
+        Program(
+            "dispatch",
+            "10-op chain, 1,000 float32, materialized, 200 iterations",
+            dispatch_loop,
+            lambda np: arrays(np, chain_input),
+            target="faster than NumPy",
+        )
+    )
+    heat_grid = numpy.random.default_rng(6).random((64, 64))
+    found.append(
+        Program(
+            "time loop",
+            "heat equation, 64x64, 300 steps",
+            heat,
+            lambda np: arrays(np, heat_grid),
+            target="faster than NumPy",
+        )
+    )
+    found.append(
+        Program("time loop", "n-body, 64 bodies, 100 steps", nbody, bodies, target="faster than NumPy")
+    )
+    for n in (60, 200):
+        found.append(
+            Program(
+                "linear algebra", f"forward solve, n={n}", forward_solve, lambda np, n=n: lower_system(np, n)
+            )
+        )
+        found.append(
+            Program(
+                "linear algebra", f"LU by rows, n={n}", lu_rows, lambda np, n=n: [np.asarray(dominant(n))]
+            )
+        )
+        found.append(
+            Program(
+                "linear algebra",
+                f"Gauss-Seidel sweep, n={n}",
+                gauss_seidel,
+                lambda np, n=n: full_system(np, n),
+            )
+        )
+        found.append(
+            Program(
+                "linear algebra", f"CSR matvec by rows, n={n}", csr_matvec, lambda np, n=n: csr_system(np, n)
+            )
+        )
+    elements = 2**20 if quick else 2**24
+    stream = numpy.random.default_rng(7).standard_normal(elements, dtype=numpy.float32)
+    power = int(math.log2(elements))
+    for name, chain in (("`relu(x*2)+1`", relu_chain), ("cubic polynomial", cubic)):
+        found.append(
+            Program(
+                "streaming",
+                f"{name}, 2^{power} float32",
+                chain,
+                lambda np: [np.asarray(stream)],
+                target="85% of copy bandwidth",
+            )
+        )
+    return found
+
+
+def calls(program: Program, namespace, timed: bool = False) -> Callable[[], object]:
+    """One call of the program on fresh arguments, its result materialized (``timed``: what is timed)."""
+    arguments = program.setup(namespace)
+    if timed and program.timed is not None:
+        return lambda: program.timed(namespace, *arguments)
+    return lambda: materialize(program.run(namespace, *arguments))
+
+
+def counters_of(stats: dict) -> dict[str, float]:
+    return {key: stats[key] for key in ("materializations", "kernels_launched", "interpreted_ops")}
+
+
+def measure_program(program: Program, repeats: int) -> Row:
+    """Check, warm up and time one program in both namespaces."""
+    row = Row(program)
+    expected = calls(program, numpy)()
+    try:
+        check(expected, calls(program, dnp)())
+    except Exception as error:  # a wrong result or an error is a dynfuse bug: reported, not timed
+        row.failure = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}"
+        return row
+    runs = {name: calls(program, namespace, timed=True) for name, namespace in NAMESPACES.items()}
+    slowest = 0.0
+    for run in runs.values():
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            slowest = max(slowest, time.perf_counter() - started)
+            if slowest > SLOW_CALL_SECONDS:
+                break
+    fastest = min(_one_call(run) for run in runs.values())
+    loops = max(1, int(SAMPLE_SECONDS / max(fastest, 1e-7)))
+    before = counters_of(dynfuse.stats())
+    contenders = {name: (_looped(run, loops), None) for name, run in runs.items()}
+    row.timings = {
+        name: t.scaled(1 / (loops * program.per))
+        for name, t in measure_interleaved(contenders, repeats).items()
+    }
+    after = counters_of(dynfuse.stats())
+    row.counters = {key: (after[key] - before[key]) / (repeats * loops) for key in after}
+    return row
+
+
+def _one_call(run: Callable) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def _looped(run: Callable, loops: int) -> Callable[[], None]:
+    def sample() -> None:
+        for _ in range(loops):
+            run()
+
+    return sample
+
+
+@dataclass
+class Streaming:
+    """A streaming chain's medians, seconds: dynfuse, NumPy, a Numba loop and a copy of the same size."""
+
+    name: str
+    seconds: dict[str, float]
+    copy_rate: float  # bytes read plus written per second by np.copyto
+
+
+def numba_loops() -> dict | None:
+    """Numba ``parallel=True`` loops writing into a preallocated array, or None without Numba."""
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, fastmath=False)
+    def relu(x, out):
+        for i in numba.prange(x.shape[0]):
+            out[i] = max(x[i] * numpy.float32(2), numpy.float32(0)) + numpy.float32(1)
+
+    @numba.njit(parallel=True, fastmath=False)
+    def cube(x, out):
+        for i in numba.prange(x.shape[0]):
+            v = x[i]
+            out[i] = (
+                (numpy.float32(0.5) * v - numpy.float32(1.5)) * v + numpy.float32(2.0)
+            ) * v - numpy.float32(3.0)
+
+    return {"`relu(x*2)+1`": relu, "cubic polynomial": cube}
+
+
+def measure_streaming(rows: list[Row], repeats: int) -> list[Streaming]:
+    """The streaming chains again, timed with a Numba loop and a copy of the same size in each round."""
+    numba_chains = numba_loops()
+    found = []
+    for row in rows:
+        if row.program.group != "streaming" or row.failure:
+            continue
+        (x,) = row.program.setup(numpy)
+        out = numpy.empty_like(x)
+        copied = numpy.empty_like(x)
+        contenders = {name: (_looped(calls(row.program, ns), 1), None) for name, ns in NAMESPACES.items()}
+        contenders["copy"] = (lambda x=x, copied=copied: numpy.copyto(copied, x), None)
+        short = row.program.name.split(",")[0]
+        if numba_chains is not None:
+            loop = numba_chains[short]
+            loop(x, out)
+            numpy.testing.assert_allclose(out, calls(row.program, numpy)(), rtol=1e-6)
+            contenders["Numba"] = (lambda loop=loop, x=x, out=out: loop(x, out), None)
+        for function, _ in contenders.values():
+            for _ in range(2):
+                function()
+        loops = max(1, int(SAMPLE_SECONDS / _one_call(contenders["copy"][0])))
+        looped = {name: (_looped(function, loops), None) for name, (function, _) in contenders.items()}
+        times = measure_interleaved(looped, repeats)
+        seconds = {name: timing.median / loops for name, timing in times.items()}
+        found.append(Streaming(row.program.name, seconds, 2 * x.nbytes / seconds["copy"]))
+    return found
+
+
+def import_times(repeats: int) -> dict[str, Timing]:
+    """Seconds for ``python -c "import MODULE"`` in fresh processes, interleaved."""
+    samples: dict[str, list[float]] = {"numpy": [], "dynfuse.numpy": []}
+    for _ in range(repeats):
+        for module in samples:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+            samples[module].append(time.perf_counter() - started)
+    return {module: Timing(statistics.median(s), min(s), max(s)) for module, s in samples.items()}
+
+
+def microseconds(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| group | program | NumPy | dynfuse | time ratio (dynfuse / NumPy) | dynfuse materializations "
+        "| dynfuse kernels launched | target |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        program = row.program
+        if row.failure:
+            lines.append(
+                f"| {program.group} | {program.name} | | | FAIL: {row.failure} | | | {program.target} |"
+            )
+            continue
+        numpy_time, lazy_time = row.timings["NumPy"].median, row.timings["dynfuse"].median
+        ratio = f"{lazy_time / numpy_time:.2f}"
+        if program.expect_no_materialization and row.counters["materializations"]:
+            ratio += " (materialized while recording)"
+        per_call = program.per if program.per > 1 else 1
+        kernels = f"{row.counters['kernels_launched'] / per_call:.3g}"
+        if row.counters["interpreted_ops"]:
+            kernels += f" (+{row.counters['interpreted_ops'] / per_call:.3g} ops interpreted)"
+        lines.append(
+            f"| {program.group} | {program.name} | {microseconds(numpy_time)} / {program.unit} "
+            f"| {microseconds(lazy_time)} / {program.unit} | {ratio} "
+            f"| {row.counters['materializations'] / per_call:.3g} / {program.unit} "
+            f"| {kernels} / {program.unit} | {program.target} |"
+        )
+    return "\n".join(lines)
+
+
+def streaming_table(found: list[Streaming]) -> str:
+    lines = [
+        "| chain | dynfuse | NumPy | Numba `parallel=True`, preallocated output | np.copyto, same size "
+        "| dynfuse's share of copy bandwidth | Numba's share | dynfuse / Numba time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for entry in found:
+        s = entry.seconds
+        share = {name: s["copy"] / s[name] for name in s}  # the same bytes moved as the copy
+        numba_cells = (
+            f"{microseconds(s['Numba'])} | {microseconds(s['copy'])} | {share['dynfuse']:.0%} | "
+            f"{share['Numba']:.0%} | {s['dynfuse'] / s['Numba']:.2f}"
+            if "Numba" in s
+            else f"not installed | {microseconds(s['copy'])} | {share['dynfuse']:.0%} | | "
+        )
+        lines.append(
+            f"| {entry.name} | {microseconds(s['dynfuse'])} | {microseconds(s['NumPy'])} | {numba_cells} |"
+        )
+    return "\n".join(lines)
+
+
+def import_line(times: dict[str, Timing]) -> str:
+    plain, lazy = times["numpy"].median, times["dynfuse.numpy"].median
+    return (
+        f'Import, fresh processes (median): `python -c "import numpy"` {plain * 1e3:.0f} ms, '
+        f'`python -c "import dynfuse.numpy"` {lazy * 1e3:.0f} ms: **{(lazy - plain) * 1e3:+.0f} ms** '
+        "(target: at most +60 ms)."
+    )
+
+
+def cpu_model() -> str:
+    """The processor's name, so a reader can tell which machine the table is from."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def section(
+    rows: list[Row], found: list[Streaming], imports: dict[str, Timing], command: str, seconds: float
+) -> str:
+    streaming_lines = [
+        "Streaming chains, each timed in the same rounds as a copy of the same size (`np.copyto` into",
+        "an existing array; a chain, like the copy, reads its input and writes its output once):",
+        "",
+        streaming_table(found),
+        "",
+    ]
+    if not found:
+        streaming_lines = []
+    return "\n".join(
+        [
+            f"## Overhead against NumPy: small work, scalar code, short statements, "
+            f"measured {datetime.date.today().isoformat()}",
+            "",
+            f"`{command}` ({seconds:.0f} s): {cpu_model()}, {os.cpu_count()} cores; "
+            f"Python {platform.python_version()}, NumPy {numpy.__version__}, dynfuse {dynfuse.__version__}.",
+            "Both namespaces run the same code, and every dynfuse result was checked against NumPy's first",
+            "(FAIL: it differed, or raised). Medians of interleaved rounds after warm-up, per call, per",
+            "recorded op or per statement; the ratio is dynfuse's time over NumPy's, so above 1 is slower",
+            "than NumPy. A recording loop drops its results and materializes nothing; each stencil",
+            f"statement is materialized ({STATEMENTS} a call, alternating two grids as a Jacobi sweep does);",
+            "the other programs materialize only where their code reads a value or returns. Counters are",
+            "`dynfuse.stats()` deltas over the timed calls. The machine is shared: read ratios, not times.",
+            "",
+            table(rows),
+            "",
+            *streaming_lines,
+            import_line(imports),
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, 2^20-element streaming chains")
+    parser.add_argument("--repeats", type=int, help="timed rounds per program (default 7, --quick 3)")
+    parser.add_argument(
+        "--only", help="run the programs whose group or name contains this text; write nothing"
+    )
+    parser.add_argument("--print-only", action="store_true", help="print the tables, write nothing")
+    arguments = parser.parse_args()
+    repeats = arguments.repeats or (3 if arguments.quick else 7)
+    started = time.perf_counter()
+    rows = []
+    for program in programs(arguments.quick):
+        if arguments.only and arguments.only not in f"{program.group} {program.name}":
+            continue
+        rows.append(measure_program(program, repeats))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    found = measure_streaming(rows, repeats)
+    imports = import_times(repeats if arguments.quick else 2 * repeats)
+    command = "python perf/bench_overhead.py" + (" --quick" if arguments.quick else "")
+    if arguments.repeats:
+        command += f" --repeats {arguments.repeats}"
+    text = section(rows, found, imports, command, time.perf_counter() - started)
+    print("\n" + text)
+    if not arguments.print_only and not arguments.only:
+        write_results_section("overhead", text)
+    if any(row.failure for row in rows):
+        sys.exit("some dynfuse results differ from NumPy's: see FAIL above")
+
+
+if __name__ == "__main__":
+    main()
