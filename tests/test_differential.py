@@ -273,5 +273,10 @@ def test_random_programs_with_shared_subexpressions(data, steps):
             expected.append(np.asarray(want))
             actual.append(function(*(actual[n] for n in arguments)))
     dynfuse.evaluate(*actual)
+    # A transcendental's float32 or float16 result, within a few of its own ulps of NumPy's, keeps
+    # that error when a later step widens it (``where`` of float32 and int32 is float64): floats
+    # are compared in the ulps of the coarsest float the program computed.
+    coarsest = max((np.finfo(value.dtype).eps for value in expected if value.dtype.kind == "f"), default=0.0)
     for got, want in zip(actual, expected, strict=True):
-        assert_same(got, want)
+        widened = coarsest / np.finfo(want.dtype).eps if want.dtype.kind == "f" else 1
+        assert_same(got, want, max_ulp=4 * int(widened))
