@@ -1,8 +1,10 @@
-"""Helpers shared by the tests: dtypes, and comparisons with NumPy."""
+"""Helpers shared by the tests: dtypes, comparisons with NumPy, and the CPU backend's kernels."""
 
 import numpy as np
 
 import dynfuse
+from dynfuse import execute
+from dynfuse.backends import cpu
 from dynfuse.testing.compare import ulp_distance
 
 DTYPES = list(dynfuse.dtypes.SUPPORTED_DTYPES)
@@ -49,3 +51,10 @@ def outcome(function, *args):
             return result
         except Exception as error:
             return type(error)
+
+
+def kernel_of(array):
+    """The one kernel the CPU backend's plan for ``array`` runs (nothing runs)."""
+    _, plan = execute.explain_plan([array._node], cpu.BACKEND)
+    (step,) = plan.kernels
+    return step.kernel

@@ -17,18 +17,13 @@ from dynfuse import cache, config, execute, launch, registry
 from dynfuse.backends import cpu
 from dynfuse.devices import HOST
 
+from .helpers import kernel_of
 from .test_schedule import check_layouts_in_every_order
 
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
     monkeypatch.setattr(registry, "backend", "cpu")
-
-
-def kernel_of(array):
-    _, plan = execute.explain_plan([array._node], cpu.BACKEND)
-    (step,) = plan.kernels
-    return step.kernel
 
 
 def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows(monkeypatch):

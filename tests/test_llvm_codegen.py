@@ -7,22 +7,16 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config, execute, registry
+from dynfuse import config, registry
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm
 
-from .helpers import assert_same
+from .helpers import assert_same, kernel_of
 
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
     monkeypatch.setattr(registry, "backend", "cpu")
-
-
-def kernel_of(array):
-    _, plan = execute.explain_plan([array._node], cpu.BACKEND)
-    (step,) = plan.kernels
-    return step.kernel
 
 
 def functions(module) -> set[str]:
