@@ -132,11 +132,10 @@ def swapaxes_axes(axis1: Any, axis2: Any, ndim: int) -> tuple[int, ...]:
 
 
 def is_basic_index(index: Any) -> bool:
-    """True for an index NumPy answers with a view: ints (NumPy's integer scalars too, as a loop over
-    ``np.arange`` gives them), slices, None, Ellipsis."""
+    """True for an index NumPy answers with a view: ints, slices, None, Ellipsis."""
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
-        if item is None or item is Ellipsis or isinstance(item, (slice, np.integer)):
+        if item is None or item is Ellipsis or isinstance(item, slice):
             continue
         # Arrays (lazy ones too, which also have __index__) index as NumPy's advanced indexing does.
         if isinstance(item, (bool, np.bool_)) or hasattr(item, "__array__") or not hasattr(item, "__index__"):

@@ -118,22 +118,6 @@ def test_views_of_views_share_one_base_and_an_integer_index_copies():
     assert x[1, 2, ...].base is x
 
 
-def test_numpy_integer_scalars_index_as_ints_do():
-    """A loop over ``np.arange`` indexes with NumPy integers: views and elements, recorded lazily."""
-    values = np.arange(12.0).reshape(3, 4)
-    x = owned(values)
-    row = x[np.int64(1)]
-    assert row.base is x
-    element = x[np.intp(2), np.uint8(3)]
-    assert element.base is None and element._node.op is ops.ELEMENTWISE["astype"]
-    assert_same(row[np.int32(-1)], values[1][-1])
-    assert_same(x[np.int64(-1), :: np.int64(2)], values[-1, ::2])
-    assert float(element) == values[2, 3]
-    assert dynfuse.stats()["fallbacks"] == 0
-    with pytest.raises(IndexError):
-        x[np.int64(3)]
-
-
 def test_an_advanced_index_falls_back_counted():
     x = owned(np.arange(4.0))
     assert_same(x[[0, 2]], np.arange(4.0)[[0, 2]])
