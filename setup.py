@@ -10,7 +10,9 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("dynfuse._recorder", ["dynfuse/_recorder.c"], optional=True),
+        Extension(
+            "dynfuse._recorder", ["dynfuse/_recorder.c"], include_dirs=[numpy.get_include()], optional=True
+        ),
         Extension(
             "dynfuse._launch", ["dynfuse/_launch.c"], include_dirs=[numpy.get_include()], optional=True
         ),

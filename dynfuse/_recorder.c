@@ -16,8 +16,11 @@
 #include <structmember.h>
 #include <string.h>
 
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 2
+#define INTERFACE_VERSION 3
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -42,9 +45,18 @@ static struct {
     PyObject *common_result;   /* record._common_result */
     PyObject *bound_depth;     /* record.bound_depth */
     PyObject *mixed_devices;   /* trace.mixed_devices */
+    PyObject *host;            /* devices.HOST */
+    PyObject *direct_elements; /* tiers.direct_elements */
+    PyObject *numpy_scalar;    /* numpy.generic */
+    PyObject *buffer_op;       /* ops.BUFFER */
+    PyObject *thread_counters; /* stats.thread_counters */
+    PyObject *pending;         /* trace._pending */
+    PyObject *registry_module; /* for backend, read when used */
+    PyObject *stats_local;     /* stats._local: .counters, this thread's */
+    PyObject *matmul;          /* ops.BARRIERS["matmul"] */
     PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
-    PyObject *str_table_limit, *str_key_limit, *str_max_depth;
-    PyObject *zero, *empty;    /* 0 and () */
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_direct_ops, *str_recordings, *str_add_view, *str_direct, *str_tiers, *str_backend, *str_out;
+    PyObject *zero, *one, *empty; /* 0, 1 and () */
     int bound;
 } S;
 
@@ -333,6 +345,217 @@ static int is_weak_scalar(PyObject *value)
         }                                                                                      \
     } while (0)
 
+/* The size of a shape tuple; -1 with an error set. */
+static Py_ssize_t shape_size(PyObject *shape)
+{
+    Py_ssize_t size = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); i++) {
+        Py_ssize_t extent = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (extent == -1 && PyErr_Occurred())
+            return -1;
+        size *= extent;
+    }
+    return size;
+}
+
+/* Add one to this thread's stats counter ``name`` (stats.count). */
+static int count(PyObject *name)
+{
+    PyObject *counters = PyObject_GetAttr(S.stats_local, S.str_counters);
+    if (counters == NULL) { /* this thread's first count */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        if ((counters = PyObject_CallNoArgs(S.thread_counters)) == NULL)
+            return -1;
+    }
+    PyObject *value = PyDict_GetItemWithError(counters, name), *sum = NULL;
+    int status = -1;
+    if (value != NULL && (sum = PyNumber_Add(value, S.one)) != NULL)
+        status = PyDict_SetItem(counters, name, sum);
+    else if (value == NULL && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, name);
+    Py_XDECREF(sum);
+    Py_DECREF(counters);
+    return status;
+}
+
+/* trace.Node.leaf(array, exposed=False) for a host ndarray: its key is the structure id of
+   trace.buffer_key(array). */
+static PyObject *host_leaf(PyObject *array)
+{
+    PyArrayObject *values = (PyArrayObject *)array;
+    int ndim = PyArray_NDIM(values);
+    PyObject *shape = PyTuple_New(ndim), *layout = NULL, *description = NULL, *key = NULL, *node = NULL;
+    if (shape == NULL)
+        return NULL;
+    for (int axis = 0; axis < ndim; axis++) {
+        PyObject *extent = PyLong_FromSsize_t(PyArray_DIM(values, axis));
+        if (extent == NULL)
+            goto done;
+        PyTuple_SET_ITEM(shape, axis, extent);
+    }
+    if (PyArray_IS_C_CONTIGUOUS(values)) {
+        layout = Py_NewRef(Py_None);
+    } else {
+        if ((layout = PyTuple_New(ndim)) == NULL)
+            goto done;
+        for (int axis = 0; axis < ndim; axis++) {
+            PyObject *stride = PyLong_FromSsize_t(PyArray_STRIDE(values, axis));
+            if (stride == NULL)
+                goto done;
+            PyTuple_SET_ITEM(layout, axis, stride);
+        }
+    }
+    PyObject *dtype = (PyObject *)PyArray_DESCR(values);
+    if ((description = PyTuple_Pack(3, dtype, shape, layout)) == NULL || (key = intern_structure(description)) == NULL)
+        goto done;
+    if ((node = S.node_type->tp_alloc(S.node_type, 0)) == NULL)
+        goto done;
+    set_node_slots(node, S.buffer_op, S.empty, S.empty, shape, dtype, array, S.host, Py_NewRef(S.zero), key,
+                   Py_NewRef(S.empty), Py_NewRef(S.empty));
+    key = NULL; /* stolen */
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(description);
+    Py_XDECREF(layout);
+    Py_DECREF(shape);
+    return node;
+}
+
+/* A lazy array over ``node`` (stolen), with no base. */
+static PyObject *new_array(PyObject *node)
+{
+    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
+    if (lazy == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
+    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(Py_None));
+    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    return lazy;
+}
+
+/* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
+static PyObject *direct_result(PyObject *made)
+{
+    if (count(S.str_direct_ops) < 0) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    if (!PyArray_Check(made))
+        return made;
+    PyObject *node = host_leaf(made);
+    Py_DECREF(made);
+    return node == NULL ? NULL : new_array(node);
+}
+
+/* LazyArray._add_view(base, view): a weak reference appended to the base's list; the Python
+   method where the list is due to be pruned (its length a power of two, 16 or more). */
+static int register_view(PyObject *base, PyObject *view)
+{
+    PyObject *list = ARRAY_SLOT(base, ARRAY_VIEWS);
+    if (list == NULL || list == Py_None) {
+        if ((list = PyList_New(0)) == NULL)
+            return -1;
+        set_slot(base, S.array_offsets[ARRAY_VIEWS], list);
+    }
+    Py_ssize_t length = PyList_CheckExact(list) ? PyList_GET_SIZE(list) : 0;
+    if (!PyList_CheckExact(list) || (length >= 16 && !(length & (length - 1)))) {
+        PyObject *done = PyObject_CallMethodOneArg(base, S.str_add_view, view);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    PyObject *ref = PyWeakref_NewRef(view, NULL);
+    int status = ref == NULL ? -1 : PyList_Append(list, ref);
+    Py_XDECREF(ref);
+    return status;
+}
+
+/* direct.view(array, viewed): a lazy array over a leaf of ``viewed``, a NumPy view of the array's
+   buffer, registered as a view of the array's base. */
+static PyObject *direct_view(PyObject *array, PyObject *viewed)
+{
+    PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
+    if (base == NULL || base == Py_None)
+        base = array;
+    if (count(S.str_direct_ops) < 0)
+        return NULL;
+    PyObject *node = host_leaf(viewed);
+    PyObject *lazy = node == NULL ? NULL : new_array(node);
+    if (lazy == NULL)
+        return NULL;
+    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base));
+    if (register_view(base, lazy) < 0)
+        Py_CLEAR(lazy);
+    return lazy;
+}
+
+/* tiers.direct_elements(); -1 with an error set. It is read on every element access, so it is
+   kept while the settings it depends on (config.direct, config.tiers, registry.backend) are the
+   same objects: a backend's Target is fixed once the backend is made. */
+static Py_ssize_t direct_limit(void)
+{
+    static PyObject *seen[3];
+    static Py_ssize_t kept = -1;
+    PyObject *now[3] = {
+        PyObject_GetAttr(S.config_module, S.str_direct),
+        PyObject_GetAttr(S.config_module, S.str_tiers),
+        PyObject_GetAttr(S.registry_module, S.str_backend),
+    };
+    int same = kept >= 0;
+    for (int i = 0; i < 3; i++) {
+        if (now[i] == NULL) {
+            for (int j = 0; j < 3; j++)
+                Py_XDECREF(now[j]);
+            return -1;
+        }
+        same &= now[i] == seen[i];
+    }
+    if (!same) {
+        PyObject *limit = PyObject_CallNoArgs(S.direct_elements);
+        Py_ssize_t value = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+        Py_XDECREF(limit);
+        if (value == -1) {
+            for (int j = 0; j < 3; j++)
+                Py_DECREF(now[j]);
+            return -1;
+        }
+        for (int i = 0; i < 3; i++) {
+            Py_XSETREF(seen[i], now[i]);
+            now[i] = NULL;
+        }
+        kept = value;
+    }
+    for (int j = 0; j < 3; j++)
+        Py_XDECREF(now[j]);
+    return kept;
+}
+
+/* Whether the node holds a buffer in host memory (trace.Node with no inputs, on devices.HOST). */
+static int computed_on_host(PyObject *node)
+{
+    PyObject *inputs = NODE_SLOT(node, INPUTS);
+    return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) == 0
+           && NODE_SLOT(node, DEVICE) == S.host && NODE_SLOT(node, BUFFER) != NULL;
+}
+
+/* direct: the op's reference called now on the operands' buffers and scalars. */
+static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count)
+{
+    PyObject *values[2];
+    for (Py_ssize_t i = 0; i < count; i++)
+        values[i] = Py_IS_TYPE(operands[i], S.array_type) ? NODE_SLOT(ARRAY_SLOT(operands[i], ARRAY_NODE), BUFFER)
+                                                          : operands[i];
+    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    if (reference == NULL)
+        return NULL;
+    PyObject *made = PyObject_Vectorcall(reference, values, count, NULL);
+    Py_DECREF(reference);
+    return made == NULL ? NULL : direct_result(made);
+}
+
 /* record.record_common(op, first[, second]) */
 static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -347,39 +570,50 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
     PyObject *nodes[2] = {NULL, NULL}, *kinds[2] = {NULL, NULL}, *result = NULL;
     PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
     Py_ssize_t count = nargs - 1;
+    int computed = 1, numpy_scalars = 0; /* every lazy operand holds a host buffer; NumPy scalars seen */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *operand = operands[i];
         if (Py_IS_TYPE(operand, S.array_type)) {
             PyObject *node = ARRAY_SLOT(operand, ARRAY_NODE);
             if (node == NULL) {
                 PyErr_SetString(PyExc_AttributeError, "LazyArray has no node");
-                goto done;
+                return NULL;
             }
             if (array != NULL) {
                 int same = PyObject_RichCompareBool(NODE_SLOT(node, SHAPE), NODE_SLOT(array, SHAPE), Py_EQ);
-                if (same <= 0) {
-                    if (same == 0)
-                        result = Py_NewRef(Py_None);
-                    goto done;
-                }
+                if (same <= 0)
+                    return same == 0 ? Py_NewRef(Py_None) : NULL;
             }
-            nodes[i] = Py_NewRef(node);
+            computed &= computed_on_host(node);
             kinds[i] = NODE_SLOT(node, DTYPE);
             array = node;
-        } else if (is_weak_scalar(operand) && (i == 0 || array != NULL)) {
-            if ((nodes[i] = new_scalar(operand)) == NULL)
-                goto done;
+        } else if (is_weak_scalar(operand)) {
             kinds[i] = (PyObject *)Py_TYPE(operand);
+        } else if (!PyErr_Occurred() && PyObject_TypeCheck(operand, (PyTypeObject *)S.numpy_scalar)) {
+            numpy_scalars = 1;
         } else {
-            if (PyErr_Occurred())
-                goto done;
-            result = Py_NewRef(Py_None);
-            goto done;
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         }
     }
-    if (array == NULL) { /* a lone scalar */
-        result = Py_NewRef(Py_None);
-        goto done;
+    if (array == NULL) /* scalars alone */
+        return Py_NewRef(Py_None);
+    if (computed) {
+        Py_ssize_t size = shape_size(NODE_SLOT(array, SHAPE));
+        if (size == -1)
+            return NULL;
+        Py_ssize_t limit = direct_limit();
+        if (limit == -1 && PyErr_Occurred())
+            return NULL;
+        if (size < limit)
+            return run_direct(op, operands, count);
+    }
+    if (numpy_scalars)
+        return Py_NewRef(Py_None);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (Py_IS_TYPE(operands[i], S.array_type))
+            nodes[i] = Py_NewRef(ARRAY_SLOT(operands[i], ARRAY_NODE));
+        else if ((nodes[i] = new_scalar(operands[i])) == NULL)
+            goto done;
     }
     PyObject *inputs = count == 1 ? PyTuple_Pack(1, nodes[0]) : PyTuple_Pack(2, nodes[0], nodes[1]);
     PyObject *key = count == 1 ? PyTuple_Pack(2, op, kinds[0]) : PyTuple_Pack(3, op, kinds[0], kinds[1]);
@@ -437,8 +671,142 @@ done:
 /* LazyArray methods whose common case record_common records: an operator (its operand order:
    one operand, forward or reflected) or __array_ufunc__ (the op looked up by ufunc). When
    record_common declines, the Python method runs: it is the general path. */
-enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC };
-static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", NULL};
+enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC, ORDER_GETITEM, ORDER_SETITEM, ORDER_IN_PLACE };
+static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", "getitem", "setitem", "in place", NULL};
+
+/* An index NumPy answers without reading another array: integers (NumPy's too), and, with
+   ``slices``, slices, None and Ellipsis; alone or in a tuple (direct._is_view_index). */
+static int plain_index(PyObject *index, int slices)
+{
+    PyObject *const *items = &index;
+    Py_ssize_t count = 1;
+    if (PyTuple_CheckExact(index)) {
+        items = &PyTuple_GET_ITEM(index, 0);
+        count = PyTuple_GET_SIZE(index);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = items[i];
+        if (PyLong_CheckExact(item) || PyArray_IsScalar(item, Integer))
+            continue;
+        if (slices && (PySlice_Check(item) || item == Py_None || item == Py_Ellipsis))
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether no node is pending in any thread: each recording's list of references is empty (a
+   list not swept since its nodes were computed answers no; the Python path then sweeps it). */
+static int nothing_pending(void)
+{
+    PyObject *recordings = PyObject_GetAttr(S.pending, S.str_recordings);
+    if (recordings == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int empty = PyList_CheckExact(recordings);
+    for (Py_ssize_t i = 0; empty && i < PyList_GET_SIZE(recordings); i++) {
+        PyObject *refs = PyObject_GetAttr(PyList_GET_ITEM(recordings, i), S.str_refs);
+        empty = refs != NULL && PyList_CheckExact(refs) && PyList_GET_SIZE(refs) == 0;
+        if (refs == NULL)
+            PyErr_Clear();
+        Py_XDECREF(refs);
+    }
+    Py_DECREF(recordings);
+    return empty;
+}
+
+/* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis:
+   NumPy's scalar, or a small view. NULL without an error where it does not apply. */
+static PyObject *read_elements(PyObject *self, PyObject *index)
+{
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
+    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
+        return NULL;
+    Py_ssize_t limit = direct_limit();
+    if (limit <= 0) /* off, or an error set */
+        return NULL;
+    PyObject *item = PyObject_GetItem(NODE_SLOT(node, BUFFER), index);
+    if (item == NULL || !PyArray_Check(item))
+        return item; /* the element, or NumPy's IndexError */
+    PyObject *view = PyArray_SIZE((PyArrayObject *)item) < limit ? direct_view(self, item) : NULL;
+    Py_DECREF(item); /* too large: recorded by the Python method */
+    return view;
+}
+
+/* self op= other on a small computed host array while nothing is pending: the op's NumPy reference
+   with out=self's buffer (direct.call_into). The array, NULL without an error where it does not
+   apply, NULL with NumPy's error. */
+static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
+{
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = other;
+    if (node == NULL || !computed_on_host(node))
+        return NULL;
+    if (Py_IS_TYPE(other, S.array_type)) {
+        PyObject *source = ARRAY_SLOT(other, ARRAY_NODE);
+        if (source == NULL || !computed_on_host(source))
+            return NULL;
+        value = NODE_SLOT(source, BUFFER);
+    } else if (!(PyFloat_Check(other) || PyLong_Check(other) || PyObject_TypeCheck(other, (PyTypeObject *)S.numpy_scalar))) {
+        return NULL;
+    }
+    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
+    if (limit < 0 || size >= limit || !nothing_pending())
+        return NULL;
+    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    if (reference == NULL)
+        return NULL;
+    PyObject *buffer = NODE_SLOT(node, BUFFER);
+    PyObject *call[3] = {buffer, value, buffer}, *names = PyTuple_Pack(1, S.str_out);
+    PyObject *made = names == NULL ? NULL : PyObject_Vectorcall(reference, call, 2, names);
+    Py_XDECREF(names);
+    Py_DECREF(reference);
+    if (made == NULL)
+        return NULL;
+    Py_DECREF(made);
+    return count(S.str_direct_ops) < 0 ? NULL : Py_NewRef(self);
+}
+
+/* direct.library_call for a two-operand library call (matmul) on computed host arrays: its reference
+   now, whatever the size. NULL without an error where it does not apply. */
+static PyObject *library_now(PyObject *const *operands)
+{
+    for (int i = 0; i < 2; i++) {
+        if (!Py_IS_TYPE(operands[i], S.array_type))
+            return NULL;
+        PyObject *node = ARRAY_SLOT(operands[i], ARRAY_NODE);
+        if (node == NULL || !computed_on_host(node))
+            return NULL;
+    }
+    Py_ssize_t limit = direct_limit();
+    if (limit <= 0)
+        return NULL;
+    return run_direct(S.matmul, operands, 2);
+}
+
+/* x[index] = value into a computed host array while nothing is pending: NumPy's assignment
+   (direct.setitem). 1 written, 0 where it does not apply, -1 with NumPy's error. */
+static int write_elements(PyObject *self, PyObject *index, PyObject *value)
+{
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
+    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
+        return 0;
+    if (Py_IS_TYPE(value, S.array_type)) {
+        PyObject *source = ARRAY_SLOT(value, ARRAY_NODE);
+        if (source == NULL || !computed_on_host(source))
+            return 0;
+        value = NODE_SLOT(source, BUFFER);
+    } else if (!(PyFloat_Check(value) || PyLong_Check(value) || PyComplex_Check(value)
+                 || PyObject_TypeCheck(value, (PyTypeObject *)S.numpy_scalar) || PyArray_Check(value))) {
+        return 0;
+    }
+    Py_ssize_t limit = direct_limit();
+    if (limit <= 0)
+        return limit == 0 ? 0 : -1;
+    if (!nothing_pending())
+        return 0;
+    return PyObject_SetItem(NODE_SLOT(node, BUFFER), index, value) < 0 ? -1 : 1;
+}
 
 static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -467,7 +835,25 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
             operands[1] = args[3];
             operands[2] = nargs == 5 ? args[4] : NULL;
             count = operands[0] == NULL ? 0 : nargs - 2;
+        } else if (order == ORDER_GETITEM && nargs == 2) {
+            PyObject *item = read_elements(args[0], args[1]);
+            if (item != NULL || PyErr_Occurred())
+                return item;
+        } else if (order == ORDER_IN_PLACE && nargs == 2) {
+            PyObject *updated = update_in_place(op, args[0], args[1]);
+            if (updated != NULL || PyErr_Occurred())
+                return updated;
+        } else if (order == ORDER_SETITEM && nargs == 3) {
+            int written = write_elements(args[0], args[1], args[2]);
+            if (written != 0)
+                return written < 0 ? NULL : Py_NewRef(Py_None);
         }
+    }
+    if (count == 3 && op == S.matmul) { /* a library call: at once, any size, on computed operands */
+        PyObject *made = library_now(operands + 1);
+        if (made != NULL || PyErr_Occurred())
+            return made;
+        count = 0;
     }
     if (count > 0) {
         PyObject *recorded = record_common(NULL, operands, count);
@@ -577,14 +963,16 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *names[] = {
         "Node", "LazyArray", "trace_module", "config_module", "structure_ids", "new_structure_id",
         "thread_state", "start_thread", "scalar_op", "unary", "common_dtypes", "common_result",
-        "bound_depth", "mixed_devices", NULL,
+        "bound_depth", "mixed_devices", "host", "direct_elements", "numpy_scalar", "buffer_op", "thread_counters", "pending", "registry_module", "stats_local", "matmul", NULL,
     };
-    PyObject *node_type, *array_type, *objects[12];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OOO:bind", names, &PyType_Type, &node_type,
+    PyObject *node_type, *array_type, *objects[21];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OOOOOO!OOOOOO:bind", names, &PyType_Type, &node_type,
                                      &PyType_Type, &array_type, &objects[0], &objects[1], &PyDict_Type,
                                      &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
                                      &objects[7], &PyDict_Type, &objects[8], &objects[9], &objects[10],
-                                     &objects[11]))
+                                     &objects[11], &objects[12], &objects[13], &PyType_Type, &objects[14],
+                                     &objects[15], &objects[16], &objects[17], &objects[18], &objects[19],
+                                     &objects[20]))
         return NULL;
     if (S.bound) {
         PyErr_SetString(PyExc_RuntimeError, "dynfuse._recorder is bound once");
@@ -595,18 +983,39 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     S.node_type = (PyTypeObject *)Py_NewRef(node_type);
     S.array_type = (PyTypeObject *)Py_NewRef(array_type);
-    PyObject **targets[12] = {
+    PyObject **targets[21] = {
         &S.trace_module, &S.config_module, &S.structure_ids, &S.new_structure_id, &S.thread_state,
         &S.start_thread, &S.scalar_op, &S.unary, &S.common_dtypes, &S.common_result, &S.bound_depth,
-        &S.mixed_devices,
+        &S.mixed_devices, &S.host, &S.direct_elements, &S.numpy_scalar, &S.buffer_op,
+        &S.thread_counters, &S.pending, &S.registry_module, &S.stats_local, &S.matmul,
     };
-    for (int i = 0; i < 12; i++)
+    for (int i = 0; i < 21; i++)
         *targets[i] = Py_NewRef(objects[i]);
     S.bound = 1;
     Py_RETURN_NONE;
 }
 
+/* direct.view(array, viewed) */
+static PyObject *view(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 2 || !Py_IS_TYPE(args[0], S.array_type) || !PyArray_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "view takes a LazyArray and an ndarray");
+        return NULL;
+    }
+    return direct_view(args[0], args[1]);
+}
+
+/* direct.result(value) */
+static PyObject *result(PyObject *module, PyObject *value)
+{
+    BIND_CHECK();
+    return direct_result(Py_NewRef(value));
+}
+
 static PyMethodDef methods[] = {
+    {"result", result, METH_O, "direct.result in C."},
+    {"view", (PyCFunction)(void (*)(void))view, METH_FASTCALL, "direct.view in C."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,
      "Hand over the Python objects the recorder works on; once per process."},
     {"record_common", (PyCFunction)(void (*)(void))record_common, METH_FASTCALL,
@@ -628,6 +1037,7 @@ static PyMethodDef node_init_definition = {
 
 PyMODINIT_FUNC PyInit__recorder(void)
 {
+    import_array();
     PyObject *module = PyModule_Create(&module_definition);
     if (module == NULL)
         return NULL;
@@ -636,6 +1046,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     PyObject *method = function ? PyInstanceMethod_New(function) : NULL;
     Py_XDECREF(function);
     S.zero = PyLong_FromLong(0);
+    S.one = PyLong_FromLong(1);
     S.empty = PyTuple_New(0);
     S.str_recording = PyUnicode_InternFromString("recording");
     S.str_refs = PyUnicode_InternFromString("refs");
@@ -646,7 +1057,15 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_table_limit = PyUnicode_InternFromString("STRUCTURE_TABLE_LIMIT");
     S.str_key_limit = PyUnicode_InternFromString("REPLAY_KEY_LIMIT");
     S.str_max_depth = PyUnicode_InternFromString("max_depth");
-    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL
+    S.str_reference = PyUnicode_InternFromString("reference");
+    S.str_direct_ops = PyUnicode_InternFromString("direct_ops");
+    S.str_add_view = PyUnicode_InternFromString("_add_view");
+    S.str_direct = PyUnicode_InternFromString("direct");
+    S.str_tiers = PyUnicode_InternFromString("tiers");
+    S.str_backend = PyUnicode_InternFromString("backend");
+    S.str_out = PyUnicode_InternFromString("out");
+    S.str_recordings = PyUnicode_InternFromString("_recordings");
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_reference == NULL || S.one == NULL || S.str_direct_ops == NULL || S.str_recordings == NULL || S.str_add_view == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

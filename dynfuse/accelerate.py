@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from . import array, config, ops, record, trace
+import numpy
+
+from . import array, config, devices, direct, ops, record, registry, stats, tiers, trace
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 2
+INTERFACE_VERSION = 3
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -32,6 +34,8 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (trace, "structure_id"): trace.structure_id,
     (trace, "replay_key"): trace.replay_key,
     (record, "record_common"): record.record_common,
+    (direct, "result"): direct.result,
+    (direct, "view"): direct.view,
 }
 _accelerated: dict[tuple[Any, str], Any] = {}
 
@@ -67,6 +71,15 @@ def _load() -> ModuleType | None:
             common_result=record._common_result,
             bound_depth=record.bound_depth,
             mixed_devices=trace.mixed_devices,
+            host=devices.HOST,
+            direct_elements=tiers.direct_elements,
+            numpy_scalar=numpy.generic,
+            buffer_op=ops.BUFFER,
+            thread_counters=stats.thread_counters,
+            pending=trace._pending,
+            registry_module=registry,
+            stats_local=stats._local,
+            matmul=ops.BARRIERS["matmul"],
         )
     except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
         return _refused("the C recorder", str(error))

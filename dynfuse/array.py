@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import devices, execute, ops, pressure, record, registry, views
+from . import devices, direct, execute, ops, pressure, record, registry, views
 from .devices import HOST
 from .trace import Node
 
@@ -82,6 +82,7 @@ def _binary(name: str, substitute: Any = None) -> tuple:
 
     if substitute is None:
         forward.fast_path = (op, "forward")
+        in_place.fast_path = (op, "in place")
     reflected.fast_path = (op, "reflected")
     return forward, reflected, in_place
 
@@ -169,13 +170,24 @@ class LazyArray:
     def __init__(self, node: Node, base: LazyArray | None = None) -> None:
         self._node = node
         self._base = base
-        # Live views of this array (arrays are unhashable, as in NumPy, so keyed by id).
-        self._views: weakref.WeakValueDictionary[int, LazyArray] | None = None
+        # Weak references to the views taken of this array (``_has_views``); None before the first.
+        self._views: list[weakref.ref] | None = None
 
     def _add_view(self, view: LazyArray) -> None:
+        """Register a view (a list append: views are taken in loops). Dead references are dropped
+        whenever the list's length reaches a power of two, so it stays within twice the live ones."""
         if self._views is None:
-            self._views = weakref.WeakValueDictionary()
-        self._views[id(view)] = view
+            self._views = []
+        elif len(self._views) >= 16 and not len(self._views) & (len(self._views) - 1):
+            self._views[:] = [ref for ref in self._views if ref() is not None]
+        self._views.append(weakref.ref(view))
+
+    def _has_views(self) -> bool:
+        """Whether a view of this array is alive: then a write into it must write its memory."""
+        views = self._views
+        if views:
+            views[:] = [ref for ref in views if ref() is not None]
+        return bool(views)
 
     # ---- known at once ---------------------------------------------------------------------------
 
@@ -438,6 +450,10 @@ class LazyArray:
     def __rmatmul__(self, other: Any) -> Any:
         return record.matmul(other, self)
 
+    # In C, a product of computed arrays runs at once (``direct``); the methods above otherwise
+    __matmul__.fast_path = (ops.BARRIERS["matmul"], "forward")
+    __rmatmul__.fast_path = (ops.BARRIERS["matmul"], "reflected")
+
     def __imatmul__(self, other: Any) -> LazyArray:
         return record.matmul(self, other, out=self)
 
@@ -448,6 +464,11 @@ class LazyArray:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         record.setitem(self, index, value)
+
+    # In C, an element of a computed array is read, and written while nothing is pending, at once
+    # (``direct``); the methods above are what runs otherwise
+    __getitem__.fast_path = (None, "getitem")
+    __setitem__.fast_path = (None, "setitem")
 
     # ---- methods -----------------------------------------------------------------------------------
 
@@ -528,7 +549,8 @@ def _falling_back(name: str) -> Any:
 for _name in dir(np.ndarray):
     if not _name.startswith("_") and not hasattr(LazyArray, _name):
         setattr(LazyArray, _name, _falling_back(_name))
-record.LazyArray = LazyArray  # what recording wraps its nodes in: ``record`` sits below this module
+# What recording and direct execution wrap their nodes in: both sit below this module
+record.LazyArray = direct.LazyArray = LazyArray
 
 
 def _from_numpy(array: np.ndarray, device: str = "cpu") -> LazyArray:

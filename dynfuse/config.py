@@ -11,6 +11,9 @@ DYNFUSE_PENDING_MEMORY
                      (default 64)
 DYNFUSE_TIERS        1 (default): tiny work is interpreted, and small kernels until interpreting them has
                      cost a compile; 0: every kernel compiles at once (to test a backend on small arrays)
+DYNFUSE_DIRECT       1 (default): an op on computed arrays smaller than the backend's tiny size runs at once,
+                     by NumPy, instead of being recorded; 0: every op is recorded (to see or test traces
+                     of small arrays)
 DYNFUSE_PLAN_CACHE   plans kept, one per trace signature (default 1024)
 DYNFUSE_THREADS      threads a large kernel is split across (default: every core); 1 also compiles every
                      kernel at once, never on a background thread
@@ -44,6 +47,7 @@ disk_cache: bool = os.environ.get("DYNFUSE_DISK_CACHE", "1").strip() != "0"
 max_depth: int = _positive_int_from_environment("DYNFUSE_MAX_DEPTH", 256)
 pending_memory: int = _positive_int_from_environment("DYNFUSE_PENDING_MEMORY", 64) << 20
 tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
+direct: bool = os.environ.get("DYNFUSE_DIRECT", "1").strip() != "0"
 plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
 kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
 threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)

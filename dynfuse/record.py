@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from . import config, devices, dtypes, execute, ops, pressure, registry, stats, views
+from . import config, devices, direct, dtypes, execute, ops, pressure, registry, stats, views
 from .devices import HOST
 from .ops import OpKind
+from .tiers import direct_elements
 from .trace import Node, mixed_devices, pending_readers
 
 # NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
@@ -123,37 +124,36 @@ _UNARY = object()  # ``second`` of a one-operand op
 def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
     """The common case, recorded in as few steps as Python allows (it runs for every operator): one
     or two operands, lazy arrays of one shape and supported dtypes or Python floats, bools and small
-    ints, no keywords. None when anything else is involved: the general path then records it."""
+    ints, no keywords. None when anything else is involved: the general path then records it.
+    Computed operands of few elements run at once instead (``direct``): NumPy scalars among them."""
     lazy = LazyArray
-    kind = type(first)
-    if kind is lazy:
-        array, first = first._node, first._node
-        key: tuple = (op, first.dtype)
-    elif kind is float or kind is bool or (kind is int and 0 <= first <= 127):
-        array, first = None, Node.scalar(first)
-        key = (op, kind)
-    else:
-        return None
-    if second is _UNARY:
-        if array is None:
-            return None
-        inputs = (first,)
-    else:
-        kind = type(second)
+    operands = (first,) if second is _UNARY else (first, second)
+    array = None  # the node whose shape the result has
+    computed = True  # every lazy operand holds a host buffer
+    numpy_scalars = False  # NumPy scalars among the operands: only run at once
+    key: tuple = (op,)
+    for operand in operands:
+        kind = type(operand)
         if kind is lazy:
-            second = second._node
-            if array is not None and second.shape != array.shape:
+            node = operand._node
+            if array is not None and node.shape != array.shape:
                 return None
-            array = second
-            key += (second.dtype,)
-        elif kind is float or kind is bool or (kind is int and 0 <= second <= 127):
-            if array is None:
-                return None
-            second = Node.scalar(second)
+            array = node
+            computed = computed and not node.inputs and node.device is HOST
+            key += (node.dtype,)
+        elif kind is float or kind is bool or (kind is int and 0 <= operand <= 127):
             key += (kind,)
+        elif isinstance(operand, np.generic):
+            numpy_scalars = True
         else:
             return None
-        inputs = (first, second)
+    if array is None:
+        return None
+    if computed and views.size_of(array.shape) < direct_elements():
+        return direct.result(op.reference(*map(direct.host_value, operands)))
+    if numpy_scalars:
+        return None
+    inputs = tuple(operand._node if type(operand) is lazy else Node.scalar(operand) for operand in operands)
     dtype = _common_dtypes.get(key)
     if dtype is None:
         dtype = _common_dtypes[key] = _common_result(op, inputs)
@@ -174,6 +174,14 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         recorded = record_common(op, *operands)
         if recorded is not None:
             return recorded
+    if out is None:
+        made = direct.call(op.reference, operands, dict(params))
+    elif is_lazy(out):
+        made = direct.call_into(op.reference, operands, out, dict(params))
+    else:
+        made = direct.DECLINED
+    if made is not direct.DECLINED:
+        return made
     nodes = [as_node(value) for value in operands]
     kwargs = dict(params) if out is None else {**dict(params), "out": out}
     if _unsupported(nodes) or (out is not None and not is_lazy(out)):
@@ -231,6 +239,9 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
     dtypes.check_cast(node.dtype, dtype, casting)
     if not copy and dtype == node.dtype and is_lazy(value):
         return value
+    made = direct.call(lambda buffer: buffer.astype(dtype, casting=casting), (value,))
+    if made is not direct.DECLINED:
+        return made
     if _unsupported([node]) or not dtypes.is_supported(dtype):
         return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {})
     return new_array(_cast_node(node, dtype))
@@ -251,6 +262,10 @@ def reduction(
     **unsupported_kwargs: Any,
 ) -> Any:
     op = ops.REDUCTIONS[name]
+    if out is None and not unsupported_kwargs and type(value) is LazyArray:
+        made = direct.reduce(op.reference, value, axis, dtype, keepdims, ddof)
+        if made is not direct.DECLINED:
+            return made
     node = as_node(value)
     given = {
         "axis": axis,
@@ -261,6 +276,10 @@ def reduction(
         **unsupported_kwargs,
     }
     kwargs = {key: given[key] for key in given if given[key] is not None and given[key] is not False}
+    if out is None and not unsupported_kwargs:  # an ndarray, a scalar
+        made = direct.call(op.reference, (value,), kwargs)
+        if made is not direct.DECLINED:
+            return made
     if (
         out is not None
         or unsupported_kwargs
@@ -362,6 +381,10 @@ def barrier(
     """
     params = params or {}
     static = static_params(params)
+    if out is None and static is not None:
+        made = direct.library_call(op, operands, params)
+        if made is not direct.DECLINED:
+            return made
     nodes = [array_node(value) for value in operands]
     node = None
     if static is not None and not _unsupported(nodes) and (out is None or is_lazy(out)):
@@ -436,6 +459,9 @@ def lazy(value: Any) -> Any:
 def reshape(value: Any, shape: Any) -> Any:
     array = lazy(value)
     newshape = views.reshape_shape(array.shape, shape)
+    made = direct.view_op(array, np.reshape, newshape)
+    if made is not direct.DECLINED:
+        return made
     return view(array, "reshape", (("shape", newshape),), newshape)
 
 
@@ -445,6 +471,9 @@ def transpose(value: Any, axes: Any = None) -> Any:
 
 
 def permute(array: Any, axes: tuple[int, ...]) -> Any:
+    made = direct.view_op(array, np.transpose, axes)
+    if made is not direct.DECLINED:
+        return made
     return view(array, "transpose", (("axes", axes),), tuple(array.shape[axis] for axis in axes))
 
 
@@ -452,11 +481,17 @@ def broadcast_to(value: Any, shape: Any) -> Any:
     array = lazy(value)
     shape = views.normalize_shape("broadcast_to", shape)
     result_shape = np.broadcast_to(views.shape_stand_in(array.shape), shape).shape
+    made = direct.view_op(array, np.broadcast_to, result_shape)
+    if made is not direct.DECLINED:
+        return made
     return view(array, "broadcast_to", (("shape", result_shape),), result_shape)
 
 
 def getitem(value: Any, index: Any) -> Any:
     array = lazy(value)
+    made = direct.getitem(array, index)
+    if made is not direct.DECLINED:
+        return made
     if not views.is_basic_index(index):
         return fallback("getitem", operator.getitem, (array, index), {})
     normalized, shape, is_view = views.basic_index(array.shape, index)
@@ -469,7 +504,7 @@ def getitem(value: Any, index: Any) -> Any:
 def can_rebind(target: Any) -> bool:
     """True when no alias can observe ``target``'s memory, so a write may just replace its node."""
     node = target._node
-    return target._base is None and not target._views and not (node.op is ops.BUFFER and node.exposed)
+    return target._base is None and not target._has_views() and not (node.op is ops.BUFFER and node.exposed)
 
 
 def assign(target: Any, value: Node) -> None:
@@ -504,6 +539,8 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
 def setitem(target: Any, index: Any, value: Any) -> None:
     """``target[index] = value``; on a device, host values (NumPy arrays, lists) are copied there,
     lazy arrays must be on it."""
+    if direct.setitem(target, index, value):
+        return
     lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
     memory = target._node.memory
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]

@@ -24,6 +24,7 @@ _COUNTER_NAMES = (
     "disk_cache_writes",
     "disk_cache_errors",
     "interpreted_ops",
+    "direct_ops",
     "fallbacks",
     "compile_seconds",
 )

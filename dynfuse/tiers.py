@@ -18,7 +18,8 @@ from collections.abc import Hashable
 
 import cachetools
 
-from . import cache, config, views
+from . import cache, config, registry, views
+from .devices import HOST
 from .kernel import Backend, Kernel
 from .ops import OpKind
 from .schedule import KernelStep
@@ -42,6 +43,17 @@ def _sighted(key: Hashable, amount: float = 1) -> float:
     seen = _sightings.get(key, 0) + amount
     _sightings[key] = seen
     return seen
+
+
+def direct_elements() -> int:
+    """Operations on computed host arrays of fewer elements than this run at once, by NumPy
+    (``direct``): the chosen backend's ``Target.tiny_elements``, below which it would interpret them
+    anyway. 0 (never) with ``DYNFUSE_DIRECT=0``, with the tiers off (every kernel compiles, to test a
+    backend), and with the reference executor (the oracle for recorded traces)."""
+    backend = registry.BACKENDS[registry.backend]
+    if not (config.direct and config.tiers) or backend is None or backend.memory is not HOST:
+        return 0
+    return backend.target.tiny_elements
 
 
 def tiny(order: list[Node], backend: Backend) -> bool:

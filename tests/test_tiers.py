@@ -26,8 +26,10 @@ from .test_schedule import close, lazy
 @pytest.fixture(autouse=True)
 def tiers_in_a_fresh_process(monkeypatch):
     """Tiers on, on the group backend unless a test says otherwise, with a core to compile in the
-    background; no kernel compiled or seen yet."""
+    background; no kernel compiled or seen yet. Small work is recorded, not run at once (``direct``),
+    as it is where its operands are pending."""
     monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(config, "direct", False)
     monkeypatch.setattr(registry, "backend", "groups")
     monkeypatch.setattr(config, "threads", 2)
     replay.clear_kernels()

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops, record
+from .. import direct, ops, record
 
 # What a NumPy user reads off a ufunc besides calling it.
 _UFUNC_ATTRIBUTES = "reduce accumulate reduceat outer at nin nout nargs ntypes types identity signature"
@@ -21,6 +21,12 @@ def _ufunc_function(name: str, op: ops.Op) -> Any:
     ufunc = op.reference
 
     def function(*operands: Any, out: Any = None, **kwargs: Any) -> Any:
+        if out is None and not kwargs:  # scalar code: NumPy's scalar math, as NumPy runs it
+            scalars = direct.SCALARS
+            if len(operands) == 1 and type(operands[0]) in scalars:
+                return ufunc(operands[0])
+            if len(operands) == 2 and type(operands[0]) in scalars and type(operands[1]) in scalars:
+                return ufunc(*operands)
         if len(operands) != ufunc.nin:
             raise TypeError(f"{name}() takes {ufunc.nin} positional arguments but {len(operands)} were given")
         if record.foreign((*operands, out)):  # another library's array: NumPy's ufunc hands it over

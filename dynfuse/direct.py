@@ -1,0 +1,221 @@
+"""Direct execution: small work on computed arrays runs NumPy at once instead of being recorded.
+
+Laziness pays where ops fuse into kernels over enough elements. On arrays already computed and
+smaller than the tier policy's limit (``tiers.direct_elements``), recording, planning and
+interpreting would cost several times NumPy's own call, and no kernel would be compiled for them
+anyway. So such an op is NumPy's call on the buffers, now: its result, its warnings and its errors
+are NumPy's, at the caller's line, and its result is a buffer leaf (a view is registered with its
+base, so writes keep NumPy's aliasing). Laziness resumes by itself: an op over a pending array, or
+over more elements, is recorded. Which path an op takes depends only on the program (which arrays
+are computed, and their sizes), never on timing.
+
+Each function returns ``DECLINED`` where its op is not direct: the recorder then records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import execute, stats, views
+from .devices import HOST
+from .ops import Op, OpKind
+from .tiers import direct_elements
+from .trace import Node, pending_readers
+
+# The lazy array class; ``array`` defines it and sets it here as it is imported (as in ``record``).
+LazyArray: Any = None
+DECLINED: Any = object()
+
+_SCALARS = (int, float, bool, complex, np.generic)
+# The exact types of Python's and NumPy's numeric scalars: NumPy's own scalar math serves them
+SCALARS = frozenset(
+    {int, float, bool, complex}
+    | {np.dtype(code).type for code in np.typecodes["All"] if np.dtype(code).kind in "biufc"}
+)
+
+
+def host_value(value: Any) -> Any:
+    """``value`` as NumPy takes it, if it is computed and on the host: a lazy array's buffer, an
+    ndarray, a Python or NumPy scalar; ``DECLINED`` otherwise (pending, on a device, a list...)."""
+    if type(value) is LazyArray:
+        node = value._node
+        if node.inputs or node.device is not HOST:
+            return DECLINED
+        return node.buffer
+    if isinstance(value, (np.ndarray, *_SCALARS)):
+        return value
+    return DECLINED
+
+
+def host_values(operands: Sequence[Any]) -> list[Any] | None:
+    values = list(map(host_value, operands))
+    return None if any(value is DECLINED for value in values) else values
+
+
+def _elements(values: Sequence[Any]) -> int:
+    """The elements of the operands broadcast together: an upper bound where they do not
+    broadcast (NumPy's call then raises NumPy's error)."""
+    if len(values) == 1:
+        return getattr(values[0], "size", 1)
+    shapes = [getattr(value, "shape", ()) for value in values]
+    ndim = max(map(len, shapes))
+    extents = [1] * ndim
+    for shape in shapes:
+        for axis, extent in enumerate(shape, ndim - len(shape)):
+            extents[axis] = max(extents[axis], extent)
+    return views.size_of(extents)
+
+
+def result(value: Any) -> Any:
+    """NumPy's fresh result as dynfuse gives it: an array as a lazy array over its buffer; a NumPy
+    scalar as it is, as NumPy gives it."""
+    stats.count("direct_ops")
+    if isinstance(value, np.ndarray):
+        return LazyArray(Node.leaf(value, exposed=False))
+    return value
+
+
+def call(function: Callable, operands: Sequence[Any], kwargs: dict[str, Any] | None = None) -> Any:
+    """``function`` (an elementwise op's, a reduction's or a library call's reference) run now, if
+    every operand is computed on the host and their broadcast is small."""
+    values = host_values(operands)
+    if values is None or _elements(values) >= direct_elements():
+        return DECLINED
+    return result(function(*values, **(kwargs or {})))
+
+
+def reduce(function: Callable, array: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any) -> Any:
+    """A reduction of a small computed array, by NumPy (given only the keywords the caller gave, as
+    not every reduction takes every one)."""
+    node = array._node
+    if node.inputs or node.device is not HOST or views.size_of(node.shape) >= direct_elements():
+        return DECLINED
+    kwargs = {}
+    if axis is not None:
+        kwargs["axis"] = axis
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if keepdims:
+        kwargs["keepdims"] = keepdims
+    if ddof is not None:
+        kwargs["ddof"] = ddof
+    return result(function(node.buffer, **kwargs))
+
+
+def call_into(function: Callable, operands: Sequence[Any], target: Any, kwargs: dict[str, Any]) -> Any:
+    """``function(..., out=target)`` run now into a computed target, after the pending nodes that
+    read its memory are computed (they keep the values from before the write, as in NumPy)."""
+    values = host_values(operands)
+    buffer = host_value(target)
+    if values is None or buffer is DECLINED or _elements([buffer, *values]) >= direct_elements():
+        return DECLINED
+    with execute.lock:
+        _before_write(buffer)
+        function(*values, out=buffer, **kwargs)
+    stats.count("direct_ops")
+    return target
+
+
+def getitem(array: Any, index: Any) -> Any:
+    """``array[index]`` for a computed array: NumPy's indexing, its errors too. A single element is
+    read at any size (NumPy's scalar), a view only where it is small; an index of arrays (a gather,
+    a mask), all computed, at any size, as NumPy copies it either way."""
+    node = array._node
+    limit = direct_elements()
+    if node.inputs or node.device is not HOST or not limit:
+        return DECLINED
+    if not _is_view_index(index):
+        items = index if type(index) is tuple else (index,)
+        values = host_values([item for item in items if type(item) is LazyArray])
+        if values is None:
+            return DECLINED
+        replaced = iter(values)
+        items = tuple(next(replaced) if type(item) is LazyArray else item for item in items)
+        return result(node.buffer[items if type(index) is tuple else items[0]])
+    viewed = node.buffer[index]
+    if not isinstance(viewed, np.ndarray):  # NumPy's scalar: one element, copied
+        return viewed
+    if viewed.size >= limit:
+        return DECLINED
+    return view(array, viewed)
+
+
+def view(array: Any, viewed: np.ndarray) -> Any:
+    """A lazy array over ``viewed``, a NumPy view of ``array``'s buffer, registered as a view of
+    ``array``'s base as a recorded view is."""
+    base = array._base if array._base is not None else array
+    stats.count("direct_ops")
+    made = LazyArray(Node.leaf(viewed, exposed=False), base)
+    base._add_view(made)
+    return made
+
+
+def view_op(array: Any, function: Callable, *args: Any) -> Any:
+    """A view op (``reshape``, ``transpose``, ``broadcast_to``) of a small computed array, by NumPy:
+    a view where NumPy gives one, a fresh array where it copies."""
+    node = array._node
+    if node.inputs or node.device is not HOST or views.size_of(node.shape) >= direct_elements():
+        return DECLINED
+    made = function(node.buffer, *args)
+    if np.may_share_memory(made, node.buffer):
+        return view(array, made)
+    return result(made)
+
+
+def setitem(target: Any, index: Any, value: Any) -> bool:
+    """``target[index] = value`` written now where the target is computed and neither index nor
+    value is pending: NumPy's assignment (its casting and errors), after the pending nodes that read
+    the target's memory are computed. False where it is not direct."""
+    buffer = host_value(target)
+    if buffer is DECLINED or not direct_elements():
+        return False
+    written = host_value(value)
+    if written is DECLINED:
+        if type(value) is LazyArray or not isinstance(value, (list, tuple)):
+            return False
+        written = value  # a nested list of numbers, as NumPy converts it
+    if not _is_view_index(index):
+        return False
+    with execute.lock:
+        _before_write(buffer)
+        buffer[index] = written
+    return True
+
+
+def _before_write(buffer: np.ndarray) -> None:
+    """Compute the pending nodes that read ``buffer``'s memory, and theirs, until none is left."""
+    while readers := pending_readers(buffer, HOST):
+        execute.materialize(readers)
+
+
+def _is_view_index(index: Any) -> bool:
+    """Whether NumPy answers ``index`` with a view or one element: integers (NumPy's too), slices,
+    None and Ellipsis, alone or in a tuple."""
+    for item in index if type(index) is tuple else (index,):
+        kind = type(item)
+        if kind is int or kind is slice or item is None or item is Ellipsis or isinstance(item, np.integer):
+            continue
+        return False
+    return True
+
+
+def library_call(op: Op, operands: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A library call on computed operands runs now, whatever their size: NumPy computes it either
+    way, and it is a barrier to fusion (a scan, which fuses, only where it is small). A fresh copy
+    where NumPy's result is a view of an operand, as the recorded call's buffer would be."""
+    if op.kind is not OpKind.BARRIER:
+        return call(op.reference, operands, kwargs)
+    values = host_values(operands)
+    if values is None or not direct_elements():
+        return DECLINED
+    made = op.reference(*values, **kwargs)
+    if (
+        isinstance(made, np.ndarray)
+        and made.base is not None
+        and any(isinstance(value, np.ndarray) and np.may_share_memory(made, value) for value in values)
+    ):
+        made = made.copy()
+    return result(made)

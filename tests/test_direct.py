@@ -1,0 +1,183 @@
+"""Direct execution: small work on computed arrays is NumPy's own call, at once.
+
+With the tiers on (as users run), an op whose operands are computed host arrays below the backend's
+tiny size runs NumPy now: results, dtypes, scalars, warnings and errors are NumPy's exactly, nothing
+is recorded, and writes keep NumPy's aliasing. Pending operands and large work are recorded as
+before; which path an op takes depends only on the program.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import dynfuse
+import dynfuse.numpy as dnp
+from dynfuse import accelerate, config, registry
+from dynfuse.testing.programs import cases
+
+
+@pytest.fixture(autouse=True)
+def direct_on(monkeypatch):
+    """As a user runs: tiers and direct execution on, the CPU backend (tiny below 16,384 elements)."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(config, "direct", True)
+    monkeypatch.setattr(registry, "backend", "cpu")
+
+
+@pytest.fixture(params=["C", "Python"])
+def recorder(request):
+    """Both recorders: the C extension's fast paths and the Python reference."""
+    if request.param == "Python":
+        with accelerate.pure_python():
+            yield
+    else:
+        yield
+
+
+def same(actual, expected):
+    """NumPy's result exactly: kind (array or scalar), dtype, shape and every bit of the values."""
+    assert isinstance(actual, dynfuse.LazyArray) == isinstance(expected, np.ndarray), (actual, expected)
+    if isinstance(expected, np.generic):
+        assert type(actual) is type(expected)
+    got = np.asarray(actual)
+    assert got.dtype == expected.dtype and got.shape == np.shape(expected)
+    np.testing.assert_array_equal(bits(got), bits(np.asarray(expected)))
+
+
+def bits(values: np.ndarray) -> np.ndarray:
+    """The bytes of each element, so -0.0 and NaN payloads compare too."""
+    return np.ascontiguousarray(values).view(np.uint8)
+
+
+def test_small_work_on_computed_arrays_is_numpys_call_and_records_nothing(recorder):
+    values = np.linspace(-2, 2, 12).reshape(3, 4)
+    x = dnp.asarray(values.copy())
+    before = dynfuse.stats()
+    results = [x * 2 + 1, np.sin(x), x.sum(axis=0), x.T @ x, x[1:, ::2], x.astype(np.float32)]
+    results.append(x.reshape(4, 3))
+    expected = [
+        values * 2 + 1,
+        np.sin(values),
+        values.sum(axis=0),
+        values.T @ values,
+        values[1:, ::2],
+        values.astype(np.float32),
+        values.reshape(4, 3),
+    ]
+    for got, want in zip(results, expected, strict=True):
+        same(got, want)
+    after = dynfuse.stats()
+    assert after["ops_recorded"] == before["ops_recorded"]
+    assert after["materializations"] == before["materializations"]
+    assert after["direct_ops"] - before["direct_ops"] >= len(results)
+
+
+def test_scalar_code_gets_numpys_scalars(recorder):
+    """An element of a computed array is NumPy's scalar at any size; scalar math is NumPy's."""
+    values = np.arange(200 * 200, dtype=np.float64).reshape(200, 200)  # above the tiny size
+    a = dnp.asarray(values.copy())
+    same(a[3, 4], values[3, 4])
+    same(a[np.int64(3), -1], values[3, -1])
+    same(dnp.sin(a[1, 1]) * a[2, 2], np.sin(values[1, 1]) * values[2, 2])
+    small = dnp.asarray(np.arange(6, dtype=np.int32))
+    same(small.sum(), np.arange(6, dtype=np.int32).sum())
+    same(small[2] + small[3], np.int32(5))
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[200, 0]
+
+
+def test_writes_are_numpys_and_seen_through_views(recorder):
+    values = np.zeros((4, 5))
+    a = dnp.asarray(values.copy())
+    row = a[1]
+    a[1, 2] = 7.0
+    a[2] = np.arange(5.0)
+    row += 1
+    a[3, 1:4] = a[2, :3]
+    expected = values.copy()
+    expected_row = expected[1]
+    expected[1, 2] = 7.0
+    expected[2] = np.arange(5.0)
+    expected_row += 1
+    expected[3, 1:4] = expected[2, :3]
+    same(a, expected)
+    same(row, expected_row)
+    with pytest.raises(ValueError, match="read-only"):
+        dnp.broadcast_to(a[0], (3, 5))[0, 0] = 1.0
+    same(a, expected)
+
+
+def test_a_write_computes_the_pending_readers_first(recorder):
+    """A pending trace over a large array that reads a small one sees the values before a write."""
+    big = dnp.asarray(np.ones((200, 200)))
+    small = dnp.asarray(np.arange(200.0))
+    pending = big * small  # 40,000 elements: recorded
+    assert pending._node.inputs
+    small[0] = 100.0  # the element write happens at once
+    same(pending, np.ones((200, 200)) * np.arange(200.0))
+    same(small[0], np.float64(100.0))
+
+
+def test_in_place_operators_write_the_buffer(recorder):
+    values = np.arange(10.0)
+    a = dnp.asarray(values.copy())
+    view = a[2:5]
+    a *= 2
+    view -= 1
+    expected = values * 2
+    expected[2:5] -= 1
+    same(a, expected)
+    with pytest.raises(TypeError, match="Cannot cast ufunc"):  # NumPy's UFuncTypeError
+        b = dnp.asarray(np.arange(4))
+        b /= 2  # NumPy refuses float64 into int64, and changes nothing
+    same(b, np.arange(4))
+
+
+def test_numpys_warnings_come_at_the_line(recorder):
+    a = dnp.asarray(np.array([1.0, 0.0]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = 1.0 / a
+    assert any("divide by zero" in str(warning.message) for warning in caught)
+    same(result, np.array([1.0, np.inf]))
+
+
+def test_pending_or_large_operands_are_recorded(recorder):
+    large = dnp.asarray(np.ones(1 << 15))
+    assert (large * 2)._node.inputs  # above the tiny size
+    small = dnp.asarray(np.ones(10))
+    reduced = (large * 2).sum()  # pending, small
+    assert (reduced + small)._node.inputs
+
+
+def test_direct_execution_can_be_switched_off(recorder, monkeypatch):
+    monkeypatch.setattr(config, "direct", False)
+    a = dnp.asarray(np.arange(5.0))
+    assert (a + 1)._node.inputs
+    assert isinstance(a[2], dynfuse.LazyArray)
+
+
+@settings(max_examples=120)
+@given(case=cases(max_side=6))
+def test_random_small_programs_give_numpys_results_bit_for_bit(case):
+    """Small programs on computed inputs run NumPy's calls: the same outputs, bit for bit, or the
+    same exception type."""
+    program, arrays = case
+    with np.errstate(all="ignore"):
+        try:
+            expected = tuple(np.asarray(output) for output in program(np, *arrays))
+        except Exception as error:
+            expected = type(error)
+        try:
+            lazy = [dnp.asarray(array) for array in arrays]  # the same layouts: programs do not write
+            actual = tuple(np.asarray(output) for output in program(dnp, *lazy))
+        except Exception as error:
+            actual = type(error)
+    if isinstance(expected, type) or isinstance(actual, type):
+        assert actual is expected, program
+        return
+    for got, want in zip(actual, expected, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape, program
+        np.testing.assert_array_equal(bits(got), bits(want), err_msg=str(program))
