@@ -198,8 +198,14 @@ FLOORS = (
     ("dynfuse.codegen", "dynfuse.backends", "dynfuse.cache", "dynfuse.interpret"),
     ("dynfuse.schedule",),
     ("dynfuse.registry",),
-    ("dynfuse.launch", "dynfuse.tiers", "dynfuse.replay", "dynfuse.execute", "dynfuse.pressure"),
-    ("dynfuse.direct",),
+    (
+        "dynfuse.launch",
+        "dynfuse.tiers",
+        "dynfuse.replay",
+        "dynfuse.execute",
+        "dynfuse.pressure",
+        "dynfuse.direct",
+    ),
     ("dynfuse.record", "dynfuse.array", "dynfuse.accelerate"),
     ("dynfuse", "dynfuse.numpy", "dynfuse.explain", "dynfuse.runner", "dynfuse.__main__", "dynfuse.dask"),
 )
