@@ -19,14 +19,17 @@ _UFUNC_ATTRIBUTES = "reduce accumulate reduceat outer at nin nout nargs ntypes t
 
 def _ufunc_function(name: str, op: ops.Op) -> Any:
     ufunc = op.reference
+    nin = ufunc.nin
 
     def function(*operands: Any, out: Any = None, **kwargs: Any) -> Any:
-        if out is None and not kwargs:  # scalar code: NumPy's scalar math, as NumPy runs it
+        if out is None and not kwargs and len(operands) == nin:  # the common case, first
             scalars = direct.SCALARS
-            if len(operands) == 1 and type(operands[0]) in scalars:
-                return ufunc(operands[0])
-            if len(operands) == 2 and type(operands[0]) in scalars and type(operands[1]) in scalars:
-                return ufunc(*operands)
+            if type(operands[0]) in scalars and (nin == 1 or type(operands[1]) in scalars):
+                return ufunc(*operands)  # scalar code: NumPy's scalar math, as NumPy runs it
+            if nin <= 2:
+                recorded = record.record_common(op, *operands)
+                if recorded is not None:
+                    return recorded
         if len(operands) != ufunc.nin:
             raise TypeError(f"{name}() takes {ufunc.nin} positional arguments but {len(operands)} were given")
         if record.foreign((*operands, out)):  # another library's array: NumPy's ufunc hands it over
