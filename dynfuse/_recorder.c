@@ -671,8 +671,8 @@ done:
 /* LazyArray methods whose common case record_common records: an operator (its operand order:
    one operand, forward or reflected) or __array_ufunc__ (the op looked up by ufunc). When
    record_common declines, the Python method runs: it is the general path. */
-enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC, ORDER_GETITEM, ORDER_SETITEM, ORDER_IN_PLACE };
-static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", "getitem", "setitem", "in place", NULL};
+enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC, ORDER_GETITEM, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_REDUCE };
+static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", "getitem", "setitem", "in place", "reduce", NULL};
 
 /* An index NumPy answers without reading another array: integers (NumPy's too), and, with
    ``slices``, slices, None and Ellipsis; alone or in a tuple (direct._is_view_index). */
@@ -720,6 +720,8 @@ static int nothing_pending(void)
    NumPy's scalar, or a small view. NULL without an error where it does not apply. */
 static PyObject *read_elements(PyObject *self, PyObject *index)
 {
+    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
+        return NULL;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
     if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
         return NULL;
@@ -739,6 +741,8 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
    apply, NULL with NumPy's error. */
 static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
+    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
+        return NULL;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = other;
     if (node == NULL || !computed_on_host(node))
         return NULL;
@@ -784,10 +788,47 @@ static PyObject *library_now(PyObject *const *operands)
     return run_direct(S.matmul, operands, 2);
 }
 
+/* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
+   no positional argument and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``: the
+   reduction's NumPy reference now (direct.reduce). NULL without an error where it does not apply. */
+static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const allowed[] = {"axis", "dtype", "keepdims", "ddof", NULL};
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs != 1)
+        return NULL;
+    for (Py_ssize_t i = 0; i < keywords; i++) {
+        int known = 0;
+        for (int j = 0; allowed[j] != NULL && !known; j++)
+            known = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), allowed[j]) == 0;
+        if (!known)
+            return NULL;
+    }
+    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
+        return NULL;
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
+    if (node == NULL || !computed_on_host(node))
+        return NULL;
+    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
+    if (limit < 0 || size >= limit)
+        return NULL;
+    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    if (reference == NULL)
+        return NULL;
+    PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
+    for (Py_ssize_t i = 0; i < keywords; i++)
+        call[1 + i] = args[1 + i];
+    PyObject *made = PyObject_Vectorcall(reference, call, 1, kwnames);
+    Py_DECREF(reference);
+    return made == NULL ? NULL : direct_result(made);
+}
+
 /* x[index] = value into a computed host array while nothing is pending: NumPy's assignment
    (direct.setitem). 1 written, 0 where it does not apply, -1 with NumPy's error. */
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 {
+    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
+        return 0;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
     if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
         return 0;
@@ -815,7 +856,11 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
     long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
     PyObject *operands[3] = {op, NULL, NULL};
     Py_ssize_t count = 0;
-    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+    if (order == ORDER_REDUCE && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) <= 4)) {
+        PyObject *reduced = reduce_now(op, args[0], args, nargs, kwnames);
+        if (reduced != NULL || PyErr_Occurred())
+            return reduced;
+    } else if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
         if (order == ORDER_UNARY && nargs == 1) {
             operands[1] = args[0];
             count = 2;

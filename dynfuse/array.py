@@ -65,11 +65,12 @@ def _binary(name: str, substitute: Any = None) -> tuple:
         return record.elementwise(op, (self, other), out=out)
 
     def forward(self: LazyArray, other: Any) -> Any:
-        if substitute is None:
+        replacement = substitute(self, other) if substitute else None
+        if replacement is not None:
+            recorded = record.record_common(replacement, self)
+        else:
             recorded = record.record_common(op, self, other)
-            if recorded is not None:
-                return recorded
-        return call(self, other, None)
+        return recorded if recorded is not None else call(self, other, None)
 
     def reflected(self: LazyArray, other: Any) -> Any:
         recorded = record.record_common(op, other, self)
@@ -112,6 +113,7 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
 
     reduce.__name__ = reduce.__qualname__ = name
     reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
+    reduce.fast_path = (ops.REDUCTIONS[name], "reduce")  # in C, a small computed array's runs at once
     return reduce
 
 
