@@ -556,6 +556,32 @@ static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t 
     return made == NULL ? NULL : direct_result(made);
 }
 
+/* The elements of two shapes broadcast together (of one, ``second`` NULL): an upper bound where
+   they do not broadcast. -1 with an error set. */
+static Py_ssize_t broadcast_size(PyObject *first, PyObject *second)
+{
+    if (second == NULL)
+        return shape_size(first);
+    Py_ssize_t ndim_first = PyTuple_GET_SIZE(first), ndim_second = PyTuple_GET_SIZE(second);
+    Py_ssize_t ndim = ndim_first > ndim_second ? ndim_first : ndim_second, size = 1;
+    for (Py_ssize_t axis = 0; axis < ndim; axis++) {
+        Py_ssize_t extent = 1;
+        for (int which = 0; which < 2; which++) {
+            PyObject *shape = which ? second : first;
+            Py_ssize_t offset = axis - (ndim - PyTuple_GET_SIZE(shape));
+            if (offset < 0)
+                continue;
+            Py_ssize_t here = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, offset));
+            if (here == -1 && PyErr_Occurred())
+                return -1;
+            if (here > extent)
+                extent = here;
+        }
+        size *= extent;
+    }
+    return size;
+}
+
 /* record.record_common(op, first[, second]) */
 static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -570,7 +596,9 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
     PyObject *nodes[2] = {NULL, NULL}, *kinds[2] = {NULL, NULL}, *result = NULL;
     PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
     Py_ssize_t count = nargs - 1;
-    int computed = 1, numpy_scalars = 0; /* every lazy operand holds a host buffer; NumPy scalars seen */
+    /* every lazy operand holds a host buffer; NumPy scalars seen; the lazy operands' shapes agree */
+    int computed = 1, numpy_scalars = 0, same_shapes = 1;
+    PyObject *other_shape = NULL; /* borrowed: the first lazy operand's shape, where there are two */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *operand = operands[i];
         if (Py_IS_TYPE(operand, S.array_type)) {
@@ -580,9 +608,11 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
                 return NULL;
             }
             if (array != NULL) {
-                int same = PyObject_RichCompareBool(NODE_SLOT(node, SHAPE), NODE_SLOT(array, SHAPE), Py_EQ);
-                if (same <= 0)
-                    return same == 0 ? Py_NewRef(Py_None) : NULL;
+                other_shape = NODE_SLOT(array, SHAPE);
+                int same = PyObject_RichCompareBool(NODE_SLOT(node, SHAPE), other_shape, Py_EQ);
+                if (same < 0)
+                    return NULL;
+                same_shapes = same;
             }
             computed &= computed_on_host(node);
             kinds[i] = NODE_SLOT(node, DTYPE);
@@ -597,8 +627,8 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
     }
     if (array == NULL) /* scalars alone */
         return Py_NewRef(Py_None);
-    if (computed) {
-        Py_ssize_t size = shape_size(NODE_SLOT(array, SHAPE));
+    if (computed) { /* operands broadcast: NumPy's call raises NumPy's error where they do not */
+        Py_ssize_t size = broadcast_size(NODE_SLOT(array, SHAPE), same_shapes ? NULL : other_shape);
         if (size == -1)
             return NULL;
         Py_ssize_t limit = direct_limit();
@@ -607,7 +637,7 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         if (size < limit)
             return run_direct(op, operands, count);
     }
-    if (numpy_scalars)
+    if (numpy_scalars || !same_shapes)
         return Py_NewRef(Py_None);
     for (Py_ssize_t i = 0; i < count; i++) {
         if (Py_IS_TYPE(operands[i], S.array_type))

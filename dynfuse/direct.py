@@ -56,11 +56,15 @@ def host_values(operands: Sequence[Any]) -> list[Any] | None:
 
 
 def _elements(values: Sequence[Any]) -> int:
-    """The elements of the operands broadcast together: an upper bound where they do not
-    broadcast (NumPy's call then raises NumPy's error)."""
+    """The elements of the operands broadcast together (``broadcast_size``)."""
     if len(values) == 1:
         return getattr(values[0], "size", 1)
-    shapes = [getattr(value, "shape", ()) for value in values]
+    return broadcast_size([getattr(value, "shape", ()) for value in values])
+
+
+def broadcast_size(shapes: Sequence[tuple[int, ...]]) -> int:
+    """The elements of ``shapes`` broadcast together: an upper bound where they do not broadcast
+    (NumPy's call then raises NumPy's error)."""
     ndim = max(map(len, shapes))
     extents = [1] * ndim
     for shape in shapes:
@@ -159,8 +163,10 @@ def view_op(array: Any, function: Callable, *args: Any) -> Any:
     node = array._node
     if node.inputs or node.device is not HOST or views.size_of(node.shape) >= direct_elements():
         return DECLINED
-    made = function(node.buffer, *args)
-    if np.may_share_memory(made, node.buffer):
+    buffer = node.buffer
+    made = function(buffer, *args)
+    # NumPy's view of a view has the memory's owning array as its base (where one owns it)
+    if made.base is not None and (made.base is buffer or made.base is buffer.base):
         return view(array, made)
     return result(made)
 

@@ -131,13 +131,13 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
     array = None  # the node whose shape the result has
     computed = True  # every lazy operand holds a host buffer
     numpy_scalars = False  # NumPy scalars among the operands: only run at once
+    shapes = []  # of the lazy operands: recorded here only where they agree
     key: tuple = (op,)
     for operand in operands:
         kind = type(operand)
         if kind is lazy:
             node = operand._node
-            if array is not None and node.shape != array.shape:
-                return None
+            shapes.append(node.shape)
             array = node
             computed = computed and not node.inputs and node.device is HOST
             key += (node.dtype,)
@@ -149,9 +149,9 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
             return None
     if array is None:
         return None
-    if computed and views.size_of(array.shape) < direct_elements():
+    if computed and direct.broadcast_size(shapes) < direct_elements():
         return direct.result(op.reference(*map(direct.host_value, operands)))
-    if numpy_scalars:
+    if numpy_scalars or shapes[0] != shapes[-1]:
         return None
     inputs = tuple(operand._node if type(operand) is lazy else Node.scalar(operand) for operand in operands)
     dtype = _common_dtypes.get(key)
@@ -458,20 +458,23 @@ def lazy(value: Any) -> Any:
 
 def reshape(value: Any, shape: Any) -> Any:
     array = lazy(value)
-    newshape = views.reshape_shape(array.shape, shape)
-    made = direct.view_op(array, np.reshape, newshape)
+    made = direct.view_op(array, np.ndarray.reshape, shape)  # NumPy checks the shape itself
     if made is not direct.DECLINED:
         return made
+    newshape = views.reshape_shape(array.shape, shape)
     return view(array, "reshape", (("shape", newshape),), newshape)
 
 
 def transpose(value: Any, axes: Any = None) -> Any:
     array = lazy(value)
+    made = direct.view_op(array, np.ndarray.transpose, axes)
+    if made is not direct.DECLINED:
+        return made
     return permute(array, views.transpose_axes(axes, array.ndim))
 
 
 def permute(array: Any, axes: tuple[int, ...]) -> Any:
-    made = direct.view_op(array, np.transpose, axes)
+    made = direct.view_op(array, np.ndarray.transpose, axes)
     if made is not direct.DECLINED:
         return made
     return view(array, "transpose", (("axes", axes),), tuple(array.shape[axis] for axis in axes))
