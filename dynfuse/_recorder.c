@@ -753,11 +753,24 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
         return NULL;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
+    if (node == NULL || !computed_on_host(node))
         return NULL;
+    PyObject *gather = NULL; /* a computed lazy array as the index: NumPy's gather or mask, any size */
+    if (Py_IS_TYPE(index, S.array_type)) {
+        PyObject *by = ARRAY_SLOT(index, ARRAY_NODE);
+        if (by == NULL || !computed_on_host(by))
+            return NULL;
+        gather = NODE_SLOT(by, BUFFER);
+    } else if (!plain_index(index, 1)) {
+        return NULL;
+    }
     Py_ssize_t limit = direct_limit();
     if (limit <= 0) /* off, or an error set */
         return NULL;
+    if (gather != NULL) {
+        PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
+        return gathered == NULL ? NULL : direct_result(gathered);
+    }
     PyObject *item = PyObject_GetItem(NODE_SLOT(node, BUFFER), index);
     if (item == NULL || !PyArray_Check(item))
         return item; /* the element, or NumPy's IndexError */

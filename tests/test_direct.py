@@ -181,3 +181,14 @@ def test_random_small_programs_give_numpys_results_bit_for_bit(case):
     for got, want in zip(actual, expected, strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape, program
         np.testing.assert_array_equal(bits(got), bits(want), err_msg=str(program))
+
+
+def test_gathers_and_masks_of_computed_arrays_are_numpys(recorder):
+    values = np.arange(30.0).reshape(5, 6)
+    a = dnp.asarray(values.copy())
+    rows = dnp.asarray(np.array([4, 0, 4]))
+    same(a[rows], values[[4, 0, 4]])
+    same(a[a > 20], values[values > 20])
+    same(a[1:, [0, 5]], values[1:, [0, 5]])
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[dnp.asarray(np.array([5]))]
