@@ -544,7 +544,7 @@ def setitem(target: Any, index: Any, value: Any) -> None:
     lazy arrays must be on it."""
     if direct.setitem(target, index, value):
         return
-    lazy_parts = [item for item in _flatten((index, value)) if is_lazy(item)]
+    lazy_parts = [item for item in flatten((index, value)) if is_lazy(item)]
     memory = target._node.memory
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
     if elsewhere:
@@ -573,13 +573,13 @@ def materialize_arrays(arrays: Iterable[Any]) -> None:
     execute.materialize([array._node for array in arrays])
 
 
-def _flatten(value: Any) -> Iterable[Any]:
+def flatten(value: Any) -> Iterable[Any]:
     if isinstance(value, (list, tuple)):
         for item in value:
-            yield from _flatten(item)
+            yield from flatten(item)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _flatten(item)
+            yield from flatten(item)
     else:
         yield value
 
@@ -657,7 +657,7 @@ def call_numpy(
     out = kwargs.get("out")
     outs = tuple(out) if isinstance(out, tuple) else (out,) if out is not None else ()
     inputs = [
-        item for item in _flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)
+        item for item in flatten((args, {k: v for k, v in kwargs.items() if k != "out"})) if is_lazy(item)
     ]
     lazy_outs = [item for item in outs if is_lazy(item)]
     device = _one_device(function, inputs + lazy_outs)

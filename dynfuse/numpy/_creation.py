@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import array as array_module
-from .. import record
+from .. import pressure, record
 from ..array import LazyArray
 
 __all__ = [
@@ -47,6 +47,11 @@ def _creating(function: Callable) -> Callable:
     @functools.wraps(function)
     def create(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
+        if device is None and not any(map(record.is_lazy, record.flatten((args, kwargs)))):
+            made = function(*args, **kwargs)  # the common case: sizes, values, a dtype
+            if isinstance(made, np.ndarray):
+                return LazyArray(pressure.new_leaf(made, exposed=False))
+            return made
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create
