@@ -8,9 +8,7 @@ is materialized as a NumPy view of its base's buffer, so writes through either a
 
 from __future__ import annotations
 
-import hashlib
 import operator
-import uuid
 import weakref
 from collections.abc import Iterator
 from types import ModuleType
@@ -361,6 +359,9 @@ class LazyArray:
         """Dask's token for the array (``dynfuse.dask``): its values' hash once computed; while it is
         pending, a fresh token (hashing the values would compute them): two tokens of one pending
         array differ, as Dask's own are for objects it cannot hash."""
+        import hashlib  # here, not at start-up: only Dask asks
+        import uuid
+
         if self._node.inputs:
             return ("dynfuse.LazyArray", uuid.uuid4().hex)
         values = np.ascontiguousarray(self._host())

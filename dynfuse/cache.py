@@ -11,13 +11,25 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cachetools
 
 from . import config, pools, stats
 from .kernel import Backend, CompiledKernel, Kernel
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+
+class _Building:
+    """An entry whose value a background build is making: its future. A class of its own, so that
+    telling it from a value needs no ``concurrent.futures`` until a build starts."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: Future) -> None:
+        self.future = future
 
 
 class CountedCache:
@@ -34,7 +46,7 @@ class CountedCache:
         waited for (its failure raised here, as if it had been built here), and is no hit."""
         with self._lock:
             value = self._entries.get(key)
-        if isinstance(value, Future):  # a build in flight, counted as a miss where it started
+        if isinstance(value, _Building):  # a build in flight, counted as a miss where it started
             return self._finished(key, value)
         if value is not None:
             stats.count(self._hits)
@@ -57,27 +69,27 @@ class CountedCache:
         with self._lock:
             if key in self._entries:
                 return
-            future = thread.submit(build)
-            self._entries[key] = future
+            building = _Building(thread.submit(build))
+            self._entries[key] = building
         stats.count(self._misses)
-        future.add_done_callback(lambda done: self._settle(key, done))
+        building.future.add_done_callback(lambda _: self._settle(key, building))
 
-    def _settle(self, key: Hashable, future: Future) -> None:
+    def _settle(self, key: Hashable, building: _Building) -> None:
         """A successful build's value takes its future's place."""
-        if future.exception() is None:
+        if building.future.exception() is None:
             with self._lock:
-                if self._entries.get(key) is future:
-                    self._entries[key] = future.result()
+                if self._entries.get(key) is building:
+                    self._entries[key] = building.future.result()
 
-    def _finished(self, key: Hashable, future: Future) -> Any:
+    def _finished(self, key: Hashable, building: _Building) -> Any:
         """A background build's value, waited for. A failed build is forgotten here, where it is
         met, as one built on the spot would be: when that happens depends on the program, not on
         how long the build took."""
         try:
-            return future.result()
+            return building.future.result()
         except Exception:
             with self._lock:
-                if self._entries.get(key) is future:
+                if self._entries.get(key) is building:
                     del self._entries[key]
             raise
 
@@ -85,7 +97,7 @@ class CountedCache:
         """In a forked child: the lock is free (as execute.lock), and builds in flight were on a
         thread of the parent's that does not exist here: waited for, they would never finish."""
         self._lock._at_fork_reinit()
-        for key in [key for key, value in self._entries.items() if isinstance(value, Future)]:
+        for key in [key for key, value in self._entries.items() if isinstance(value, _Building)]:
             del self._entries[key]
 
     def clear(self) -> None:

@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import struct
 import threading
 import time
@@ -80,6 +79,8 @@ def store(namespace: str, key: str, payload: bytes) -> None:
     """Keep ``payload`` for later processes; a failure to write only loses the reuse."""
     if not config.disk_cache:
         return
+    import secrets  # here: a program whose kernels are all on disk never stores
+
     path = _entry_path(namespace, key)
     writer = f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
     temporary = path.with_name(f"{path.name}.{writer}.tmp")

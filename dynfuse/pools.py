@@ -1,12 +1,16 @@
 """Thread pools started when first used, that a forked child forgets: its parent's threads do not
-exist there, and work handed to them would wait forever."""
+exist there, and work handed to them would wait forever. ``concurrent.futures`` (and the logging it
+imports) is imported by the first ``get``, not with dynfuse."""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 class LazyPool:
@@ -21,6 +25,8 @@ class LazyPool:
     def get(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix=self._name)
             return self._pool
 

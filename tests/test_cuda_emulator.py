@@ -15,6 +15,7 @@ import pytest
 import dynfuse
 from dynfuse import config, execute, registry, replay
 from dynfuse.backends import cuda, cuda_emulator
+from dynfuse.codegen import cuda as cuda_codegen
 
 from .helpers import assert_same
 
@@ -125,7 +126,7 @@ def _layout(*arrays):
     backend = registry.BACKENDS[registry.backend]
     _, plan = execute.explain_plan([array._node for array in arrays], backend)
     (step,) = plan.kernels
-    return cuda.codegen.generate(step.kernel)[1], backend.device
+    return cuda_codegen.generate(step.kernel)[1], backend.device
 
 
 def _reductions(dtype):

@@ -20,6 +20,10 @@ goes from a module to each dynfuse module one of its import statements names:
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Collection
 from pathlib import Path
 
@@ -230,3 +234,44 @@ def test_every_module_imports_only_its_floor_or_below():
         if floor_of(target) > floor_of(module)
     ]
     assert not upward, "imports that reach up a floor:\n" + "\n".join(upward)
+
+
+# What only compiling, launching, a GPU, Dask or a rare path needs: ``import dynfuse.numpy`` leaves it
+# to the first call that does, so every program's start-up does not pay for it.
+DEFERRED = (
+    "llvmlite",
+    "dynfuse.codegen.llvm",
+    "dynfuse.codegen.cuda",
+    "dynfuse.backends.llvm_host",
+    "dynfuse.backends.llvm_compiler",
+    "dynfuse.disk_cache",
+    "dynfuse.numpy.fft",
+    "dynfuse.numpy.random",
+    "dynfuse.dask",
+    "numpy.fft",
+    "numpy.random",
+    "dask",
+    "cupy",
+    "concurrent.futures",
+    "decimal",
+    "hashlib",
+    "secrets",
+    "shutil",
+    "subprocess",
+    "tempfile",
+    "uuid",
+)
+
+
+def test_import_leaves_what_only_kernels_and_rare_paths_need():
+    """In a fresh process, ``import dynfuse.numpy`` imports none of ``DEFERRED`` that ``import
+    numpy`` does not already (what NumPy imports is no cost of dynfuse's)."""
+    code = (
+        "import sys, json, numpy; before = set(sys.modules); import dynfuse.numpy; "
+        f"print(json.dumps([m for m in {DEFERRED!r} if m in sys.modules and m not in before]))"
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "DYNFUSE_BACKEND"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == []

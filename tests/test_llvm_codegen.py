@@ -113,6 +113,6 @@ def test_finish_is_vectorized_only_where_it_combines_every_columns_states(shape,
     (its vector loops were half the split module's compile). Columns mode: every lane's."""
     kernel = kernel_of((dynfuse.asarray(np.ones(shape, np.float32)) * 2).sum(axis=0))
     optimized = cpu._host().emit(cpu._module(kernel, split=True).text, "ir").decode()
-    finish = optimized[optimized.index(f"@{cpu.codegen.FINISH}(") :]
+    finish = optimized[optimized.index(f"@{llvm.FINISH}(") :]
     finish = finish[: finish.index("\n}\n")]
     assert bool(re.search(r"<\d+ x ", finish)) == vectorized  # a vector type: <8 x float>

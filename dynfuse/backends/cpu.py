@@ -6,6 +6,10 @@ vectorization, for the host CPU's name and features; past a program's first kern
 process). This module keeps the object code in the disk cache so a later
 process loads it instead of compiling, and launches it through ctypes, which releases the GIL:
 large work is split across a pool of threads, one range per thread.
+
+The generator (with llvmlite's IR builder) and the disk cache are imported where a kernel is first
+generated or looked up, not with this module: ``import dynfuse`` does not pay for them. What a
+launch calls is imported here, so a launch imports nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import cachetools
 import numpy as np
 
-from .. import config, disk_cache, pools, stats
-from ..codegen import llvm as codegen
+from .. import config, pools, stats
 from ..codegen.common import element_strides, range_flag
 from ..devices import HOST
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
@@ -31,6 +34,7 @@ from ..kernel import PARAM, CompiledKernel, Kernel, Target
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
 
+    from ..codegen.llvm import Layout
     from .llvm_host import LlvmHost
 
 # Work below this many elements runs on one thread: handing a range to another thread costs more
@@ -125,8 +129,11 @@ def _run_in_threads(calls: list) -> None:
 class _Launcher:
     """A compiled kernel: fills the cells the module reads, and splits the work across threads."""
 
-    def __init__(self, layout: codegen.Layout, load: Callable[..., Any]) -> None:
+    def __init__(self, layout: Layout, load: Callable[..., Any]) -> None:
+        from ..codegen.llvm import SCRATCH_ALIGNMENT
+
         self.layout = layout  # ENTRY's
+        self.scratch_alignment = SCRATCH_ALIGNMENT  # the generator's, which ``scratch`` keeps
         # ``load(split)``: a module of the kernel, compiled or from the disk cache, and the engine
         # that owns its code (kept as long as this launcher): ENTRY's, or PARTIAL and FINISH's. Each
         # is loaded the first time a launch calls it.
@@ -168,17 +175,21 @@ class _Launcher:
         return _shares_rows(self.layout, threads)
 
     def load_entry(self, counted: bool = True) -> None:
+        from ..codegen.llvm import ENTRY
+
         _, self.engine = self.timed_load(False, counted)
-        self.entry = _ENTRY(self.engine.get_function_address(codegen.ENTRY))
+        self.entry = _ENTRY(self.engine.get_function_address(ENTRY))
         self.native = self.kernel_call(self.param_codes)
 
     def load_split(self, counted: bool = True) -> None:
+        from ..codegen.llvm import FINISH, PARTIAL
+
         layout, self.split_engine = self.timed_load(True, counted)
-        self.partial = _PARTIAL(self.split_engine.get_function_address(codegen.PARTIAL))
-        self.finish = _FINISH(self.split_engine.get_function_address(codegen.FINISH))
+        self.partial = _PARTIAL(self.split_engine.get_function_address(PARTIAL))
+        self.finish = _FINISH(self.split_engine.get_function_address(FINISH))
         self.split_scratch_bytes = layout.scratch_bytes
 
-    def timed_load(self, split: bool, counted: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+    def timed_load(self, split: bool, counted: bool) -> tuple[Layout, llvm.ExecutionEngine]:
         """``load(split)``, its time ``counted`` as compile time: a load a launch asks for (the load
         in ``__init__`` is the kernel's compile, which ``cache.compiled_kernel`` counts)."""
         started = time.perf_counter()
@@ -298,17 +309,18 @@ class _Launcher:
         size = self.layout.scratch_bytes if size is None else size
         if size == 0:
             return [None] * calls
-        buffer = ctypes.c_char.from_buffer(np.empty(size * calls + codegen.SCRATCH_ALIGNMENT, np.uint8))
-        skip = -ctypes.addressof(buffer) % codegen.SCRATCH_ALIGNMENT
+        alignment = self.scratch_alignment
+        buffer = ctypes.c_char.from_buffer(np.empty(size * calls + alignment, np.uint8))
+        skip = -ctypes.addressof(buffer) % alignment
         return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
 
-def _work(layout: codegen.Layout) -> int:
+def _work(layout: Layout) -> int:
     """The elements a launch goes through, as ``PARALLEL_ELEMENTS`` counts them."""
     return layout.extent * max(layout.row_elements, 1)
 
 
-def _shares_rows(layout: codegen.Layout, threads: int) -> bool:
+def _shares_rows(layout: Layout, threads: int) -> bool:
     """Whether threads share each row (PARTIAL, FINISH) rather than take ranges of rows (ENTRY):
     when each would not get enough rows (in column mode, whole cache lines of every row of memory
     it reads), or all rows fit one chunk of columns (then each thread reads whole rows of memory,
@@ -339,14 +351,18 @@ class CpuBackend:
 
     def source(self, kernel: Kernel) -> str:
         """ENTRY's module, and, for a reduction whose rows threads may share, PARTIAL and FINISH's."""
-        module, layout = codegen.generate(kernel)
+        from ..codegen.llvm import generate
+
+        module, layout = generate(kernel)
         if not layout.splittable:
             return str(module)
-        return f"{module}\n{codegen.generate(kernel, split=True)[0]}"
+        return f"{module}\n{generate(kernel, split=True)[0]}"
 
     def assembly(self, kernel: Kernel) -> str:
         """ENTRY's optimized machine code, as assembly: to check what LLVM made of a kernel."""
-        return _host().emit(str(codegen.generate(kernel)[0]), "assembly").decode()
+        from ..codegen.llvm import generate
+
+        return _host().emit(str(generate(kernel)[0]), "assembly").decode()
 
     def supports(self, kernel: Kernel) -> bool:
         """Everything but complex Python scalars (complex arrays never reach a kernel)."""
@@ -359,6 +375,8 @@ class CpuBackend:
 
     def cached(self, kernel: Kernel) -> bool:
         """Whether the module a launch with the configured threads calls is in the disk cache."""
+        from .. import disk_cache
+
         return disk_cache.contains(self.name, self.disk_key(_launched_module(kernel).text))
 
     def compile_work(self, kernel: Kernel) -> float:
@@ -374,10 +392,14 @@ class CpuBackend:
     def disk_key(self, text: str) -> str:
         """The disk-cache key of a module: the code itself (a change to the code generator is a
         miss) and what its object code depends on."""
+        from .. import disk_cache
+
         return disk_cache.key_of(self.name, text, _host().identity)
 
-    def load(self, kernel: Kernel, split: bool) -> tuple[codegen.Layout, llvm.ExecutionEngine]:
+    def load(self, kernel: Kernel, split: bool) -> tuple[Layout, llvm.ExecutionEngine]:
         """One module of ``kernel`` loaded: from the disk cache, or compiled and stored there."""
+        from .. import disk_cache
+
         host = _host()
         module = _module(kernel, split)
         key = self.disk_key(module.text)
@@ -392,7 +414,7 @@ class CpuBackend:
 
 class _Module(NamedTuple):
     text: str  # the IR
-    layout: codegen.Layout
+    layout: Layout
 
 
 # Modules generated lately, by kernel signature and part: ``cached`` generates the module a launch
@@ -414,7 +436,9 @@ def _module(kernel: Kernel, split: bool) -> _Module:
     with _modules_lock:
         found = _modules.get(key)
     if found is None:
-        module, layout = codegen.generate(kernel, split)
+        from ..codegen.llvm import generate
+
+        module, layout = generate(kernel, split)
         found = _Module(str(module), layout)
         with _modules_lock:
             _modules[key] = found

@@ -11,21 +11,26 @@ given to a CUDA backend runs on device copies (``execute``). ``cuda`` runs kerne
 CuPy (``cupy_device``); without one it cannot be chosen to materialize (``unavailable_reason``).
 ``cuda-emulator`` is a device emulated on the host (``cuda_emulator``): the same kernels and launches
 on its arrays, so that CI checks what a GPU would compute.
+
+The generator is imported where a kernel is first generated, not with this module: a process that
+never uses the CUDA backend does not pay for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..codegen import cuda as codegen
 from ..codegen.common import element_strides, param_arguments
 from ..devices import Memory
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
 from .cuda_emulator import EmulatedDevice
 from .cupy_device import CupyDevice
+
+if TYPE_CHECKING:
+    from ..codegen.cuda import Layout
 
 
 class Device(Memory, Protocol):
@@ -53,7 +58,7 @@ class Device(Memory, Protocol):
         ...
 
 
-def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> tuple[int, int]:
+def launch_shape(layout: Layout, multiprocessors: int, resident_threads: int) -> tuple[int, int]:
     """(blocks, threads per block): blocks enough to fill every multiprocessor, or fewer when the work
     needs fewer; the kernels' grid-stride loops cover any work with any grid."""
     block = layout.block_threads
@@ -63,7 +68,7 @@ def launch_shape(layout: codegen.Layout, multiprocessors: int, resident_threads:
     return max(1, min(needed, _resident_blocks(layout, multiprocessors, resident_threads))), block
 
 
-def split_blocks(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> int:
+def split_blocks(layout: Layout, multiprocessors: int, resident_threads: int) -> int:
     """PARTIAL's blocks for a reduction whose rows, a block each, would leave the device partly
     idle (a whole-array sum has one); 0 where ENTRY fills it, or the rows cannot be split."""
     resident = _resident_blocks(layout, multiprocessors, resident_threads)
@@ -72,23 +77,26 @@ def split_blocks(layout: codegen.Layout, multiprocessors: int, resident_threads:
     return min(layout.elements * layout.chunks, resident)
 
 
-def _resident_blocks(layout: codegen.Layout, multiprocessors: int, resident_threads: int) -> int:
+def _resident_blocks(layout: Layout, multiprocessors: int, resident_threads: int) -> int:
     return multiprocessors * max(1, resident_threads // layout.block_threads)
 
 
 class _Launcher:
     """A compiled kernel: launched with the arguments its layout lists, on a grid the device fills."""
 
-    def __init__(self, layout: codegen.Layout, module: Any, device: Device) -> None:
+    def __init__(self, layout: Layout, module: Any, device: Device) -> None:
+        from ..codegen.cuda import ENTRY, FINISH, PARTIAL, register_value
+
         self.layout = layout
+        self.register_value = register_value  # what each launch converts by-value arguments with
         self.device = device
         self.grid, self.block = launch_shape(layout, device.multiprocessors, device.resident_threads)
         self.split_grid = split_blocks(layout, device.multiprocessors, device.resident_threads)
         if self.split_grid:
-            self.partial = device.function(module, codegen.PARTIAL)
-            self.finish = device.function(module, codegen.FINISH)
+            self.partial = device.function(module, PARTIAL)
+            self.finish = device.function(module, FINISH)
         else:
-            self.entry = device.function(module, codegen.ENTRY)
+            self.entry = device.function(module, ENTRY)
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
         layout = self.layout
@@ -97,7 +105,7 @@ class _Launcher:
         arguments = [inputs[slot] for slot in layout.loads] + list(outputs)
         for slot in layout.strided:
             arguments += map(np.int64, element_strides(inputs[slot], slot))
-        arguments += map(codegen.register_value, param_arguments(layout.param_uses, params))
+        arguments += map(self.register_value, param_arguments(layout.param_uses, params))
         if not self.split_grid:
             self.device.launch(self.entry, self.grid, self.block, arguments)
             return
@@ -118,7 +126,9 @@ class CudaBackend:
         self.target = Target(name, persistent_row_elements=self.persistent_row_elements, compute_weight=0.1)
 
     def source(self, kernel: Kernel) -> str:
-        text, _ = codegen.generate(kernel)
+        from ..codegen.cuda import generate
+
+        text, _ = generate(kernel)
         return text
 
     def supports(self, kernel: Kernel) -> bool:
@@ -137,7 +147,9 @@ class CudaBackend:
         reason = self.unavailable_reason()
         if reason is not None:
             raise RuntimeError(f"the {self.name} backend cannot run kernels: {reason}")
-        text, layout = codegen.generate(kernel)
+        from ..codegen.cuda import generate
+
+        text, layout = generate(kernel)
         return _Launcher(layout, self.device.load(text), self.device)
 
     def cached(self, kernel: Kernel) -> bool:

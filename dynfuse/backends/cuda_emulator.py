@@ -11,6 +11,9 @@ Its memory is host memory behind CuPy's interface (``EmulatedArray``): arrays pu
 ``'cuda-emulator'`` behave as CuPy's do where dynfuse's device code relies on it (NumPy's functions
 dispatch to them; converting one to NumPy without ``.get()`` raises TypeError), so CI runs the same
 device path as a GPU, and a host function reached by a device array fails there as it would on one.
+
+The header, the host compiler and the disk cache are read or imported where a module is first
+compiled or looked up: importing dynfuse needs only the memory and its arrays.
 """
 
 from __future__ import annotations
@@ -19,16 +22,11 @@ import ctypes
 import functools
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from .. import disk_cache
 
 _IMPLICIT = (
     "Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy "
@@ -124,16 +122,24 @@ def _device_result(kind: type[EmulatedArray], result: Any, outs: tuple = ()) -> 
     return result
 
 
-HEADER = Path(__file__).with_name("cuda_emulator.h").read_text()
 # Host compilation without fast math or contraction: each op rounds as it does in the kernel on a GPU.
 FLAGS = ("-x", "c++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-w")
-_ENTRY = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
+_ENTRY = r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\('
+
+
+@functools.cache
+def header() -> str:
+    """``cuda_emulator.h``, which every module is compiled after."""
+    return Path(__file__).with_name("cuda_emulator.h").read_text()
 
 
 @functools.cache
 def compiler() -> tuple[str, str] | None:
     """The host C++ compiler (``$CXX``, else ``c++``) and its version line, or None if there is none
     that compiles ``_Float16`` (g++ 12, clang 15 and later)."""
+    import shutil
+    import subprocess
+
     command = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not command:
         return None
@@ -176,14 +182,22 @@ class EmulatedDevice:
         return None
 
     def module_key(self, source: str) -> str:
-        return disk_cache.key_of(self.name, HEADER, source, FLAGS, compiler())
+        from .. import disk_cache
+
+        return disk_cache.key_of(self.name, header(), source, FLAGS, compiler())
 
     def cached(self, source: str) -> bool:
+        from .. import disk_cache
+
         return disk_cache.contains(self.name, self.module_key(source))
 
     def load(self, source: str) -> ctypes.CDLL:
         """``source`` compiled (or read from the disk cache) and loaded: one ``<kernel>_launch``
         entry per ``__global__`` function."""
+        import tempfile
+
+        from .. import disk_cache
+
         key = self.module_key(source)
         library = disk_cache.load(self.name, key)
         if library is None:
@@ -195,7 +209,10 @@ class EmulatedDevice:
             return ctypes.CDLL(str(path))  # mapped: the file may go
 
     def _compile(self, source: str) -> bytes:
-        entries = "".join(f"DF_EMULATOR_ENTRY({name})\n" for name in _ENTRY.findall(source))
+        import subprocess
+        import tempfile
+
+        entries = "".join(f"DF_EMULATOR_ENTRY({name})\n" for name in re.findall(_ENTRY, source))
         found = compiler()
         if found is None:
             raise RuntimeError(f"the cuda-emulator backend cannot run here: {self.unavailable_reason()}")
@@ -203,7 +220,7 @@ class EmulatedDevice:
             output = Path(directory) / "module.so"
             result = subprocess.run(
                 [found[0], *FLAGS, "-o", str(output), "-"],
-                input=f"{HEADER}\n{source}\n{entries}",
+                input=f"{header()}\n{source}\n{entries}",
                 capture_output=True,
                 text=True,
             )

@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import config, disk_cache
-from ..codegen import cuda as codegen
+from .. import config
 
 
 def architecture(capability: int, supported: Sequence[int]) -> str:
@@ -46,10 +45,12 @@ def architecture(capability: int, supported: Sequence[int]) -> str:
 def compile_program(nvrtc: Any, source: str, target: str) -> bytes:
     """``source`` compiled by NVRTC for ``target`` (``architecture``): a cubin, or NUL-terminated PTX
     as the driver loads it."""
+    from ..codegen.cuda import COMPILE_OPTIONS
+
     program = nvrtc.createProgram(source, "dynfuse.cu", [], [])
     try:
         try:
-            nvrtc.compileProgram(program, [f"--gpu-architecture={target}", *codegen.COMPILE_OPTIONS])
+            nvrtc.compileProgram(program, [f"--gpu-architecture={target}", *COMPILE_OPTIONS])
         except nvrtc.NVRTCError as error:
             log = nvrtc.getProgramLog(program)
             raise RuntimeError(
@@ -126,17 +127,24 @@ class CupyDevice:
 
     def _binary_key(self, source: str) -> tuple[str, str]:
         """The NVRTC target for the current GPU, and the disk-cache key of ``source``'s binary."""
+        from .. import disk_cache
+        from ..codegen.cuda import COMPILE_OPTIONS
+
         _, properties = self._current()
         nvrtc = self.library.cuda.nvrtc
         target = architecture(10 * properties["major"] + properties["minor"], nvrtc.getSupportedArchs())
-        key = disk_cache.key_of(self.name, source, codegen.COMPILE_OPTIONS, nvrtc.getVersion(), target)
+        key = disk_cache.key_of(self.name, source, COMPILE_OPTIONS, nvrtc.getVersion(), target)
         return target, key
 
     def cached(self, source: str) -> bool:
+        from .. import disk_cache
+
         return disk_cache.contains(self.name, self._binary_key(source)[1])
 
     def load(self, source: str) -> Any:
         """``source`` compiled for the current GPU (or its binary read from the disk cache), loaded."""
+        from .. import disk_cache
+
         target, key = self._binary_key(source)
         binary = disk_cache.load(self.name, key)
         if binary is None:

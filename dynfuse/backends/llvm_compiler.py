@@ -25,12 +25,14 @@ import hashlib
 import os
 import signal
 import struct
-import subprocess
 import sys
 import threading
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import llvmlite.binding as llvm
+
+if TYPE_CHECKING:
+    import subprocess
 
 # A compile asks for one of these: object code to load, or text for people (``explain``, tests).
 OUTPUTS = {b"o": "object", b"s": "assembly", b"i": "ir"}
@@ -124,6 +126,8 @@ class CompilerProcess:
     def _start(self) -> None:
         """Start the child if none runs: it sets LLVM up while this process goes on."""
         if self.process is None:
+            import subprocess  # here: a program's first compiles start no child
+
             try:
                 self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             except OSError as error:
@@ -178,6 +182,8 @@ class CompilerProcess:
         process, self.process = self.process, None
         if process is None:
             return None
+        import subprocess
+
         if kill:
             process.kill()
         _close_pipes(process)

@@ -16,7 +16,7 @@ loop sees only arithmetic after inlining.
 from __future__ import annotations
 
 import math
-from decimal import Decimal, getcontext
+from decimal import Context, Decimal, localcontext
 
 import numpy as np
 from llvmlite import ir
@@ -34,12 +34,14 @@ def _split(value: Decimal) -> tuple[float, float]:
     return hi, float(value - Decimal(hi))
 
 
-getcontext().prec = 50
-_LN2 = Decimal(2).ln()
-LN2_HI, LN2_LO = _split(_LN2)
-LOG2_E = float(1 / _LN2)
-LOG10_E = float(1 / Decimal(10).ln())
-LOG10_2_HI, LOG10_2_LO = _split(_LN2 / Decimal(10).ln())
+# In a context of its own: this module is imported by the first kernel generated, on whichever
+# thread, and that thread's decimal context is the program's.
+with localcontext(Context(prec=50)):
+    _LN2 = Decimal(2).ln()
+    LN2_HI, LN2_LO = _split(_LN2)
+    LOG2_E = float(1 / _LN2)
+    LOG10_E = float(1 / Decimal(10).ln())
+    LOG10_2_HI, LOG10_2_LO = _split(_LN2 / Decimal(10).ln())
 SQRT_HALF_BITS = int(np.float64(math.sqrt(0.5)).view(np.int64))
 ROUNDING_SHIFTER = 1.5 * 2.0**52  # adding it rounds a double below 2^51 to an integer, in the low bits
 

@@ -11,14 +11,18 @@
 Each function that mirrors a NumPy function also serves ``__array_function__``, so the same call
 through real NumPy (``numpy.concatenate([x, y])``) stays lazy; ``LazyArray.__array_namespace__``
 is this module (it sets itself there: ``array`` sits below it).
+
+``fft`` and ``random`` are imported when first used, as NumPy imports its own (``numpy.random``
+costs a few ms of every start-up); ``linalg``, which NumPy imports anyway, with the namespace.
 """
 
 import sys as _sys
+from typing import Any as _Any
 
 import numpy as _np
 
 from .. import array as _array
-from . import fft, linalg, random  # noqa: F401 (submodules, as NumPy's)
+from . import linalg  # noqa: F401 (a submodule, as NumPy's)
 from ._creation import *  # noqa: F403
 from ._elementwise import *  # noqa: F403
 from ._namespace import fall_through as _fall_through
@@ -34,5 +38,21 @@ inexact floating dtype finfo iinfo ndarray pi e euler_gamma inf nan newaxis"""
 globals().update({name: getattr(_np, name) for name in _OWN_OBJECTS.split()})
 
 _register_array_functions(globals(), _np)
-_fall_through(globals(), _np)
+_numpy_attribute = _fall_through(globals(), _np)
+
+
+def __getattr__(name: str) -> _Any:
+    """``fft`` and ``random``, dynfuse's, imported on first use; any other name, NumPy's. (Imported
+    by full name: ``from . import fft`` would look the name up here again, and recurse.)"""
+    if name == "fft":
+        import dynfuse.numpy.fft as fft
+
+        return fft
+    if name == "random":
+        import dynfuse.numpy.random as random
+
+        return random
+    return _numpy_attribute(name)
+
+
 _array.numpy_namespace = _sys.modules[__name__]

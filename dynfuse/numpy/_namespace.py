@@ -63,14 +63,15 @@ def falling_back(function: Callable) -> Callable:
 _NUMPYS_DUNDERS = frozenset({"__version__", "__array_api_version__", "__array_namespace_info__"})
 
 
-def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
+def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> Callable[[str], Any]:
     """Give the module whose globals are ``namespace`` every name of ``numpy_module`` it lacks.
 
     Functions fall back (``falling_back``); classes (dtypes, ``errstate``), constants and modules
     are NumPy's own objects, and so are ufuncs, which on lazy arrays reach
     ``LazyArray.__array_ufunc__``. Found once, then kept in the namespace. ``__all__`` is NumPy's
     (every public name of the namespace is one of NumPy's), so ``from dynfuse.numpy import *`` gives
-    what ``from numpy import *`` does.
+    what ``from numpy import *`` does. Returns the module's ``__getattr__``, for a module that
+    looks up a few names itself first.
     """
     module_name = namespace["__name__"]
 
@@ -92,3 +93,4 @@ def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
     namespace["__all__"] = list(numpy_module.__all__)
     namespace["__getattr__"] = __getattr__
     namespace["__dir__"] = __dir__
+    return __getattr__
