@@ -13,6 +13,7 @@ reduction's accumulator with a value (``REDUCTION_CODE``), in tables keyed by th
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,7 @@ def _astype(a: Any, dtype: np.dtype) -> np.ndarray:
     return np.asarray(a).astype(dtype)
 
 
+@functools.lru_cache(maxsize=4096)
 def _to_numpy_index(index: tuple) -> tuple:
     """Turn a normalized basic index (see ``views.basic_index``) back into a NumPy index.
 

@@ -341,6 +341,36 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
     return held_outside(deep, references_within(order), listed=1)  # ``order`` lists them too
 
 
+def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]:
+    """``held_intermediates``' candidates in ``node``'s trace (``order``, unmaterialized), for any
+    trace of its structure: the first position of each in ``node.ancestors``, and how often the
+    trace itself references it (``references_within``), which the structure fixes."""
+    inside = references_within(order)
+    seen: set[int] = set()
+    deep = []
+    for position, ancestor in enumerate(node.ancestors):
+        if ancestor.depth >= HELD_DEPTH and ancestor.op.kind is not OpKind.VIEW and id(ancestor) not in seen:
+            seen.add(id(ancestor))
+            deep.append((position, inside[id(ancestor)]))
+    return tuple(deep)
+
+
+def held_ancestors(node: Node, deep: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """``held_intermediates`` without a walk, for a trace whose structure gave ``deep``
+    (``deep_ancestors``): the positions in ``node.ancestors`` of those the program still holds."""
+    ancestors = node.ancestors
+    return tuple(
+        position for position, inside in deep if sys.getrefcount(ancestors[position]) > inside + 1
+    )  # + 1: ``getrefcount``'s argument
+
+
+def held_positions(node: Node, held: list[Node]) -> tuple[int, ...]:
+    """Where ``held_intermediates`` found ``held`` (intermediates of ``node``'s trace): their first
+    positions in ``node.ancestors``, as ``held_ancestors`` gives them."""
+    ids = [id(ancestor) for ancestor in node.ancestors]
+    return tuple(sorted(ids.index(id(member)) for member in held))
+
+
 # References to a node that ``held_outside`` itself holds while it counts: the list of candidates,
 # the loop variable, and ``sys.getrefcount``'s argument.
 _COUNTING_REFERENCES = 3
