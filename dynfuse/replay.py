@@ -19,7 +19,6 @@ Replays stand for plans and hold compiled kernels: forgetting either forgets the
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections import OrderedDict
 from collections.abc import Callable
@@ -290,7 +289,7 @@ def _leaf_position(positions: dict[int, int], leaf: Node, leaves: int) -> int:
 def _views(nodes: list[Node], numbers: tuple[int, ...]) -> tuple[Callable, ...]:
     """The view nodes a load reads its leaf through, as calls: their ops and params are the
     structure's, the same in every trace of it."""
-    return tuple(functools.partial(nodes[n].op.reference, **dict(nodes[n].params)) for n in numbers)
+    return tuple(nodes[number].op.bound(nodes[number].params) for number in numbers)
 
 
 def _viewed_as_it_is(
