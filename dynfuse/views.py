@@ -168,10 +168,14 @@ def index_key(index: Any) -> tuple | None:
     for item in index if type(index) is tuple else (index,):
         kind = type(item)
         if kind is slice:
-            bounds = (item.start, item.stop, item.step)
-            if not all(bound is None or type(bound) is int for bound in bounds):
+            start, stop, step = item.start, item.stop, item.step
+            if not (
+                (start is None or type(start) is int)
+                and (stop is None or type(stop) is int)
+                and (step is None or type(step) is int)
+            ):
                 return None
-            key.append(bounds)
+            key.append((start, stop, step))
         elif kind is int or item is None or item is Ellipsis:
             key.append(item)
         else:

@@ -21,6 +21,12 @@ def _ufunc_function(name: str, op: ops.Op) -> Any:
     ufunc = op.reference
 
     def function(*operands: Any, out: Any = None, **kwargs: Any) -> Any:
+        if out is None and not kwargs and len(operands) == ufunc.nin:
+            # The operators' common case (``record.record_common``: lazy arrays of one shape, Python
+            # scalars), taken first as they take it: a loop's ``np.maximum(x, 0)`` costs what ``x * 2`` does.
+            recorded = record.record_common(op, *operands)
+            if recorded is not None:
+                return recorded
         if len(operands) != ufunc.nin:
             raise TypeError(f"{name}() takes {ufunc.nin} positional arguments but {len(operands)} were given")
         if record.foreign((*operands, out)):  # another library's array: NumPy's ufunc hands it over
