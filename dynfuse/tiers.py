@@ -95,15 +95,21 @@ def kernel_tier(step: KernelStep, nodes: list[Node], backend: Backend, compile_s
     sizes = (views.size_of(node.shape) for node in group)
     if not compile_small and max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
         return Tier.INTERPRETED
-    work = sum(_interpreting_work(node, target) for node in group)
     key = (backend.name, kernel.signature)
+    compiled = cache.has_compiled(backend, kernel)
+    # Compiled, or compiling in the background: interpreted until the run it is due by
+    compiled_at = _sightings.get((_COMPILED_AT, key)) if compiled else None
+    if compiled and compiled_at is None:
+        return Tier.COMPILED  # the common case, a loop's: nothing more to count
+    work = sum(_interpreting_work(node, target) for node in group)
     seen = _sighted(key, work)  # this run's work included
+    if compiled:
+        if seen < compiled_at:
+            return Tier.INTERPRETED
+        _sightings.pop((_COMPILED_AT, key), None)
+        return Tier.COMPILED
     if seen < target.first_sight_work:
         return Tier.INTERPRETED
-    if cache.has_compiled(backend, kernel):
-        # Compiled, or compiling in the background: interpreted until the run it was due by
-        compiled_at = _sightings.get((_COMPILED_AT, key))
-        return Tier.INTERPRETED if compiled_at is not None and seen < compiled_at else Tier.COMPILED
     cost, at_hand = _sightings.get((_CODE_COST, key)) or _code_cost(backend, kernel, key)
     if seen < cost:
         return Tier.INTERPRETED
