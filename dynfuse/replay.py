@@ -146,11 +146,11 @@ class KernelReplay:
         "compiled",
         "direct",
         "fused_ops",
+        "gather",
         "kernel",
         "loads",
         "memory",
         "params",
-        "positions",
         "result_keys",
         "stores",
     )
@@ -180,8 +180,10 @@ class KernelReplay:
         # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
         # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
         self.direct = direct
-        # The leaf positions of the loads, then of the parameters: what a direct launch reads
-        self.positions = tuple(position for position, _, _ in loads) + params
+        # The leaves at the positions of the loads, then of the parameters: what a direct launch reads
+        positions = tuple(position for position, _, _ in loads) + params
+        take = operator.itemgetter(*positions)
+        self.gather: Callable[[tuple], Any] = take if len(positions) > 1 else lambda leaves: (take(leaves),)
         # Each result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
         # kept past a reset of the table is at worst a replay miss for what reads the result.
         self.result_keys: list[int | None] = [None] * len(stores)
@@ -240,7 +242,7 @@ class KernelReplay:
         try:
             leaves = node.leaves
             if self.direct:  # the common case: every cached small trace's launch
-                values = [leaves[position].buffer for position in self.positions]
+                values = [leaf.buffer for leaf in self.gather(leaves)]
                 loads = len(self.loads)
                 inputs, params = values[:loads], values[loads:]
             else:
@@ -252,7 +254,12 @@ class KernelReplay:
                         value = view(value)
                     inputs.append(value if source is None else read(value, source, self.kernel.shape, memory))
                 params = [leaves[position].buffer for position in self.params]
-            results = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
+            memory = self.memory
+            if self.direct:  # held in the layout the kernel was built for: launched as they are
+                results = [memory.empty(shape, dtype) for shape, dtype in self.kernel.output_layouts]
+                self.compiled(inputs, params, results)
+            else:
+                results = launch(self.kernel, self.compiled, inputs, params, memory)
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]
             for slot, (output, _, shape) in enumerate(self.stores):
