@@ -147,8 +147,9 @@ def run_planned(
     if key is not None and not moved:  # made before the run, while the trace is whole
         node = outputs[0]
         positions = trace.held_positions(node, list(held))
-        kept = replay.PlanReplay(plan, numbered.nodes, node, compile_small)
-        replay.keep(key, node, order, positions, kept)
+        kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
+        if kept is not None:
+            replay.keep(key, node, order, positions, kept)
     values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {})
     if kept is not None and compiled is not None and kept.launchable:
         kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, compiled, node, backend)

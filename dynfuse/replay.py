@@ -109,11 +109,11 @@ class PlanReplay:
 
     __slots__ = ("compile_small", "distinct", "first", "launchable", "outputs", "plan", "take")
 
-    def __init__(self, plan: Plan, nodes: list[Node], node: Node, compile_small: bool) -> None:
-        positions = positions_of(node)
+    def __init__(
+        self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int], compile_small: bool
+    ) -> None:
         self.plan = plan
-        self.compile_small = compile_small  # the trace is tiny and repeated: every kernel compiles
-        numbers = [positions[id(member)] for member in nodes]  # KeyError: not a trace of ``node``
+        self.compile_small = compile_small  # the trace is tiny and repeated: its tiny kernels may compile
         take = operator.itemgetter(*numbers)
         self.take: Callable[[tuple], Any] = take if len(numbers) > 1 else lambda p: (take(p),)
         self.outputs = tuple(number for number, _ in plan.outputs)
@@ -125,6 +125,17 @@ class PlanReplay:
         first = tuple(positions[id(ancestor)] - leaves for ancestor in ancestors)
         self.first = None if first == tuple(range(len(ancestors))) else first
         self.distinct = len(set(map(id, ancestors)))
+
+    @classmethod
+    def of(cls, plan: Plan, nodes: list[Node], node: Node, compile_small: bool) -> PlanReplay | None:
+        """The replay of ``plan`` over the numbered ``nodes`` of ``node``'s trace, or None where one
+        of them is not at a position of its structure (then nothing is replayed)."""
+        positions = positions_of(node)
+        try:
+            numbers = [positions[id(member)] for member in nodes]
+        except KeyError:
+            return None
+        return cls(plan, numbers, node, positions, compile_small)
 
     def nodes_of(self, node: Node) -> list[Node] | None:
         """``node``'s trace as the plan numbered it, or None where it shares its intermediates
@@ -254,12 +265,7 @@ class KernelReplay:
                         value = view(value)
                     inputs.append(value if source is None else read(value, source, self.kernel.shape, memory))
                 params = [leaves[position].buffer for position in self.params]
-            memory = self.memory
-            if self.direct:  # held in the layout the kernel was built for: launched as they are
-                results = [memory.empty(shape, dtype) for shape, dtype in self.kernel.output_layouts]
-                self.compiled(inputs, params, results)
-            else:
-                results = launch(self.kernel, self.compiled, inputs, params, memory)
+            results = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]
             for slot, (output, _, shape) in enumerate(self.stores):
