@@ -74,23 +74,21 @@ def materialize(nodes: Sequence[Node]) -> None:
             # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
             runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
             key = trace.replay_key(runs_on, outputs[0])
-        if key is not None:
-            found = replay.find(key)
-            if found is not None and found.materialize(outputs[0], key):
-                return
+            if key is not None:
+                kept = replay.find(key)
+                if kept is not None and _replayed(kept, outputs[0], key, backend):
+                    return
         order = topological_order(outputs)
         held = held_intermediates(order, outputs)
-        if held:
-            outputs, key = [*outputs, *held], None  # no replay: it computes one node
         small = backend is not None and tiny(order, backend)
         interpreted = backend is None or (small and not repeated_enough(key, backend))
         place = HOST if interpreted else backend.memory
         moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
         if interpreted:
-            results = interpret.run(order, outputs, moved)
+            results = interpret.run(order, [*outputs, *held], moved)
         else:
-            results = run_planned(order, outputs, backend, key, compile_small=small, moved=moved)
-        for node in outputs:
+            results = run_planned(order, outputs, backend, key, small, moved, held)
+        for node in [*outputs, *held]:
             node.become_leaf(results[node] if place is memory else move(results[node], place, memory))
         _counters()["materializations"] += 1
 
@@ -130,24 +128,77 @@ def run_planned(
     key: tuple | None = None,
     compile_small: bool = False,
     moved: dict[Node, Any] | None = None,
+    held: Sequence[Node] = (),
 ) -> dict[Node, Any]:
-    """Plan and run on the backend's memory, reading ``moved`` leaves' copies there; with a replay
-    ``key``, a plan of one compiled kernel is kept for replaying."""
-    trace = schedule.number_trace(order, outputs)
+    """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
+    intermediates the program ``held`` computed too; with a replay ``key`` (one output), what ran
+    is kept for replaying."""
+    computed = [*outputs, *held]
+    numbered = schedule.number_trace(order, computed)
     try:
-        plan = schedule.plan_for(trace, backend.target)
+        plan = schedule.plan_for(numbered, backend.target)
     except MemoryError:  # the program's to handle, as under NumPy: not a fault of dynfuse's
         raise
     except Exception as error:  # a fault of the scheduler's: the trace still runs, op by op
         _warn_fault("planning", error)
         stats.count_fallback("plan")
-        return _on(backend.memory, interpret.run(order, outputs, moved_leaves(order, HOST)))
-    values, compiled = run_plan(trace.nodes, plan, backend, compile_small, moved or {})
-    if key is not None and compiled is not None:
-        kept = replay.Replay.of(trace.nodes, plan, compiled, outputs[0], backend.memory)
+        return _on(backend.memory, interpret.run(order, computed, moved_leaves(order, HOST)))
+    kept = None
+    if key is not None and not moved:  # made before the run, while the trace is whole
+        node = outputs[0]
+        positions = trace.held_positions(node, list(held))
+        kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
         if kept is not None:
-            replay.keep(key, kept)
-    return {node: values[node] for node in outputs}
+            replay.keep(key, node, order, positions, kept)
+    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {})
+    if kept is not None and compiled is not None and kept.launchable:
+        kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, compiled, node, backend)
+    return {node: values[node] for node in computed}
+
+
+def _keep_kernel(
+    key: tuple,
+    held: tuple[int, ...],
+    nodes: list[Node],
+    plan: Plan,
+    compiled: CompiledKernel,
+    node: Node,
+    backend: Backend,
+) -> bool:
+    """A plan that ran as one compiled kernel over leaves and their views: replayed by a launch
+    from then on. Whether it is."""
+    kernel = replay.KernelReplay.of(nodes, plan, compiled, node, backend.memory)
+    kept = replay.find(key)
+    if kernel is None or kept is None:
+        return False
+    kept.runs[held] = kernel
+    return True
+
+
+def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend) -> bool:
+    """Compute ``node`` by what its structure kept, if it kept a run for the deep intermediates
+    the program holds now; False where it did not, or that run cannot take this trace."""
+    held = kept.held(node)
+    run = kept.runs.get(held)
+    if run is None:
+        return False
+    if isinstance(run, replay.KernelReplay):
+        return run.materialize(node, key)
+    nodes = run.nodes_of(node)
+    if nodes is None:
+        return False
+    memory = backend.memory
+    moved = {} if memory is HOST else moved_leaves(nodes, memory)
+    values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved)
+    outputs = [nodes[number] for number in run.outputs]
+    if compiled is not None and run.launchable:
+        run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
+    for output in outputs:
+        output.become_leaf(values[output])
+    counters = _counters()
+    counters["replays"] += 1
+    counters["materializations"] += 1
+    return True
 
 
 def _on(place: Memory, values: dict[Node, Any]) -> dict[Node, Any]:
@@ -270,8 +321,8 @@ class _Run:
 
 def explain_plan(outputs: list[Node], backend: Backend) -> tuple[list[Node], Plan]:
     """The numbered trace and the plan that materializing ``outputs`` would run: nothing runs."""
-    trace = schedule.number_trace(topological_order(outputs), outputs)
-    return trace.nodes, schedule.plan_for(trace, backend.target)
+    numbered = schedule.number_trace(topological_order(outputs), outputs)
+    return numbered.nodes, schedule.plan_for(numbered, backend.target)
 
 
 def wanted_nodes(nodes: Sequence[Node]) -> list[Node]:

@@ -185,9 +185,14 @@ class Target:
     # compile is cheap); later sightings wait for the compile. Interpreting work below about one
     # compile's time then hides the compile behind it, on another core.
     background_work: int = 0
-    # A trace of tiny kernels seen this many times compiles after all (0: never): replayed without
-    # planning, one launch costs less than NumPy's calls, and the repeats pay for the compile.
+    # A trace of tiny kernels seen this many times is planned after all (0: never), and its kernels
+    # then compile by the rule every kernel follows (the work interpreted reaches the code's cost):
+    # replayed, one launch costs less than NumPy's calls. Its interpreted runs pay for the plan.
     tiny_repeats: int = 0
+    # What the reference executor's call of one op costs besides its elements' work: NumPy's
+    # dispatch and the executor's own bookkeeping, in the same units. On tiny arrays it is all
+    # that interpreting costs, and what a compiled launch saves.
+    interpreted_op_work: int = 0
     # The cost of computing one unit of op cost (an add), in loads or stores of one element: about
     # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
     # recomputing a shared node in several kernels against storing it once with this.

@@ -13,6 +13,8 @@ reduction's accumulator with a value (``REDUCTION_CODE``), in tables keyed by th
 from __future__ import annotations
 
 import enum
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +61,19 @@ class Op:
     # Whether the result jumps where a float operand crosses a value (a comparison, a floor, an
     # argmax): fed a float one ulp away from NumPy's, it may differ in every bit, and not by a bug.
     jumps: bool = False
+    # ``bind(**params)``: the reference with these params, as one quick call of its operand, where
+    # the params take work to turn into the reference's (a getitem's index): what a replay applies
+    # to each new leaf. Without it, the reference is partially applied.
+    bind: Callable[..., Callable[[Any], Any]] | None = None
 
     def __repr__(self) -> str:
         return self.name
+
+    def bound(self, params: tuple) -> Callable[[Any], Any]:
+        """The reference with ``params`` (a node's), as a call of its one operand."""
+        if self.bind is not None:
+            return self.bind(**dict(params))
+        return functools.partial(self.reference, **dict(params))
 
 
 def _astype(a: Any, dtype: np.dtype) -> np.ndarray:
@@ -87,6 +99,10 @@ def _to_numpy_index(index: tuple) -> tuple:
 
 def _getitem(a: np.ndarray, index: tuple) -> np.ndarray:
     return a[_to_numpy_index(index)]
+
+
+def _bind_getitem(index: tuple) -> Callable[[np.ndarray], np.ndarray]:
+    return operator.itemgetter(_to_numpy_index(index))
 
 
 BUFFER = Op("buffer", OpKind.BUFFER)
@@ -341,7 +357,7 @@ VIEWS: dict[str, Op] = {
     "reshape": Op("reshape", OpKind.VIEW, np.reshape),
     "transpose": Op("transpose", OpKind.VIEW, np.transpose),
     "broadcast_to": Op("broadcast_to", OpKind.VIEW, np.broadcast_to),
-    "getitem": Op("getitem", OpKind.VIEW, _getitem),
+    "getitem": Op("getitem", OpKind.VIEW, _getitem, bind=_bind_getitem),
 }
 
 

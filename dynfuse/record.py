@@ -544,8 +544,18 @@ def setitem(target: Any, index: Any, value: Any) -> None:
     lazy arrays must be on it."""
     if direct.setitem(target, index, value):
         return
-    lazy_parts = [item for item in flatten((index, value)) if is_lazy(item)]
     memory = target._node.memory
+    if type(value) is LazyArray and memory is HOST and views.index_key(index) is not None:
+        # The common case (``b[1:-1, 1:-1] = expression``), without looking for lazy arrays inside
+        # the index: its value, replayed where it can be, copied in by NumPy.
+        node = value._node
+        if node.device not in (None, memory):
+            mixed_devices("setitem", (target._node, node))
+        with execute.lock:
+            buffer = prepare_write(target, [node])
+            buffer[index] = node.buffer
+        return
+    lazy_parts = [item for item in flatten((index, value)) if is_lazy(item)]
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
     if elsewhere:
         mixed_devices("setitem", (target._node, *elsewhere))

@@ -1,15 +1,28 @@
-"""Replays: a repeated trace's one compiled kernel run again from its new leaves, unplanned.
+"""Replays: a repeated trace run again from its new leaves, without walking, numbering or planning it.
 
-A materialization whose plan is one compiled kernel that reads the node's leaves keeps a ``Replay``
-under the node's replay key (``trace.replay_key``: the backend and the structure recorded with the
-node); a later node of the same structure is computed by that kernel on its own leaves. Replays
-stand for plans and hold compiled kernels: forgetting either forgets them (``clear_plans``,
+A materialization that plans a trace with a replay key (``trace.replay_key``: the backend and the
+structure recorded with the node) keeps what it ran under that key. A later node of the same
+structure finds its own leaves and intermediates at the same positions of its ``leaves`` and
+``ancestors`` (the structure fixes them), and runs that again:
+- ``KernelReplay``, a plan of one compiled kernel whose loads are leaves or views of leaves: it is
+  launched on the leaves' buffers (every cached statement over arrays: one launch, no plan);
+- ``PlanReplay``, any other plan (several kernels, library calls, kernels the tier policy still
+  interprets): ``execute.run_plan`` runs it over the trace's own nodes, laid out as it numbered
+  them, without the walk, the numbering and the plan lookup.
+
+Which deep intermediates the program still holds is part of what a run computes (they become
+leaves too, ``trace.held_intermediates``), so a structure keeps a run for each set of them it met
+(``Replay.runs``), and finds which set it is from reference counts alone (``trace.held_ancestors``).
+Replays stand for plans and hold compiled kernels: forgetting either forgets them (``clear_plans``,
 ``clear_kernels``).
 """
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from . import cache, config, schedule, stats, trace
 from .devices import Memory
@@ -21,10 +34,10 @@ from .trace import Node
 
 _counters = stats.thread_counters
 
-# Replays, most recently used last; read and written under ``execute.lock``. An OrderedDict, not a
-# ``cache.CountedCache``: a replay lookup is on the dispatch path of every small trace, and
-# cachetools' LRU with its own lock costs microseconds there. Not counted here: a replay is counted
-# when it runs, and a miss is the planned path's to count.
+# Replays by replay key, most recently used last; read and written under ``execute.lock``. An
+# OrderedDict, not a ``cache.CountedCache``: a replay lookup is on the dispatch path of every small
+# trace, and cachetools' LRU with its own lock costs microseconds there. Not counted here: a replay
+# is counted when it runs, and a miss is the planned path's to count.
 _replays: OrderedDict[tuple, Replay] = OrderedDict()
 
 
@@ -35,10 +48,15 @@ def find(key: tuple) -> Replay | None:
     return found
 
 
-def keep(key: tuple, replay: Replay) -> None:
-    _replays[key] = replay
-    if len(_replays) > config.plan_cache_size:
-        _replays.popitem(last=False)
+def keep(key: tuple, node: Node, order: list[Node], held: tuple[int, ...], run: Run) -> None:
+    """Keep ``run`` for ``node``'s structure, when the program holds the deep intermediates at
+    ``held`` (positions in ``node.ancestors``); ``order`` is the trace, still unmaterialized."""
+    kept = _replays.get(key)
+    if kept is None:
+        kept = _replays[key] = Replay(trace.deep_ancestors(node, order))
+        if len(_replays) > config.plan_cache_size:
+            _replays.popitem(last=False)
+    kept.runs[held] = run
 
 
 def forget(key: tuple) -> None:
@@ -58,107 +76,206 @@ def clear_kernels() -> None:
 
 
 class Replay:
-    """A plan of one compiled kernel whose loads are leaves, run again from the leaves of another
-    trace of the same structure: no walk, no numbering, no plan lookup."""
+    """What one structure keeps: a run for each set of held deep intermediates it met."""
+
+    __slots__ = ("deep", "runs")
+
+    def __init__(self, deep: tuple[tuple[int, int], ...]) -> None:
+        self.deep = deep  # ``trace.deep_ancestors``: where held intermediates may be
+        self.runs: dict[tuple[int, ...], Run] = {}
+
+    def held(self, node: Node) -> tuple[int, ...]:
+        """The positions in ``node.ancestors`` of the deep intermediates the program holds."""
+        return trace.held_ancestors(node, self.deep) if self.deep else ()
+
+
+def pool(node: Node) -> tuple[Node, ...]:
+    """Every node of ``node``'s trace at a position its structure fixes: leaves, ancestors, itself."""
+    return (*node.leaves, *node.ancestors, node)
+
+
+def positions_of(node: Node) -> dict[int, int]:
+    """Each node of ``node``'s trace, by id: its first position in ``pool(node)``."""
+    positions: dict[int, int] = {}
+    for position, member in enumerate(pool(node)):
+        positions.setdefault(id(member), position)
+    return positions
+
+
+class PlanReplay:
+    """A plan run again over another trace of the same structure: its nodes, laid out as the plan
+    numbered them, are taken from the trace's ``pool`` (``nodes_of``), so nothing is walked,
+    numbered or looked up. ``execute.run_plan`` runs it, each kernel at the tier it gets then."""
+
+    __slots__ = ("compile_small", "distinct", "first", "launchable", "outputs", "plan", "take")
+
+    def __init__(
+        self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int], compile_small: bool
+    ) -> None:
+        self.plan = plan
+        self.compile_small = compile_small  # the trace is tiny and repeated: its tiny kernels may compile
+        take = operator.itemgetter(*numbers)
+        self.take: Callable[[tuple], Any] = take if len(numbers) > 1 else lambda p: (take(p),)
+        self.outputs = tuple(number for number, _ in plan.outputs)
+        # Whether a run of it as one compiled kernel may be a ``KernelReplay`` (cleared once not)
+        self.launchable = len(plan.steps) == 1 and isinstance(plan.steps[0], KernelStep)
+        # How the trace shares its intermediates, which its structure alone does not say (``t + t``
+        # and ``-x + -x``): the first position of each ancestor, and how many distinct ones it has.
+        leaves, ancestors = len(node.leaves), node.ancestors
+        first = tuple(positions[id(ancestor)] - leaves for ancestor in ancestors)
+        self.first = None if first == tuple(range(len(ancestors))) else first
+        self.distinct = len(set(map(id, ancestors)))
+
+    @classmethod
+    def of(cls, plan: Plan, nodes: list[Node], node: Node, compile_small: bool) -> PlanReplay | None:
+        """The replay of ``plan`` over the numbered ``nodes`` of ``node``'s trace, or None where one
+        of them is not at a position of its structure (then nothing is replayed)."""
+        positions = positions_of(node)
+        try:
+            numbers = [positions[id(member)] for member in nodes]
+        except KeyError:
+            return None
+        return cls(plan, numbers, node, positions, compile_small)
+
+    def nodes_of(self, node: Node) -> list[Node] | None:
+        """``node``'s trace as the plan numbered it, or None where it shares its intermediates
+        otherwise than the trace planned (then the plan would not compute it as numbered)."""
+        ancestors = node.ancestors
+        if len(set(map(id, ancestors))) != self.distinct:
+            return None
+        first = self.first
+        if first is not None and any(ancestors[i] is not ancestors[f] for i, f in enumerate(first)):
+            return None
+        return list(self.take(pool(node)))
+
+
+class KernelReplay:
+    """A plan of one compiled kernel whose loads are leaves or views of leaves, launched again on
+    the leaves of another trace of the same structure: no walk, no numbering, no plan lookup."""
 
     __slots__ = (
         "compiled",
         "direct",
         "fused_ops",
+        "gather",
         "kernel",
         "loads",
         "memory",
-        "output",
         "params",
-        "positions",
-        "result_key",
-        "shape",
+        "result_keys",
+        "stores",
     )
 
     def __init__(
         self,
         kernel: Kernel,
         compiled: CompiledKernel,
-        loads: tuple[tuple[int, Source], ...],
+        loads: tuple[tuple[int, tuple, Source], ...],
         params: tuple[int, ...],
-        output: int,
-        shape: tuple[int, ...],
+        stores: tuple[tuple[int, int, tuple[int, ...] | None], ...],
         fused_ops: int,
         direct: bool,
         memory: Memory,
     ) -> None:
         self.kernel = kernel
         self.compiled = compiled
-        self.memory = memory  # the backend's, which is the node's leaves' (``Replay.of``)
-        self.loads = loads  # (leaf position, source) per load slot
+        self.memory = memory  # the backend's, which is the node's leaves' (``KernelReplay.of``)
+        # Per load slot: its leaf's position, the views it is read through, and its source where
+        # the view is then read through its index map (None: read as it is)
+        self.loads = loads
         self.params = params  # leaf position per parameter slot
-        self.output = output  # which output holds the node
-        # The node's shape, where the kernel's output has another (the replay key fixes it)
-        self.shape = None if kernel.output_layouts[output][0] == shape else shape
+        # Per value computed: the kernel's output holding it, its position in ``node.ancestors``
+        # (-1: the node itself), and its shape where the output has another (the key fixes it)
+        self.stores = stores
         self.fused_ops = fused_ops
         # Every load is its leaf's buffer as it is, in the layout the kernel was built for. The
         # replay key holds the leaves' layouts, so what held for this trace holds for every replay.
         self.direct = direct
-        # The leaf positions of the loads, then of the parameters: what a direct launch reads
-        self.positions = tuple(position for position, _ in loads) + params
-        # The result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
+        # The leaves at the positions of the loads, then of the parameters: what a direct launch reads
+        positions = tuple(position for position, _, _ in loads) + params
+        take = operator.itemgetter(*positions)
+        self.gather: Callable[[tuple], Any] = take if len(positions) > 1 else lambda leaves: (take(leaves),)
+        # Each result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
         # kept past a reset of the table is at worst a replay miss for what reads the result.
-        self.result_key: int | None = None
+        self.result_keys: list[int | None] = [None] * len(stores)
 
     @classmethod
     def of(
         cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node, memory: Memory
-    ) -> Replay | None:
-        """The replay of ``plan`` for ``node``'s structure, or None if the plan does more than that,
-        or reads a leaf from another memory than ``memory``, where the kernel runs. (The structure
-        holds where each leaf is, so what holds for this trace holds for every replay.)"""
+    ) -> KernelReplay | None:
+        """The replay of ``plan`` (over the numbered ``nodes`` of ``node``'s trace) or None if the
+        plan does more than one kernel over leaves and their views, or reads a leaf from another
+        memory than ``memory``, where the kernel runs. (The structure holds where each leaf is,
+        so what holds for this trace holds for every replay.)"""
         if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
             return None
         if any(leaf.memory is not memory for leaf in node.leaves if leaf.op.kind is OpKind.BUFFER):
             return None
         step = plan.steps[0]
-        ((number, source),) = plan.outputs
-        if source.views or number not in step.stores or any(load.views for load in step.loads):
+        if any(source.views or number not in step.stores for number, source in plan.outputs):
             return None
-        positions: dict[int, int] = {}
-        for position, leaf in enumerate(node.leaves):
-            positions.setdefault(id(leaf), position)
+        positions = positions_of(node)
+        leaves, ancestors = len(node.leaves), len(node.ancestors)
         try:
-            loads = tuple((positions[id(nodes[load.node])], load) for load in step.loads)
-            params = tuple(positions[id(nodes[number])] for number in step.params)
+            loads = tuple(
+                (_leaf_position(positions, nodes[load.node], leaves), _views(nodes, load.views), load)
+                for load in step.loads
+            )
+            params = tuple(_leaf_position(positions, nodes[number], leaves) for number in step.params)
         except KeyError:  # a source that is not one of the node's leaves
             return None
+        stores = []
+        for number, _ in plan.outputs:
+            position = positions[id(nodes[number])] - leaves
+            output = step.stores.index(number)
+            shape = nodes[number].shape
+            stores.append((output, -1 if position == ancestors else position, _reshape(step, output, shape)))
         kernel = step.kernel
         direct = all(
-            _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous, memory)
-            for load, contiguous in zip(step.loads, kernel.contiguous_loads, strict=True)
+            not views and _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous, memory)
+            for (_, views, load), contiguous in zip(loads, kernel.contiguous_loads, strict=True)
         )
-        output = step.stores.index(number)
-        return cls(kernel, compiled, loads, params, output, node.shape, len(step.nodes), direct, memory)
+        if not direct:  # where a load's view already has the iteration's shape, it is read as it is
+            loads = tuple(
+                (
+                    position,
+                    views,
+                    None if _viewed_as_it_is(nodes[load.node], views, load, kernel, memory) else load,
+                )
+                for position, views, load in loads
+            )
+        return cls(kernel, compiled, loads, params, tuple(stores), len(step.nodes), direct, memory)
 
     def materialize(self, node: Node, key: tuple) -> bool:
-        """Compute ``node`` by this replay; False if that failed (then it is forgotten, and the
-        planned path runs the trace again, warning and falling back if it must)."""
+        """Compute ``node`` (and the held intermediates this replay was kept for) by this replay;
+        False if that failed (then it is forgotten, and the planned path runs the trace again,
+        warning and falling back if it must)."""
         try:
             leaves = node.leaves
             if self.direct:  # the common case: every cached small trace's launch
-                values = [leaves[position].buffer for position in self.positions]
+                values = [leaf.buffer for leaf in self.gather(leaves)]
                 loads = len(self.loads)
                 inputs, params = values[:loads], values[loads:]
             else:
-                shape = self.kernel.shape
-                inputs = [
-                    read(leaf_value(leaves[position], self.memory), source, shape, self.memory)
-                    for position, source in self.loads
-                ]
+                memory = self.memory
+                inputs = []
+                for position, views, source in self.loads:
+                    value = leaf_value(leaves[position], memory)
+                    for view in views:
+                        value = view(value)
+                    inputs.append(value if source is None else read(value, source, self.kernel.shape, memory))
                 params = [leaves[position].buffer for position in self.params]
-            result = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
-            result = result[self.output]
-            if self.shape is not None:
-                result = result.reshape(self.shape)
-            if self.result_key is None:  # the same every time: the kernel allocates it
-                self.result_key = trace.structure_id(trace.buffer_key(result, node.device))
-            node.become_leaf(result, self.result_key)
+            results = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
+            ancestors = node.ancestors
+            computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]
+            for slot, (output, _, shape) in enumerate(self.stores):
+                result = results[output] if shape is None else results[output].reshape(shape)
+                result_key = self.result_keys[slot]
+                if result_key is None:  # the same every time: the kernel allocates it
+                    result_key = self.result_keys[slot] = trace.structure_id(
+                        trace.buffer_key(result, node.device)
+                    )
+                computed[slot].become_leaf(result, result_key)
         except MemoryError:
             raise
         except Exception:
@@ -170,6 +287,38 @@ class Replay:
         counters["fused_ops"] += self.fused_ops
         counters["materializations"] += 1
         return True
+
+
+Run = KernelReplay | PlanReplay
+
+
+def _leaf_position(positions: dict[int, int], leaf: Node, leaves: int) -> int:
+    position = positions[id(leaf)]
+    if position >= leaves:
+        raise KeyError(position)  # an intermediate: not a leaf of the trace
+    return position
+
+
+def _views(nodes: list[Node], numbers: tuple[int, ...]) -> tuple[Callable, ...]:
+    """The view nodes a load reads its leaf through, as calls: their ops and params are the
+    structure's, the same in every trace of it."""
+    return tuple(nodes[number].op.bound(nodes[number].params) for number in numbers)
+
+
+def _viewed_as_it_is(
+    leaf: Node, views: tuple[Callable, ...], load: Source, kernel: Kernel, memory: Memory
+) -> bool:
+    """Whether the kernel reads the view of this leaf as it is (then so it does in every replay:
+    the structure fixes the leaf's layout, and so the view's)."""
+    value = leaf_value(leaf, memory)
+    for view in views:
+        value = view(value)
+    return read(value, load, kernel.shape, memory) is value
+
+
+def _reshape(step: KernelStep, output: int, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The node's shape, where the kernel's output has another."""
+    return None if step.kernel.output_layouts[output][0] == shape else shape
 
 
 def _read_as_it_is(

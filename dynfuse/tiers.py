@@ -1,14 +1,16 @@
 """The tier policy: whether a trace is planned, and whether each kernel runs compiled or interpreted.
 
-Below ``Target.tiny_elements`` a trace is interpreted unplanned (a compiled launch costs more than
-NumPy's few calls), unless it repeats ``Target.tiny_repeats`` times. Otherwise a kernel is
-interpreted until the work of its signature's interpreted runs reaches what getting its code costs:
-compiling it (``Backend.compile_work``), or loading it where the backend keeps it (tiered, like a
-JIT: one-off small work pays no compile), and compiled from then on. Where that first compiled run
-would do less work than ``Target.background_work`` and another core is free, it runs interpreted
-once more while the kernel compiles on a thread of its own, and later runs wait for that compile:
-the compile is hidden behind the work, and which runs are interpreted still depends only on the
-program, not on timing.
+Below ``Target.tiny_elements`` a trace is interpreted unplanned (planning it costs more than
+NumPy's few calls), unless it repeats ``Target.tiny_repeats`` times: then its interpreted runs have
+paid for a plan, which is kept and replayed. A kernel is interpreted until the work of its
+signature's interpreted runs reaches what getting its code costs: compiling it
+(``Backend.compile_work``), or loading it where the backend keeps it (tiered, like a JIT: one-off
+small work pays no compile), and compiled from then on; a tiny kernel only in a repeated trace.
+Where another core is free, the compile runs on a thread of its own from the run that reaches its
+cost, and the kernel stays interpreted until as much work again is interpreted (one run, where a
+run's work takes a compile's time, ``Target.background_work``); later runs wait for the compile
+if it is not done. The compile is hidden behind the work, and which runs are interpreted depends
+only on the program, never on timing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import cachetools
 
 from . import cache, config, registry, views
 from .devices import HOST
-from .kernel import Backend, Kernel
+from .kernel import Backend, Kernel, Target
 from .ops import OpKind
 from .schedule import KernelStep
 from .trace import Node
@@ -68,8 +70,9 @@ def tiny(order: list[Node], backend: Backend) -> bool:
 
 
 def repeated_enough(key: tuple | None, backend: Backend) -> bool:
-    """A small trace seen ``Target.tiny_repeats`` times compiles: replayed, its launch costs less
-    than interpreting it, and the compile is paid back over the repeats."""
+    """A small trace seen ``Target.tiny_repeats`` times is planned (and its plan kept for replaying):
+    its interpreted runs have cost what planning it costs. Its kernels then compile by their work
+    (``kernel_tier``): replayed, a launch costs less than interpreting them."""
     repeats = backend.target.tiny_repeats
     if key is None or not repeats:
         return False
@@ -78,57 +81,86 @@ def repeated_enough(key: tuple | None, backend: Backend) -> bool:
 
 def kernel_tier(step: KernelStep, nodes: list[Node], backend: Backend, compile_small: bool) -> Tier:
     """How ``step`` of a plan over the numbered ``nodes`` runs on ``backend`` this time
-    (``compile_small``: its trace repeated, so it compiles whatever its size).
+    (``compile_small``: its trace is tiny and repeated, so its tiny kernels may compile too).
 
     Interpreted until interpreting this kernel's signature has cost as much as getting its code
     would (compiling it, as the backend estimates; loading it, where the backend keeps it), then
     compiled: the ski-rental rule, which never pays more than twice the best choice made knowing
     how often the kernel will run. A one-off statistic stays interpreted; a loop's body compiles
-    after a few iterations, or at once. The first run that would compile is interpreted while the
-    kernel compiles in the background (``Target.background_work``), unless its code is at hand
-    (then compiling is only loading it).
+    after a few iterations, or at once.
 
-    Interpreting costs every node of the group computed whole, a NumPy pass each
-    (``_interpreting_work``). A kernel may compute far less (one element of a long chain, through
-    an index map). Below ``Target.first_sight_work``, the least any code costs, the backend is not
-    asked."""
+    Where another core is free and the code is not at hand, the compile runs in the background
+    (``Target.background_work``) from the run that reaches its cost, and the kernel stays
+    interpreted until the work interpreted since then reaches that cost again: about as long as
+    the compile takes, so the program does not wait for it, and what it spends is what compiling
+    in the foreground would have cost (the rule's bound holds). A run that does at least
+    ``background_work`` takes about a compile's time by itself: the next run waits for the compile.
+
+    Interpreting costs every node of the group computed whole, a NumPy pass each, and a NumPy
+    call each (``_interpreting_work``). A kernel may compute far less (one element of a long
+    chain, through an index map). Below ``Target.first_sight_work``, the least any code costs, the
+    backend is not asked."""
     if not config.tiers:
         return Tier.COMPILED
     target, kernel = backend.target, step.kernel
     group = [nodes[number] for number in step.nodes]
     sizes = (views.size_of(node.shape) for node in group)
-    if max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
-        return Tier.COMPILED if compile_small else Tier.INTERPRETED
-    work = sum(map(_interpreting_work, group))
-    seen = _sighted((backend.name, kernel.signature), work)  # this run's work included
+    if not compile_small and max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
+        return Tier.INTERPRETED
+    key = (backend.name, kernel.signature)
+    compiled = cache.has_compiled(backend, kernel)
+    # Compiled, or compiling in the background: interpreted until the run it is due by
+    compiled_at = _sightings.get((_COMPILED_AT, key)) if compiled else None
+    if compiled and compiled_at is None:
+        return Tier.COMPILED  # the common case, a loop's: nothing more to count
+    work = sum(_interpreting_work(node, target) for node in group)
+    seen = _sighted(key, work)  # this run's work included
+    if compiled:
+        if seen < compiled_at:
+            return Tier.INTERPRETED
+        _sightings.pop((_COMPILED_AT, key), None)
+        return Tier.COMPILED
     if seen < target.first_sight_work:
         return Tier.INTERPRETED
-    if cache.has_compiled(backend, kernel):
-        return Tier.COMPILED
-    cost, at_hand = _code_cost(backend, kernel)
+    cost, at_hand = _sightings.get((_CODE_COST, key)) or _code_cost(backend, kernel, key)
     if seen < cost:
         return Tier.INTERPRETED
+    _sightings.pop((_CODE_COST, key), None)  # it will be kept: asked again if it is forgotten
     if work < target.background_work and config.threads > 1 and not at_hand:
+        # Later runs wait for it once they have interpreted as much again as the compile costs
+        _sightings[(_COMPILED_AT, key)] = seen + cost - work
         return Tier.COMPILING
+    _sightings.pop((_COMPILED_AT, key), None)
     return Tier.COMPILED
 
 
-def _code_cost(backend: Backend, kernel: Kernel) -> tuple[float, bool]:
+# Tags, beside each kernel signature's work seen: the work seen by which its background compile is
+# due, and what getting its code costs (asked once while it is interpreted: a disk lookup, a
+# module's lines counted).
+_COMPILED_AT = "compiled at"
+_CODE_COST = "code cost"
+
+
+def _code_cost(backend: Backend, kernel: Kernel, key: Hashable) -> tuple[float, bool]:
     """What getting the kernel's code costs, in the work of interpreting it, and whether the backend
-    keeps that code (then it is only loaded, at the least cost, ``Target.first_sight_work``). If
-    asking fails: nothing, as if kept; the kernel is then compiled at once, where the failure falls
-    back as any compile's does."""
+    keeps that code (then it is only loaded, at the least cost, ``Target.first_sight_work``), kept
+    under ``key`` for its next runs. If asking fails: nothing, as if kept; the kernel is then
+    compiled at once, where the failure falls back as any compile's does."""
     try:
         if backend.cached(kernel):
-            return backend.target.first_sight_work, True
-        return backend.compile_work(kernel), False
+            found = backend.target.first_sight_work, True
+        else:
+            found = backend.compile_work(kernel), False
     except Exception:
         return 0, True
+    _sightings[(_CODE_COST, key)] = found
+    return found
 
 
-def _interpreting_work(node: Node) -> float:
-    """What the reference executor's NumPy pass for ``node`` costs: its elements (a reduction's
+def _interpreting_work(node: Node, target: Target) -> float:
+    """What the reference executor's NumPy call for ``node`` costs: its elements (a reduction's
     operand's), as dear as its op (an exp is ten adds) and its elements' bytes (float64 twice
-    float32)."""
+    float32), and the call itself (``Target.interpreted_op_work``)."""
     counted = node.inputs[0] if node.op.kind is OpKind.REDUCTION else node
-    return views.size_of(counted.shape) * node.op.cost * max(node.dtype.itemsize, 4) / 4
+    elements = views.size_of(counted.shape) * node.op.cost * max(node.dtype.itemsize, 4) / 4
+    return elements + target.interpreted_op_work

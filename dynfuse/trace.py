@@ -251,7 +251,9 @@ class _PendingNodes:
     Recording adds one node per op, so adding must be cheap: ``Node.__init__`` appends a weak
     reference to its thread's own list, without a lock. Others only read it, whole, which the GIL
     makes atomic. The lists of threads that have ended are swept when a new thread starts
-    recording, and dropped once empty, so short-lived threads leave nothing behind.
+    recording, and dropped once empty, so short-lived threads leave nothing behind. Reading them
+    (``alive``) sweeps the reader's own list first: a loop of eager writes then reads, at each
+    write, what was recorded since the last (one statement), not up to a thousand dead references.
     """
 
     def __init__(self) -> None:
@@ -267,6 +269,9 @@ class _PendingNodes:
         return recording
 
     def alive(self) -> list[Node]:
+        own = getattr(_thread, "recording", None)
+        if own is not None:  # swept now, so the next call reads only what was recorded since
+            own.sweep()
         with self._lock:
             lists = [recording.refs for recording in self._recordings]
         return [node for refs in lists for ref in list(refs) if (node := ref()) is not None and node.inputs]
@@ -341,6 +346,36 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
     return held_outside(deep, references_within(order), listed=1)  # ``order`` lists them too
 
 
+def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]:
+    """``held_intermediates``' candidates in ``node``'s trace (``order``, unmaterialized), for any
+    trace of its structure: the first position of each in ``node.ancestors``, and how often the
+    trace itself references it (``references_within``), which the structure fixes."""
+    inside = references_within(order)
+    seen: set[int] = set()
+    deep = []
+    for position, ancestor in enumerate(node.ancestors):
+        if ancestor.depth >= HELD_DEPTH and ancestor.op.kind is not OpKind.VIEW and id(ancestor) not in seen:
+            seen.add(id(ancestor))
+            deep.append((position, inside[id(ancestor)]))
+    return tuple(deep)
+
+
+def held_ancestors(node: Node, deep: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """``held_intermediates`` without a walk, for a trace whose structure gave ``deep``
+    (``deep_ancestors``): the positions in ``node.ancestors`` of those the program still holds."""
+    ancestors = node.ancestors
+    return tuple(
+        position for position, inside in deep if sys.getrefcount(ancestors[position]) > inside + 1
+    )  # + 1: ``getrefcount``'s argument
+
+
+def held_positions(node: Node, held: list[Node]) -> tuple[int, ...]:
+    """Where ``held_intermediates`` found ``held`` (intermediates of ``node``'s trace): their first
+    positions in ``node.ancestors``, as ``held_ancestors`` gives them."""
+    ids = [id(ancestor) for ancestor in node.ancestors]
+    return tuple(sorted(ids.index(id(member)) for member in held))
+
+
 # References to a node that ``held_outside`` itself holds while it counts: the list of candidates,
 # the loop variable, and ``sys.getrefcount``'s argument.
 _COUNTING_REFERENCES = 3
@@ -361,12 +396,12 @@ def references_within(nodes: Iterable[Node]) -> Counter[int]:
     """How often the graph of ``nodes`` itself references each node, by id: in their inputs,
     leaves and ancestors. What a node's reference count holds beyond that (less the counter's own
     references) is held from outside: by a lazy array the program keeps, or another graph."""
-    inside: Counter[int] = Counter()
+    referenced: list[int] = []  # counted at once: ``Counter.update`` costs a call per tuple
     for node in nodes:
-        inside.update(map(id, node.inputs))
-        inside.update(map(id, node.leaves))
-        inside.update(map(id, node.ancestors))
-    return inside
+        referenced += map(id, node.inputs)
+        referenced += map(id, node.leaves)
+        referenced += map(id, node.ancestors)
+    return Counter(referenced)
 
 
 def topological_order(outputs: Iterable[Node]) -> list[Node]:

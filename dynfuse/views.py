@@ -150,7 +150,45 @@ def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
     (start, step, length) triple for a slice, or None for a new axis; Ellipsis is expanded and
     every axis of ``shape`` is accounted for. ``is_view`` is False where NumPy returns a scalar
     (a copy) rather than a 0-d view: every axis taken by an int and no Ellipsis.
+
+    An index of Python ints, slices of them, None and Ellipsis is answered from a cache: a loop
+    slices the same shapes the same way at every step (a stencil's four slices), and asking NumPy
+    costs microseconds each time.
     """
+    key = index_key(index)
+    if key is None:
+        return _basic_index(shape, index)
+    return _cached_basic_index(shape, key)
+
+
+def index_key(index: Any) -> tuple | None:
+    """A basic index as a hashable key (a slice as its triple), or None if an item is not a Python
+    int, a slice of them, None or Ellipsis."""
+    key = []
+    for item in index if type(index) is tuple else (index,):
+        kind = type(item)
+        if kind is slice:
+            start, stop, step = item.start, item.stop, item.step
+            if not (
+                (start is None or type(start) is int)
+                and (stop is None or type(stop) is int)
+                and (step is None or type(step) is int)
+            ):
+                return None
+            key.append((start, stop, step))
+        elif kind is int or item is None or item is Ellipsis:
+            key.append(item)
+        else:
+            return None
+    return tuple(key)
+
+
+@lru_cache(maxsize=4096)
+def _cached_basic_index(shape: Shape, key: tuple) -> tuple[tuple, Shape, bool]:
+    return _basic_index(shape, tuple(slice(*item) if type(item) is tuple else item for item in key))
+
+
+def _basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
     items = index if isinstance(index, tuple) else (index,)
     result_shape = shape_stand_in(shape)[index].shape  # NumPy's own errors for bad indices
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)

@@ -69,7 +69,7 @@ def sample_kernels(program: str, size: str) -> list[dict]:
             samples.append(
                 {
                     "program": program,
-                    "work": sum(map(tiers._interpreting_work, nodes)),
+                    "work": sum(tiers._interpreting_work(node, cpu.BACKEND.target) for node in nodes),
                     "interpreting": best_of(lambda: run.interpret(step)),
                     "lines": text.count("\n"),
                     "compiling": best_of(lambda: llvm_compiler.compile_ir(host.machine, text, "object")),

@@ -9,10 +9,11 @@ never pays. ``first_sight_work`` is the smallest N times the chain's op count fr
 beats ``interpreted`` (interpreting costs a pass per op, compiling grows far slower with the ops:
 ``--links`` lengthens the chain to check that): below it a first sighting runs interpreted and
 compiles when seen again. ``repeats`` is how many
-runs of a trace pay back compiling it ((cold - warm) / (interpreted - warm)): ``tiny_repeats`` is
-that figure for the sizes below ``tiny_elements``, where a repeated trace is interpreted until seen
-that often. Each backend's Target records the figures measured here. Correctness is checked before
-anything is timed.
+runs of a trace pay back compiling it ((cold - warm) / (interpreted - warm)): below
+``tiny_elements`` the tier policy reaches that figure by counting each interpreted op's call
+(``Target.interpreted_op_work``); ``perf/bench_tier_loops.py`` shows where it lands in small loops.
+Each backend's Target records the figures measured here. Correctness is checked before anything is
+timed.
 
     python perf/bench_tiers.py [--backend groups] [--repeats N] [--links L]
 """

@@ -93,3 +93,89 @@ def test_a_failing_replay_runs_the_planned_path(monkeypatch):
         assert not replayed(lambda x: x * 2 + 1, np.ones(4))
     assert replayed(lambda x: x * 2 + 1, np.ones(4))  # the planned path kept a replay again
     assert dynfuse.stats()["fallbacks"] == 0
+
+
+def plans_looked_up():
+    stats = dynfuse.stats()
+    return stats["plan_cache_hits"] + stats["plan_cache_misses"]
+
+
+def test_a_kernel_reading_views_of_its_leaves_is_replayed_by_a_launch(monkeypatch):
+    """A stencil reads one leaf through four slices: launched on the slices of each new leaf."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+
+    def stencil(a):
+        return 0.25 * (a[1:-1, :-2] + a[1:-1, 2:] + a[:-2, 1:-1] + a[2:, 1:-1])
+
+    rng = np.random.default_rng(1)
+    replayed(stencil, rng.random((9, 7)))
+    looked_up = plans_looked_up()
+    for _ in range(3):
+        assert replayed(stencil, rng.random((9, 7)))
+    assert plans_looked_up() == looked_up
+    assert dynfuse.stats()["kernels_launched"] == 4
+
+
+def test_a_plan_of_several_steps_is_replayed_without_numbering_or_looking_it_up(monkeypatch):
+    """A library call and the kernels around it, a reduction read across rows: the plan runs again
+    over each new trace's own nodes."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+
+    def layer(x, w):
+        h = np.maximum(x @ w + 1, 0)
+        return h - h.sum(axis=1)[:, None] / 3
+
+    rng = np.random.default_rng(2)
+    replayed(layer, rng.random((5, 4)), rng.random((4, 6)))
+    looked_up, launched = plans_looked_up(), dynfuse.stats()["kernels_launched"]
+    for _ in range(3):
+        assert replayed(layer, rng.random((5, 4)), rng.random((4, 6)))
+    assert plans_looked_up() == looked_up
+    assert dynfuse.stats()["kernels_launched"] == 4 * launched
+
+
+def test_held_intermediates_are_computed_by_the_replay_too(monkeypatch):
+    """``t`` is deep and the program holds it: each replay keeps it, as the planned path does; a
+    trace of the same structure whose ``t`` nothing holds replays without keeping it."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    rng = np.random.default_rng(3)
+    for step in range(6):
+        values = rng.random(8)
+        x = dynfuse.asarray(values)
+        t = np.abs(np.maximum(x * 2 - 1, 0) - 0.5) / 3
+        expected_t = np.abs(np.maximum(values * 2 - 1, 0) - 0.5) / 3
+        if step % 2:
+            y = t * 2 + 1
+            assert_same(y, expected_t * 2 + 1)
+            assert t._node.is_materialized  # held: computed with ``y``
+            assert_same(t, expected_t)
+        else:
+            y = np.abs(np.maximum(x * 2 - 1, 0) - 0.5) / 3 * 2 + 1
+            del t
+            assert_same(y, expected_t * 2 + 1)
+    assert dynfuse.stats()["replays"] == 4
+
+
+@pytest.mark.parametrize("backend", ["cpu", "groups"])
+def test_traces_of_one_structure_that_share_intermediates_otherwise_each_run_their_own_plan(
+    backend, monkeypatch
+):
+    """``t + t`` with ``t = x @ w`` and ``(x @ w) + (x @ w)`` have one structure and one leaf
+    pattern, but one matmul against two: neither's plan may run the other."""
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
+    rng = np.random.default_rng(4)
+    for step in range(6):
+        x, w = rng.random((3, 4)), rng.random((4, 2))
+        if step % 2:
+            assert_same(_shared(dynfuse.asarray(x), dynfuse.asarray(w)), _shared(x, w))
+        else:
+            assert_same(_unshared(dynfuse.asarray(x), dynfuse.asarray(w)), _unshared(x, w))
+
+
+def _shared(x, w):
+    t = x @ w
+    return np.exp(t + t)
+
+
+def _unshared(x, w):
+    return np.exp(x @ w + x @ w)

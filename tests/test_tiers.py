@@ -4,10 +4,10 @@ run is interpreted while it compiles on a thread of its own, later runs wait for
 interpreted depends on the program, never on how long the compile takes; a compile that fails, or a
 process forked while one is in flight, still gives every result right."""
 
-import dataclasses
 import multiprocessing
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -120,17 +120,48 @@ def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch)
     close(y, values.sum())
 
 
-def test_a_small_repeated_trace_compiles_after_the_target_s_repeats(monkeypatch):
-    monkeypatch.setattr(registry, "backend", "cpu")
-    monkeypatch.setattr(
-        cpu.BACKEND, "target", dataclasses.replace(cpu.BACKEND.target, name="repeats", tiny_repeats=3)
+def plans_looked_up():
+    stats = dynfuse.stats()
+    return stats["plan_cache_hits"] + stats["plan_cache_misses"]
+
+
+def test_a_small_repeated_trace_is_planned_after_the_target_s_repeats_then_compiles_by_its_work(
+    monkeypatch,
+):
+    """Three ops over 7 float64, each call worth 1000 and its elements a few dozen: a run is worth
+    about 3100. Interpreted unplanned twice; planned on the third sight (then replayed, never
+    planned again), its kernel interpreted until its runs' work reaches the least code costs (7000:
+    the fifth sight), then compiled, then launched by its replay."""
+    target = Target(
+        "repeats", tiny_elements=100, first_sight_work=7000, tiny_repeats=3, interpreted_op_work=1000
     )
-    launched = []
-    for _ in range(5):
+    monkeypatch.setattr(groups.BACKEND, "target", target)
+    launched, looked_up = [], []
+    for _ in range(6):
         replayed(lambda x: np.sqrt(x) * 3 - 1, np.arange(7.0))
         launched.append(dynfuse.stats()["kernels_launched"])
-    assert launched == [0, 0, 1, 2, 3]  # interpreted twice, compiled on the third sight, then replayed
-    assert dynfuse.stats()["replays"] == 2
+        looked_up.append(plans_looked_up())
+    assert launched == [0, 0, 0, 0, 1, 2]
+    assert looked_up == [0, 0, 1, 1, 1, 1]
+    assert dynfuse.stats()["replays"] == 3
+
+
+def test_a_background_compile_is_waited_for_once_as_much_work_again_is_interpreted(monkeypatch):
+    """``x * 2 + 1`` over 100 float64 is 400 of work a run, a compile 1000: interpreted twice, the
+    third run (1200) starts the compile and is interpreted, the fourth too (400 since the start),
+    the fifth (800 since) waits for it: which run launches depends on the work alone."""
+    target = Target("window", tiny_elements=4, first_sight_work=0, background_work=1 << 20)
+    monkeypatch.setattr(groups.BACKEND, "target", target)
+    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: 1000)
+    launched = []
+    for _ in range(6):
+        values = np.arange(100.0)
+        result = chain(values)
+        dynfuse.evaluate(result)
+        assert_same(result, values * 2 + 1)
+        launched.append(dynfuse.stats()["kernels_launched"])
+    assert launched == [0, 0, 0, 0, 1, 2]
+    assert dynfuse.stats()["kernels_compiled"] == 1
 
 
 # ---- background compiles -------------------------------------------------------------------------
@@ -172,6 +203,10 @@ def test_the_first_run_is_interpreted_while_the_kernel_compiles_and_the_next_wai
     assert_same(first, values * 2 + 1)
     stats = dynfuse.stats()
     assert stats["kernels_launched"] == 0 and stats["interpreted_ops"] == 2
+    waited = 0.0
+    while not threads and waited < 30:  # the compile thread takes it up when it gets the GIL
+        time.sleep(0.01)
+        waited += 0.01
     assert threads and threads[0] is not threading.current_thread()
 
     threading.Timer(0.2, release.set).start()

@@ -89,6 +89,33 @@ def test_references_within_count_inputs_leaves_and_ancestors():
     assert inside[id(b)] == 0
 
 
+def chain_of(node, length):
+    for _ in range(length):
+        node = apply(NEGATIVE, node)
+    return node
+
+
+@pytest.mark.parametrize("kept", [(), (0,), (1,), (0, 1)])
+def test_held_ancestors_finds_what_held_intermediates_finds_without_a_walk(kept):
+    """Two deep intermediates (one shared by both branches), held or not: a replay reads which from
+    reference counts at positions its structure fixes, and must agree with the walk."""
+    x = leaf()
+    deep = [chain_of(x, 5), None]
+    deep[1] = chain_of(apply(ADD, deep[0], x), 4)
+    out = apply(ADD, deep[1], apply(ADD, deep[0], deep[0]))
+    order = topological_order([out])
+    structure = trace.deep_ancestors(out, order)
+    held = [deep[index] for index in kept]
+    del deep
+    walked = trace.held_intermediates(order, [out])
+    assert set(map(id, walked)) >= set(map(id, held))
+    positions = trace.held_positions(out, walked)
+    del order, walked  # a replay has no walk: nothing else references the trace's nodes
+    assert trace.held_ancestors(out, structure) == positions
+    del held
+    assert trace.held_ancestors(out, structure) == ()
+
+
 # ---- structure ids and replay keys --------------------------------------------------------------
 
 

@@ -432,3 +432,13 @@ def test_common_refinement():
     assert views.common_refinement((6, 4), (2, 3, 4)) == (2, 3, 4)
     assert views.common_refinement((6, 4), (4, 6)) is None
     assert views.common_refinement((0, 3), (3, 0)) is None
+
+
+@given(shape=SMALL_SHAPES, items=st.lists(INDEX_ITEMS, max_size=5))
+def test_a_cached_basic_index_is_what_numpy_gives_each_time(shape, items):
+    """Asked twice (the second from the cache where the index is of Python ints and slices), the
+    answer is the uncached one, or the same error."""
+    index = tuple(items)
+    uncached = numpys_outcome(views._basic_index, shape, index)
+    for _ in range(2):
+        assert numpys_outcome(views.basic_index, shape, index) == uncached

@@ -339,14 +339,24 @@ def _bind(function: Any, *arguments: Any) -> Any:
 class CpuBackend:
     name = "cpu"
     memory = HOST
-    # Measured by perf/bench_tiers.py and perf/bench_compile_cost.py (see perf/RESULTS.md): tiny
-    # traces repay a compile after about a thousand runs. Interpreting costs about 0.5 ns a unit of
-    # work, and a compile a few ms plus 0.16 ms per line of the module's IR: 2**22 units, what a load
+    # Measured by perf/bench_tiers.py, perf/bench_compile_cost.py and perf/bench_tier_loops.py (see
+    # perf/RESULTS.md). Interpreting costs about 0.5 ns a unit of work, and a NumPy call about 4 µs
+    # more on tiny arrays (the reference executor's bookkeeping included: a 10-op chain on 1,000
+    # float32 is interpreted in 45 µs, a 64x64 heat step of 13 ops in 84 µs): 2**13 units an op. A
+    # compile costs a few ms plus 0.16 ms per line of the module's IR: 2**22 units, what a load
     # from the disk cache costs too, plus 2**18 a line (``compile_work``), from 2**24 for a short
     # chain to 2**29.5 for a kernel of hundreds of ops. A first sighting below 2**26 (a compile's
-    # time, about) that does pay one is interpreted while its kernel compiles.
+    # time, about) that does pay one is interpreted while its kernel compiles. Planning a tiny trace
+    # costs about 200 µs, what four of its interpreted runs cost: after four, it is planned, and its
+    # kernels compile by their work (a 10-op chain on 1,000 float32: replayed from its 43rd run where
+    # its code is on disk, from its 500th where it compiles, in the background from the 250th).
     target = Target(
-        name, tiny_elements=1 << 14, first_sight_work=1 << 22, tiny_repeats=1024, background_work=1 << 26
+        name,
+        tiny_elements=1 << 14,
+        first_sight_work=1 << 22,
+        tiny_repeats=4,
+        interpreted_op_work=1 << 13,
+        background_work=1 << 26,
     )
 
     def source(self, kernel: Kernel) -> str:
