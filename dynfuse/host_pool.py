@@ -2,7 +2,7 @@
 keep device memory.
 
 A fresh large array is mapped by the system and faulted in page by page on first write, each page
-zeroed by the kernel: a streaming kernel writing a new output pays about as much again as its own
+zeroed by the kernel: a streaming kernel writing a new output pays two thirds again on its own
 pass. A block handed out again is already mapped, so kernel outputs, plan intermediates and
 contiguous copies of ``MIN_BYTES`` or more come from here (``empty``, which host memory's
 ``empty`` is). Smaller arrays are NumPy's own: malloc reuses them without faults.
