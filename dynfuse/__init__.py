@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import accelerate, config, dtypes, numpy, registry
 from .array import LazyArray, array, asarray
 from .explain import explain, kernel_sources
+from .host_pool import free as free_pool
 from .record import evaluate
 from .registry import set_backend
 from .stats import reset_stats, stats
@@ -24,6 +25,7 @@ __all__ = [
     "dtypes",
     "evaluate",
     "explain",
+    "free_pool",
     "kernel_sources",
     "numpy",
     "registry",

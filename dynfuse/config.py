@@ -9,6 +9,9 @@ DYNFUSE_PENDING_MEMORY
                      MiB that traces not yet materialized may keep alive on their own (arrays the
                      program dropped once it recorded over them); past it they are materialized
                      (default 64)
+DYNFUSE_POOL_MEMORY  MiB of freed large host arrays kept for reuse (default 512; 0: none), so a
+                     kernel's fresh output is memory already mapped, not pages the system maps and
+                     zeroes on first write (``host_pool``; ``dynfuse.free_pool()`` releases them)
 DYNFUSE_TIERS        1 (default): tiny work is interpreted, and small kernels until interpreting them has
                      cost a compile; 0: every kernel compiles at once (to test a backend on small arrays)
 DYNFUSE_DIRECT       1 (default): an op on computed arrays smaller than the backend's tiny size runs at once,
@@ -28,15 +31,16 @@ import warnings
 from pathlib import Path
 
 
-def _positive_int_from_environment(variable: str, default: int) -> int:
+def _int_from_environment(variable: str, default: int, least: int = 1) -> int:
     text = os.environ.get(variable, "")
     try:
         value = int(text) if text else default
     except ValueError:
-        value = 0
-    if value < 1:
+        value = least - 1
+    if value < least:
+        kind = "a positive" if least == 1 else "a non-negative"
         warnings.warn(
-            f"{variable}={text!r} is not a positive integer; using {default}", RuntimeWarning, stacklevel=2
+            f"{variable}={text!r} is not {kind} integer; using {default}", RuntimeWarning, stacklevel=2
         )
         return default
     return value
@@ -44,13 +48,14 @@ def _positive_int_from_environment(variable: str, default: int) -> int:
 
 cache_dir: Path = Path(os.environ.get("DYNFUSE_CACHE_DIR") or Path.home() / ".cache" / "dynfuse").expanduser()
 disk_cache: bool = os.environ.get("DYNFUSE_DISK_CACHE", "1").strip() != "0"
-max_depth: int = _positive_int_from_environment("DYNFUSE_MAX_DEPTH", 256)
-pending_memory: int = _positive_int_from_environment("DYNFUSE_PENDING_MEMORY", 64) << 20
+max_depth: int = _int_from_environment("DYNFUSE_MAX_DEPTH", 256)
+pending_memory: int = _int_from_environment("DYNFUSE_PENDING_MEMORY", 64) << 20
+pool_memory: int = _int_from_environment("DYNFUSE_POOL_MEMORY", 512, least=0) << 20
 tiers: bool = os.environ.get("DYNFUSE_TIERS", "1").strip() != "0"
 direct: bool = os.environ.get("DYNFUSE_DIRECT", "1").strip() != "0"
-plan_cache_size: int = _positive_int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
-kernel_cache_size: int = _positive_int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
-threads: int = _positive_int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
+plan_cache_size: int = _int_from_environment("DYNFUSE_PLAN_CACHE", 1024)
+kernel_cache_size: int = _int_from_environment("DYNFUSE_KERNEL_CACHE", 1024)
+threads: int = _int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
 # Record and launch in Python even where the C extensions are built (dynfuse.accelerate): to compare,
 # or to debug.
 pure_python: bool = os.environ.get("DYNFUSE_PURE_PYTHON", "0").strip() not in ("", "0")

@@ -7,7 +7,8 @@ where it is written, as CuPy does for a NumPy operand. Values move between memor
 elsewhere (``execute``: a device's trace run by the reference executor runs on host copies).
 
 This module is the ground floor: it knows the host's memory and what a memory is; the devices'
-memories are known by name through the backends that run kernels on them (``registry``).
+memories are known by name through the backends that run kernels on them (``registry``). Host
+memory's large arrays come from ``host_pool``, which keeps freed ones for reuse.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import numpy as np
+
+from . import host_pool
 
 
 class Memory(Protocol):
@@ -68,9 +71,9 @@ class Host:
     def to_host(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True)
 
-    # NumPy's own functions, called without a Python frame between: every kernel launch allocates
-    empty = staticmethod(np.empty)
-    contiguous = staticmethod(np.ascontiguousarray)
+    # The pool's functions, called without a method's frame between: every kernel launch allocates
+    empty = staticmethod(host_pool.empty)
+    contiguous = staticmethod(host_pool.contiguous)
 
     def as_strided(self, array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
         return np.lib.stride_tricks.as_strided(array, shape, strides, writeable=False)

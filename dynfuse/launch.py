@@ -54,8 +54,9 @@ def launch(
 
 
 def allocate_outputs(kernel: Kernel, memory: Memory) -> list[Any]:
-    """A kernel's fresh outputs. Running out of memory here raises MemoryError, as NumPy would for
-    the same arrays: the program's to handle, never a fault that falls back."""
+    """A kernel's fresh outputs. Running out of memory here raises MemoryError (on the host, once
+    the pool has given its free blocks back), as NumPy would for the same arrays: the program's to
+    handle, never a fault that falls back."""
     return [memory.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
 
 

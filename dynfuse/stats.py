@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 _COUNTER_NAMES = (
@@ -27,7 +28,13 @@ _COUNTER_NAMES = (
     "direct_ops",
     "fallbacks",
     "compile_seconds",
+    "pool_hits",
+    "pool_misses",
 )
+
+# Values read when a snapshot is taken rather than counted, each by the module that knows it (the
+# host pool sets ``pool_bytes``: the bytes of the free blocks it keeps); a reset leaves them.
+GAUGES: dict[str, Callable[[], float]] = {}
 
 # Counting happens on every recorded op and launch, from any thread: each thread adds to counters of
 # its own, without a lock, and a snapshot sums them all. A count racing a reset lands on either side.
@@ -63,12 +70,14 @@ def count_fallback(function_name: str) -> None:
 
 
 def stats() -> dict[str, Any]:
-    """A snapshot of the counters; ``fallback_names`` maps each fallen-back function to its count."""
+    """A snapshot of the counters and gauges; ``fallback_names`` maps each fallen-back function to
+    its count."""
     with _lock:
         snapshot: dict[str, Any] = {
             name: sum(counters[name] for counters in _per_thread) for name in _COUNTER_NAMES
         }
         snapshot["fallback_names"] = dict(_fallback_names)
+    snapshot.update((name, read()) for name, read in GAUGES.items())
     return snapshot
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops, stats
+from . import host_pool, ops, stats
 from .devices import HOST, Memory
 from .ops import Op, OpKind
 
@@ -315,7 +315,7 @@ def pending_memory() -> tuple[int, list[Node]]:
         leaf.buffer.nbytes
         for leaf in leaves
         if id(leaf) not in outside
-        and leaf.buffer.base is None
+        and host_pool.owns_memory(leaf.buffer)
         and sys.getrefcount(leaf.buffer) <= 2  # its node's reference and the argument
     )
     return held, [node for node in nodes if id(node) not in inside]

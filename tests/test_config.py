@@ -29,7 +29,7 @@ def test_environment_variables_are_read_at_import(tmp_path):
     result = run_with_environment(
         "from dynfuse import config as c, registry; "
         "print(registry.backend, c.cache_dir, c.max_depth, c.tiers, c.plan_cache_size, c.kernel_cache_size, "
-        "c.pending_memory)",
+        "c.pending_memory, c.pool_memory)",
         DYNFUSE_BACKEND="numpy",
         DYNFUSE_CACHE_DIR=str(tmp_path),
         DYNFUSE_MAX_DEPTH="17",
@@ -37,18 +37,22 @@ def test_environment_variables_are_read_at_import(tmp_path):
         DYNFUSE_PLAN_CACHE="5",
         DYNFUSE_KERNEL_CACHE="6",
         DYNFUSE_PENDING_MEMORY="3",
+        DYNFUSE_POOL_MEMORY="0",
     )
-    assert result.stdout.split() == ["numpy", str(tmp_path), "17", "False", "5", "6", str(3 << 20)]
+    assert result.stdout.split() == ["numpy", str(tmp_path), "17", "False", "5", "6", str(3 << 20), "0"]
 
 
 def test_bad_environment_values_warn_and_use_defaults():
     result = run_with_environment(
-        "import dynfuse; print(dynfuse.registry.backend, dynfuse.config.max_depth)",
+        "from dynfuse import config, registry; print(registry.backend, config.max_depth, config.pool_memory)",
         DYNFUSE_BACKEND="warp-drive",
         DYNFUSE_MAX_DEPTH="-3",
+        DYNFUSE_POOL_MEMORY="-1",
     )
-    assert result.stdout.split() == [dynfuse.registry.DEFAULT_BACKEND, "256"]
-    assert "DYNFUSE_BACKEND" in result.stderr and "DYNFUSE_MAX_DEPTH" in result.stderr
+    assert result.stdout.split() == [dynfuse.registry.DEFAULT_BACKEND, "256", str(512 << 20)]
+    assert all(
+        name in result.stderr for name in ("DYNFUSE_BACKEND", "DYNFUSE_MAX_DEPTH", "DYNFUSE_POOL_MEMORY")
+    )
 
 
 def test_max_depth_cuts_the_trace(monkeypatch):

@@ -176,11 +176,13 @@ def test_cycles_are_found():
     assert cycle_in(graph, {"a", "b", "c"}) == ["a", "b", "c", "a"]
 
 
-def test_the_ground_floor_imports_nothing_of_dynfuse():
-    """Settings, and what a memory is: everything else may import them."""
+def test_settings_and_memory_import_nothing_above_them():
+    """Settings, and what a memory is: everything else may import them. Host memory's large arrays
+    come from its pool, which reads a setting and counts."""
     graph = import_graph()
     assert graph["dynfuse.config"] == set()
-    assert graph["dynfuse.devices"] == set()
+    assert graph["dynfuse.devices"] == {"dynfuse.host_pool"}
+    assert graph["dynfuse.host_pool"] == {"dynfuse.config", "dynfuse.stats"}
 
 
 def test_no_import_cycles():
@@ -195,7 +197,14 @@ def test_no_import_cycles():
 # The floors of docs/ARCHITECTURE.md, from the ground up: a module imports only from its own floor
 # or below. A module is on the floor of the longest name listed that it is or starts with.
 FLOORS = (
-    ("dynfuse.config", "dynfuse.devices", "dynfuse.stats", "dynfuse.pools", "dynfuse.version"),
+    (
+        "dynfuse.config",
+        "dynfuse.devices",
+        "dynfuse.host_pool",
+        "dynfuse.stats",
+        "dynfuse.pools",
+        "dynfuse.version",
+    ),
     ("dynfuse.disk_cache", "dynfuse.views"),
     ("dynfuse.ops", "dynfuse.dtypes"),
     ("dynfuse.trace", "dynfuse.kernel"),

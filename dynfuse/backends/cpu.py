@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 # Work below this many elements runs on one thread: handing a range to another thread costs more
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
 PARALLEL_ELEMENTS = 1 << 21
+_BYTE = np.dtype(np.uint8)
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
 # What each line of a kernel's IR adds to its compile, in the work of interpreting (see CpuBackend).
 COMPILE_WORK_PER_LINE = 1 << 18
@@ -304,13 +305,13 @@ class _Launcher:
     def scratch(self, calls: int, size: int | None = None) -> list:
         """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
         a chunk's lanes, since a thread's stack may be too small for them. Pointers that keep their
-        buffer alive; null, with nothing allocated, for a kernel that needs none. ``size``: each
-        call's bytes, if not ENTRY's."""
+        buffer (host memory's: a large one pooled) alive; null, with nothing allocated, for a
+        kernel that needs none. ``size``: each call's bytes, if not ENTRY's."""
         size = self.layout.scratch_bytes if size is None else size
         if size == 0:
             return [None] * calls
         alignment = self.scratch_alignment
-        buffer = ctypes.c_char.from_buffer(np.empty(size * calls + alignment, np.uint8))
+        buffer = ctypes.c_char.from_buffer(HOST.empty((size * calls + alignment,), _BYTE))
         skip = -ctypes.addressof(buffer) % alignment
         return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
 
