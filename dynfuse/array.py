@@ -110,6 +110,8 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
         return record.reduction(name, a, **kwargs)
 
     reduce.__name__ = reduce.__qualname__ = name
+    # What ``accelerate`` needs to record the method's common case (``axis``, ``keepdims``) in C
+    reduce.fast_path = (ops.REDUCTIONS[name], "one_axis" if name in ops.SINGLE_AXIS_REDUCTIONS else "reduce")
     reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
     return reduce
 
@@ -169,13 +171,29 @@ class LazyArray:
     def __init__(self, node: Node, base: LazyArray | None = None) -> None:
         self._node = node
         self._base = base
-        # Live views of this array (arrays are unhashable, as in NumPy, so keyed by id).
-        self._views: weakref.WeakValueDictionary[int, LazyArray] | None = None
+        # Weak references to the views of this array, some perhaps dead: only whether one lives is
+        # asked (``record.can_rebind``), so no callback keeps the list exact as each view dies.
+        self._views: list[weakref.ref[LazyArray]] | None = None
 
     def _add_view(self, view: LazyArray) -> None:
-        if self._views is None:
-            self._views = weakref.WeakValueDictionary()
-        self._views[id(view)] = view
+        """Register a view; the dead ones go when the list reaches a power of two, so a loop that
+        takes and drops views keeps it short (the C recorder does the same)."""
+        refs = self._views
+        if refs is None:
+            self._views = [weakref.ref(view)]
+            return
+        refs.append(weakref.ref(view))
+        count = len(refs)
+        if count >= 8 and not count & (count - 1):
+            refs[:] = [ref for ref in refs if ref() is not None]
+
+    def _has_views(self) -> bool:
+        """Whether a view of this array is alive."""
+        refs = self._views
+        if not refs:
+            return False
+        refs[:] = [ref for ref in refs if ref() is not None]
+        return bool(refs)
 
     # ---- known at once ---------------------------------------------------------------------------
 
@@ -217,6 +235,8 @@ class LazyArray:
     @property
     def T(self) -> LazyArray:
         return record.transpose(self)
+
+    T.fget.fast_path = (None, "transpose")
 
     @property
     def mT(self) -> LazyArray:
@@ -446,6 +466,8 @@ class LazyArray:
     def __getitem__(self, index: Any) -> Any:
         return record.getitem(self, index)
 
+    __getitem__.fast_path = (None, "getitem")
+
     def __setitem__(self, index: Any, value: Any) -> None:
         record.setitem(self, index, value)
 
@@ -453,6 +475,8 @@ class LazyArray:
 
     def astype(self, dtype: Any, casting: str = "unsafe", copy: bool = True) -> Any:
         return record.astype(self, dtype, casting=casting, copy=copy)
+
+    astype.fast_path = (None, "astype")
 
     def copy(self) -> Any:
         return record.astype(self, self.dtype)
@@ -465,8 +489,12 @@ class LazyArray:
             return record.fallback("reshape", np.reshape, (self, shape), {"order": order})
         return record.reshape(self, shape[0] if len(shape) == 1 else shape)
 
+    reshape.fast_path = (None, "reshape")
+
     def transpose(self, *axes: Any) -> Any:
         return record.transpose(self, None if not axes else axes[0] if len(axes) == 1 else axes)
+
+    transpose.fast_path = (None, "transpose")
 
     def swapaxes(self, axis1: int, axis2: int) -> Any:
         return record.permute(self, views.swapaxes_axes(axis1, axis2, self.ndim))
@@ -474,6 +502,8 @@ class LazyArray:
     def squeeze(self, axis: Any = None) -> Any:
         shape = np.squeeze(views.shape_stand_in(self.shape), axis).shape
         return record.reshape(self, shape)
+
+    squeeze.fast_path = (None, "squeeze")
 
     def ravel(self) -> Any:
         return record.reshape(self, -1)
