@@ -597,10 +597,36 @@ static PyObject *int_tuple(const Py_ssize_t *values, Py_ssize_t count)
     return tuple;
 }
 
+/* (name, value); steals ``value``. */
+static PyObject *param(PyObject *name, PyObject *value)
+{
+    PyObject *pair = value == NULL ? NULL : PyTuple_New(2);
+    if (pair == NULL) {
+        Py_XDECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, Py_NewRef(name));
+    PyTuple_SET_ITEM(pair, 1, value);
+    return pair;
+}
+
 /* ((name, value),), a view's or a cast's params; steals ``value``. */
 static PyObject *one_param(PyObject *name, PyObject *value)
 {
-    return value == NULL ? NULL : Py_BuildValue("((ON))", name, value);
+    PyObject *pair = param(name, value), *params = pair == NULL ? NULL : PyTuple_New(1);
+    if (params == NULL) {
+        Py_XDECREF(pair);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(params, 0, pair);
+    return params;
+}
+
+/* (start, step, length), a slice as views.basic_index normalizes it. */
+static PyObject *index_triple(Py_ssize_t start, Py_ssize_t step, Py_ssize_t length)
+{
+    Py_ssize_t values[3] = {start, step, length};
+    return int_tuple(values, 3);
 }
 
 /* Node(op, (source,), params, shape, dtype) */
@@ -717,7 +743,7 @@ static PyObject *record_getitem(PyObject *array, PyObject *index)
                 goto failed;
         } else if (item == Py_Ellipsis || item == NULL) {
             for (Py_ssize_t end = item == NULL ? ndim : axis + whole; axis < end; axis++)
-                if (put(normalized, &position, Py_BuildValue("(iin)", 0, 1, extents[axis])) < 0
+                if (put(normalized, &position, index_triple(0, 1, extents[axis])) < 0
                     || put(shape, &out, PyLong_FromSsize_t(extents[axis])) < 0)
                     goto failed;
         } else if (PyLong_CheckExact(item)) {
@@ -729,7 +755,7 @@ static PyObject *record_getitem(PyObject *array, PyObject *index)
         } else {
             if (!slice_indices(item, extents[axis], &start, &step, &length))
                 goto decline;
-            PyObject *triple = length ? Py_BuildValue("(nnn)", start, step, length) : Py_BuildValue("(iii)", 0, 1, 0);
+            PyObject *triple = length ? index_triple(start, step, length) : index_triple(0, 1, 0);
             if (put(normalized, &position, triple) < 0 || put(shape, &out, PyLong_FromSsize_t(length)) < 0)
                 goto failed;
             axis++;
@@ -902,9 +928,15 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     } else {
         axis_param = one_axis ? PyLong_FromSsize_t(axes[0]) : int_tuple(axes, count);
     }
-    if (axis_param == NULL)
+    PyObject *axis_pair = param(S.str_axis, axis_param), *keepdims_pair = param(S.str_keepdims, Py_NewRef(keepdims));
+    PyObject *params = axis_pair != NULL && keepdims_pair != NULL ? PyTuple_New(2) : NULL;
+    if (params == NULL) {
+        Py_XDECREF(axis_pair);
+        Py_XDECREF(keepdims_pair);
         return NULL;
-    PyObject *params = Py_BuildValue("((ON)(OO))", S.str_axis, axis_param, S.str_keepdims, keepdims);
+    }
+    PyTuple_SET_ITEM(params, 0, axis_pair);
+    PyTuple_SET_ITEM(params, 1, keepdims_pair);
     PyObject *shape = NULL, *key = NULL, *dtype = NULL, *old_shape = NODE_SLOT(source, SHAPE);
     PyObject *rank = PyLong_FromSsize_t(ndim);
     if (params == NULL || rank == NULL || (key = PyTuple_Pack(4, op, NODE_SLOT(source, DTYPE), rank, params)) == NULL)
