@@ -35,8 +35,8 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (record, "record_common"): record.record_common,
 }
 _accelerated: dict[tuple[Any, str], Any] = {}
-# record's functions whose common case is recorded in C, and its kind there (as ``fast_path`` says
-# for a method)
+# record's functions whose common case is recorded in C (each name is also its kind there, as a
+# method's ``fast_path`` names one)
 _FAST_FUNCTIONS = ("getitem", "reshape", "transpose", "expand_dims", "astype")
 
 

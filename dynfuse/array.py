@@ -110,9 +110,9 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
         return record.reduction(name, a, **kwargs)
 
     reduce.__name__ = reduce.__qualname__ = name
+    reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
     # What ``accelerate`` needs to record the method's common case (``axis``, ``keepdims``) in C
     reduce.fast_path = (ops.REDUCTIONS[name], "one_axis" if name in ops.SINGLE_AXIS_REDUCTIONS else "reduce")
-    reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
     return reduce
 
 

@@ -150,6 +150,23 @@ def test_the_depth_bound_holds(monkeypatch):
     np.testing.assert_allclose(np.asarray(x), _expected_chain(np.arange(4.0), 12))
 
 
+def test_the_depth_bound_holds_for_views_reductions_and_casts(monkeypatch):
+    monkeypatch.setattr(config, "max_depth", 5)
+    values = np.arange(24.0).reshape(4, 6)
+    x = dynfuse.asarray(values) * 1.0
+    for _ in range(4):
+        x = x.T.reshape(4, 6)[::-1, None][:, 0].astype(np.float32).astype(np.float64).T.T
+        values = values.T.reshape(4, 6)[::-1]
+        assert x._node.depth <= 5
+    np.testing.assert_array_equal(np.asarray(x), values)
+    values = np.arange(24.0).reshape(4, 6)
+    total = (dynfuse.asarray(values) * 1.0).sum(0)
+    for _ in range(8):
+        total = total[None].sum(0, keepdims=True)[0]
+        assert total._node.depth <= 5
+    np.testing.assert_array_equal(np.asarray(total), values.sum(0))
+
+
 def _expected_chain(values, steps):
     for _ in range(steps):
         values = values * 1.5 + 1
@@ -203,7 +220,8 @@ def test_malformed_nodes_raise_instead_of_crashing():
     "extension",
     [
         "types.SimpleNamespace(INTERFACE_VERSION=0)",  # built from another version
-        "types.SimpleNamespace(INTERFACE_VERSION=1, bind=mismatched)",  # classes it does not fit
+        # classes it does not fit
+        f"types.SimpleNamespace(INTERFACE_VERSION={accelerate.INTERFACE_VERSION}, bind=mismatched)",
     ],
 )
 def test_a_recorder_that_does_not_fit_is_refused_with_a_warning(extension):
