@@ -20,7 +20,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 3
+#define INTERFACE_VERSION 4
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -54,8 +54,12 @@ static struct {
     PyObject *registry_module; /* for backend, read when used */
     PyObject *stats_local;     /* stats._local: .counters, this thread's */
     PyObject *matmul;          /* ops.BARRIERS["matmul"] */
+    PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
+    PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
+    PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
+    PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
     PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
-    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_direct_ops, *str_recordings, *str_add_view, *str_direct, *str_tiers, *str_backend, *str_out;
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_direct_ops, *str_recordings, *str_direct, *str_tiers, *str_backend, *str_out;
     PyObject *zero, *one, *empty; /* 0, 1 and () */
     int bound;
 } S;
@@ -337,6 +341,87 @@ static int is_weak_scalar(PyObject *value)
     return !overflow && 0 <= small && small <= 127;
 }
 
+/* record.bound_depth on a new array (stolen), called only when it has something to do. */
+static PyObject *bounded(PyObject *lazy)
+{
+    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
+    long depth = PyLong_AsLong(NODE_SLOT(ARRAY_SLOT(lazy, ARRAY_NODE), DEPTH));
+    if ((max_depth == -1 || depth == -1) && PyErr_Occurred()) {
+        Py_DECREF(lazy);
+        return NULL;
+    }
+    if (depth < max_depth)
+        return lazy;
+    PyObject *result = PyObject_CallOneArg(S.bound_depth, lazy);
+    Py_DECREF(lazy);
+    return result;
+}
+
+static int is_alive(PyObject *ref)
+{
+    return PyWeakref_GetObject(ref) != Py_None;
+}
+
+/* LazyArray._add_view: a weak reference to ``view`` in ``base._views``; the dead ones go when the
+   list reaches a power of two. */
+static int add_view(PyObject *base, PyObject *view)
+{
+    PyObject *ref = PyWeakref_NewRef(view, NULL);
+    if (ref == NULL)
+        return -1;
+    PyObject *refs = ARRAY_SLOT(base, ARRAY_VIEWS);
+    if (refs == NULL || refs == Py_None) {
+        PyObject *list = PyList_New(1);
+        if (list == NULL) {
+            Py_DECREF(ref);
+            return -1;
+        }
+        PyList_SET_ITEM(list, 0, ref);
+        set_slot(base, S.array_offsets[ARRAY_VIEWS], list);
+        return 0;
+    }
+    if (!PyList_CheckExact(refs)) {
+        Py_DECREF(ref);
+        PyErr_SetString(PyExc_TypeError, "LazyArray._views is not a list");
+        return -1;
+    }
+    int appended = PyList_Append(refs, ref);
+    Py_DECREF(ref);
+    if (appended < 0)
+        return -1;
+    Py_ssize_t count = PyList_GET_SIZE(refs), kept = 0;
+    if (count < 8 || (count & (count - 1)) != 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(refs, i);
+        if (!is_alive(item))
+            continue;
+        if (kept != i) /* the slot's old item is dead, or moved to an earlier slot */
+            PyList_SetItem(refs, kept, Py_NewRef(item));
+        kept++;
+    }
+    return PyList_SetSlice(refs, kept, count, NULL);
+}
+
+/* A LazyArray over ``node`` (stolen), a view of ``base`` where one is given (registered with it),
+   bounded in depth: LazyArray(node, base), base._add_view, record.bound_depth. */
+static PyObject *new_array(PyObject *node, PyObject *base)
+{
+    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
+    if (lazy == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
+    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base != NULL ? base : Py_None));
+    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    if (base != NULL && add_view(base, lazy) < 0) {
+        Py_DECREF(lazy);
+        return NULL;
+    }
+    return bounded(lazy);
+}
+
 #define BIND_CHECK()                                                                           \
     do {                                                                                       \
         if (!S.bound) {                                                                        \
@@ -423,20 +508,6 @@ done:
     return node;
 }
 
-/* A lazy array over ``node`` (stolen), with no base. */
-static PyObject *new_array(PyObject *node)
-{
-    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
-    if (lazy == NULL) {
-        Py_DECREF(node);
-        return NULL;
-    }
-    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
-    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(Py_None));
-    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
-    return lazy;
-}
-
 /* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
 static PyObject *direct_result(PyObject *made)
 {
@@ -448,29 +519,7 @@ static PyObject *direct_result(PyObject *made)
         return made;
     PyObject *node = host_leaf(made);
     Py_DECREF(made);
-    return node == NULL ? NULL : new_array(node);
-}
-
-/* LazyArray._add_view(base, view): a weak reference appended to the base's list; the Python
-   method where the list is due to be pruned (its length a power of two, 16 or more). */
-static int register_view(PyObject *base, PyObject *view)
-{
-    PyObject *list = ARRAY_SLOT(base, ARRAY_VIEWS);
-    if (list == NULL || list == Py_None) {
-        if ((list = PyList_New(0)) == NULL)
-            return -1;
-        set_slot(base, S.array_offsets[ARRAY_VIEWS], list);
-    }
-    Py_ssize_t length = PyList_CheckExact(list) ? PyList_GET_SIZE(list) : 0;
-    if (!PyList_CheckExact(list) || (length >= 16 && !(length & (length - 1)))) {
-        PyObject *done = PyObject_CallMethodOneArg(base, S.str_add_view, view);
-        Py_XDECREF(done);
-        return done == NULL ? -1 : 0;
-    }
-    PyObject *ref = PyWeakref_NewRef(view, NULL);
-    int status = ref == NULL ? -1 : PyList_Append(list, ref);
-    Py_XDECREF(ref);
-    return status;
+    return node == NULL ? NULL : new_array(node, NULL);
 }
 
 /* direct.view(array, viewed): a lazy array over a leaf of ``viewed``, a NumPy view of the array's
@@ -483,13 +532,7 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
     if (count(S.str_direct_ops) < 0)
         return NULL;
     PyObject *node = host_leaf(viewed);
-    PyObject *lazy = node == NULL ? NULL : new_array(node);
-    if (lazy == NULL)
-        return NULL;
-    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base));
-    if (register_view(base, lazy) < 0)
-        Py_CLEAR(lazy);
-    return lazy;
+    return node == NULL ? NULL : new_array(node, base);
 }
 
 /* tiers.direct_elements(); -1 with an error set. It is read on every element access, so it is
@@ -665,29 +708,8 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         goto release;
     }
     PyObject *node = new_node(op, inputs, S.empty, NODE_SLOT(array, SHAPE), dtype);
-    if (node == NULL)
-        goto release;
-    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
-    if (lazy == NULL) {
-        Py_DECREF(node);
-        goto release;
-    }
-    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
-    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(Py_None));
-    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
-    /* record.bound_depth, called only when it has something to do */
-    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
-    long depth = PyLong_AsLong(NODE_SLOT(node, DEPTH));
-    if ((max_depth == -1 || depth == -1) && PyErr_Occurred()) {
-        Py_DECREF(lazy);
-        goto release;
-    }
-    if (depth >= max_depth) {
-        result = PyObject_CallOneArg(S.bound_depth, lazy);
-        Py_DECREF(lazy);
-    } else {
-        result = lazy;
-    }
+    if (node != NULL)
+        result = new_array(node, NULL);
 release:
     Py_XDECREF(dtype);
     Py_XDECREF(key);
@@ -697,12 +719,6 @@ done:
     Py_XDECREF(nodes[1]);
     return result;
 }
-
-/* LazyArray methods whose common case record_common records: an operator (its operand order:
-   one operand, forward or reflected) or __array_ufunc__ (the op looked up by ufunc). When
-   record_common declines, the Python method runs: it is the general path. */
-enum { ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC, ORDER_GETITEM, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_REDUCE };
-static const char *const order_names[] = {"unary", "forward", "reflected", "ufunc", "getitem", "setitem", "in place", "reduce", NULL};
 
 /* An index NumPy answers without reading another array: integers (NumPy's too), and, with
    ``slices``, slices, None and Ellipsis; alone or in a tuple (direct._is_view_index). */
@@ -720,6 +736,35 @@ static int plain_index(PyObject *index, int slices)
             continue;
         if (slices && (PySlice_Check(item) || item == Py_None || item == Py_Ellipsis))
             continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- views, reductions and casts ------------------------------------------------------------
+   record.getitem, reshape, transpose, expand_dims, astype and the reductions' methods, and
+   LazyArray.squeeze, for their common case on a pending array: Python ints, slices of them, None
+   and Ellipsis as indices; ints and tuples of ints as shapes and axes. Anything else, and whatever
+   NumPy would raise for, is declined (None): the Python function then runs, and raises NumPy's
+   error. So is an array whose node is a computed leaf: the Python function decides whether NumPy
+   runs the op at once. Params, shapes and nodes are those the Python functions build. */
+
+/* More axes than this (NumPy allows 64) go to Python. */
+#define MAX_AXES 32
+
+static PyObject *declined(void)
+{
+    return Py_NewRef(Py_None);
+}
+
+/* A Python int's value (not a bool's, not NumPy's), where it fits: 1, else 0. */
+static int int_value(PyObject *value, Py_ssize_t *result)
+{
+    if (!PyLong_CheckExact(value))
+        return 0;
+    *result = PyLong_AsSsize_t(value);
+    if (*result == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
         return 0;
     }
     return 1;
@@ -892,18 +937,563 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     return PyObject_SetItem(NODE_SLOT(node, BUFFER), index, value) < 0 ? -1 : 1;
 }
 
+/* The node of ``value`` where these paths take it (borrowed): a LazyArray's pending node whose
+   shape is a tuple of at most MAX_AXES ints, read into ``extents`` and ``*ndim``; else NULL. */
+static PyObject *pending_node(PyObject *value, Py_ssize_t *extents, Py_ssize_t *ndim)
+{
+    if (!S.bound || !Py_IS_TYPE(value, S.array_type))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
+    if (node == NULL || !PyObject_TypeCheck(node, S.node_type))
+        return NULL;
+    PyObject *inputs = NODE_SLOT(node, INPUTS), *shape = NODE_SLOT(node, SHAPE);
+    if (inputs == NULL || !PyTuple_CheckExact(inputs) || PyTuple_GET_SIZE(inputs) == 0 || shape == NULL
+        || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > MAX_AXES || NODE_SLOT(node, DTYPE) == NULL)
+        return NULL;
+    *ndim = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t axis = 0; axis < *ndim; axis++)
+        if (!int_value(PyTuple_GET_ITEM(shape, axis), &extents[axis]) || extents[axis] < 0)
+            return NULL;
+    return node;
+}
+
+/* An int, or a tuple of ints, as ``count`` items at ``*items`` (``*value`` itself for an int):
+   1, else 0. The items are checked as they are read. */
+static int int_items(PyObject *const *value, PyObject *const **items, Py_ssize_t *count)
+{
+    if (PyTuple_CheckExact(*value)) {
+        *items = ((PyTupleObject *)*value)->ob_item;
+        *count = PyTuple_GET_SIZE(*value);
+        return *count <= MAX_AXES;
+    }
+    *items = value;
+    *count = 1;
+    return PyLong_CheckExact(*value);
+}
+
+/* normalize_axis_index: ``*axis`` in [-ndim, ndim), made non-negative: 1, else 0. */
+static int normalize_axis(Py_ssize_t *axis, Py_ssize_t ndim)
+{
+    if (*axis < -ndim || *axis >= ndim)
+        return 0;
+    if (*axis < 0)
+        *axis += ndim;
+    return 1;
+}
+
+/* normalize_axis_tuple: ``count`` ints, each normalized into ``axes`` and marked in ``chosen``,
+   none repeated: 1, else 0. */
+static int normalize_axes(PyObject *const *items, Py_ssize_t count, Py_ssize_t ndim, Py_ssize_t *axes, char *chosen)
+{
+    memset(chosen, 0, MAX_AXES);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!int_value(items[i], &axes[i]) || !normalize_axis(&axes[i], ndim) || chosen[axes[i]])
+            return 0;
+        chosen[axes[i]] = 1;
+    }
+    return 1;
+}
+
+static PyObject *int_tuple(const Py_ssize_t *values, Py_ssize_t count)
+{
+    PyObject *tuple = PyTuple_New(count);
+    for (Py_ssize_t i = 0; tuple != NULL && i < count; i++) {
+        PyObject *value = PyLong_FromSsize_t(values[i]);
+        if (value == NULL)
+            Py_CLEAR(tuple);
+        else
+            PyTuple_SET_ITEM(tuple, i, value);
+    }
+    return tuple;
+}
+
+/* (name, value); steals ``value``. */
+static PyObject *param(PyObject *name, PyObject *value)
+{
+    PyObject *pair = value == NULL ? NULL : PyTuple_New(2);
+    if (pair == NULL) {
+        Py_XDECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, Py_NewRef(name));
+    PyTuple_SET_ITEM(pair, 1, value);
+    return pair;
+}
+
+/* ((name, value),), a view's or a cast's params; steals ``value``. */
+static PyObject *one_param(PyObject *name, PyObject *value)
+{
+    PyObject *pair = param(name, value), *params = pair == NULL ? NULL : PyTuple_New(1);
+    if (params == NULL) {
+        Py_XDECREF(pair);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(params, 0, pair);
+    return params;
+}
+
+/* (start, step, length), a slice as views.basic_index normalizes it. */
+static PyObject *index_triple(Py_ssize_t start, Py_ssize_t step, Py_ssize_t length)
+{
+    Py_ssize_t values[3] = {start, step, length};
+    return int_tuple(values, 3);
+}
+
+/* Node(op, (source,), params, shape, dtype) */
+static PyObject *node_over(PyObject *op, PyObject *source, PyObject *params, PyObject *shape, PyObject *dtype)
+{
+    PyObject *inputs = PyTuple_Pack(1, source);
+    if (inputs == NULL)
+        return NULL;
+    PyObject *node = new_node(op, inputs, params, shape, dtype);
+    Py_DECREF(inputs);
+    return node;
+}
+
+/* record.view: the view's node over ``source`` (the node of ``array``) and its array, registered
+   with the base; where NumPy gives a scalar (``is_view`` 0), a copy: the view cast to its dtype.
+   Steals ``params`` and ``shape``. */
+static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, PyObject *params, PyObject *shape,
+                             int is_view)
+{
+    PyObject *result = NULL, *node = NULL, *dtype = NODE_SLOT(source, DTYPE);
+    if (params == NULL || shape == NULL || (node = node_over(op, source, params, shape, dtype)) == NULL)
+        goto done;
+    if (is_view) {
+        PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
+        if (base == NULL || base == Py_None) {
+            base = array;
+        } else if (!PyObject_TypeCheck(base, S.array_type)) {
+            PyErr_SetString(PyExc_TypeError, "a view's base is not a LazyArray");
+            Py_DECREF(node);
+            goto done;
+        }
+        result = new_array(node, base);
+    } else {
+        PyObject *cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
+        PyObject *cast = cast_params == NULL ? NULL : node_over(S.astype_op, node, cast_params, shape, dtype);
+        Py_XDECREF(cast_params);
+        Py_DECREF(node);
+        if (cast != NULL)
+            result = new_array(cast, NULL);
+    }
+done:
+    Py_XDECREF(params);
+    Py_XDECREF(shape);
+    return result;
+}
+
+/* slice.indices(length) for a slice of None and ints that fit, step not 0: 1, else 0. */
+static int slice_indices(PyObject *item, Py_ssize_t length, Py_ssize_t *start, Py_ssize_t *step,
+                         Py_ssize_t *count)
+{
+    PySliceObject *slice = (PySliceObject *)item;
+    PyObject *parts[3] = {slice->start, slice->stop, slice->step};
+    Py_ssize_t stop;
+    for (int i = 0; i < 3; i++)
+        if (parts[i] != Py_None && !int_value(parts[i], &stop))
+            return 0;
+    if (PySlice_Unpack(item, start, &stop, step) < 0) { /* a step of 0 */
+        PyErr_Clear();
+        return 0;
+    }
+    if (*step <= -PY_SSIZE_T_MAX) /* clamped by PySlice_Unpack, where slice.indices is exact */
+        return 0;
+    *count = PySlice_AdjustIndices(length, start, &stop, *step);
+    return 1;
+}
+
+static int put(PyObject *tuple, Py_ssize_t *position, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    PyTuple_SET_ITEM(tuple, (*position)++, value);
+    return 0;
+}
+
+/* record.getitem(array, index): views.basic_index, then record.view */
+static PyObject *record_getitem(PyObject *array, PyObject *index)
+{
+    Py_ssize_t extents[MAX_AXES], ndim;
+    PyObject *source = pending_node(array, extents, &ndim);
+    if (source == NULL)
+        return declined();
+    PyObject *const *items = &index;
+    Py_ssize_t count = 1, consumed = 0, ellipses = 0, new_axes = 0, slices = 0;
+    if (PyTuple_CheckExact(index)) {
+        items = ((PyTupleObject *)index)->ob_item;
+        count = PyTuple_GET_SIZE(index);
+    } else if (PyTuple_Check(index)) {
+        return declined();
+    }
+    if (count > MAX_AXES)
+        return declined();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (items[i] == Py_None)
+            new_axes++;
+        else if (items[i] == Py_Ellipsis)
+            ellipses++;
+        else if (PySlice_Check(items[i]))
+            slices++;
+        else if (!PyLong_CheckExact(items[i]))
+            return declined();
+    }
+    consumed = count - new_axes - ellipses;
+    Py_ssize_t whole = ndim - consumed; /* axes taken whole, by the Ellipsis or after the last item */
+    if (ellipses > 1 || whole < 0 || new_axes + slices + whole > MAX_AXES)
+        return declined();
+    PyObject *normalized = PyTuple_New(count - ellipses + whole), *shape = PyTuple_New(new_axes + slices + whole);
+    Py_ssize_t axis = 0, position = 0, out = 0, start, step, length;
+    if (normalized == NULL || shape == NULL)
+        goto failed;
+    for (Py_ssize_t i = 0; i <= count; i++) {
+        PyObject *item = i < count ? items[i] : NULL; /* NULL: the axes after the last item */
+        if (item == Py_None) {
+            if (put(normalized, &position, Py_NewRef(Py_None)) < 0 || put(shape, &out, PyLong_FromLong(1)) < 0)
+                goto failed;
+        } else if (item == Py_Ellipsis || item == NULL) {
+            for (Py_ssize_t end = item == NULL ? ndim : axis + whole; axis < end; axis++)
+                if (put(normalized, &position, index_triple(0, 1, extents[axis])) < 0
+                    || put(shape, &out, PyLong_FromSsize_t(extents[axis])) < 0)
+                    goto failed;
+        } else if (PyLong_CheckExact(item)) {
+            if (!int_value(item, &start) || !normalize_axis(&start, extents[axis]))
+                goto decline; /* out of bounds: NumPy's IndexError */
+            if (put(normalized, &position, PyLong_FromSsize_t(start)) < 0)
+                goto failed;
+            axis++;
+        } else {
+            if (!slice_indices(item, extents[axis], &start, &step, &length))
+                goto decline;
+            PyObject *triple = length ? index_triple(start, step, length) : index_triple(0, 1, 0);
+            if (put(normalized, &position, triple) < 0 || put(shape, &out, PyLong_FromSsize_t(length)) < 0)
+                goto failed;
+            axis++;
+        }
+    }
+    return record_view(array, source, S.getitem_op, one_param(S.str_index, normalized), shape,
+                       new_axes + slices + whole > 0 || ellipses > 0);
+decline:
+    Py_DECREF(normalized);
+    Py_DECREF(shape);
+    return declined();
+failed:
+    Py_XDECREF(normalized);
+    Py_XDECREF(shape);
+    return NULL;
+}
+
+/* LazyArray.transpose(*axes), record.transpose(array, axes): views.transpose_axes, record.permute */
+static PyObject *record_transpose(PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t extents[MAX_AXES], axes[MAX_AXES], ndim;
+    char chosen[MAX_AXES];
+    PyObject *source = nargs >= 1 ? pending_node(args[0], extents, &ndim) : NULL;
+    if (source == NULL)
+        return declined();
+    if (nargs == 1 || (nargs == 2 && args[1] == Py_None)) {
+        for (Py_ssize_t axis = 0; axis < ndim; axis++)
+            axes[axis] = ndim - 1 - axis;
+    } else {
+        PyObject *const *items = args + 1;
+        Py_ssize_t count = nargs - 1;
+        if (nargs == 2 && PyTuple_CheckExact(args[1])) {
+            items = ((PyTupleObject *)args[1])->ob_item;
+            count = PyTuple_GET_SIZE(args[1]);
+        }
+        if (count != ndim || !normalize_axes(items, count, ndim, axes, chosen))
+            return declined();
+    }
+    PyObject *old_shape = NODE_SLOT(source, SHAPE), *shape = PyTuple_New(ndim);
+    for (Py_ssize_t axis = 0; shape != NULL && axis < ndim; axis++)
+        PyTuple_SET_ITEM(shape, axis, Py_NewRef(PyTuple_GET_ITEM(old_shape, axes[axis])));
+    return record_view(args[0], source, S.transpose_op, one_param(S.str_axes, int_tuple(axes, ndim)), shape, 1);
+}
+
+/* A reshape of ``array`` into ``count`` extents (views.reshape_shape has checked them). */
+static PyObject *reshape_into(PyObject *array, PyObject *source, const Py_ssize_t *sizes, Py_ssize_t count)
+{
+    PyObject *shape = int_tuple(sizes, count);
+    return record_view(array, source, S.reshape_op, one_param(S.str_shape, Py_XNewRef(shape)), shape, 1);
+}
+
+/* LazyArray.reshape(*shape), record.reshape(array, shape): views.reshape_shape, a reshape view */
+static PyObject *record_reshape(PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t extents[MAX_AXES], sizes[MAX_AXES], ndim, count = nargs - 1;
+    PyObject *source = nargs >= 2 ? pending_node(args[0], extents, &ndim) : NULL;
+    PyObject *const *items = args + 1;
+    if (source == NULL || (nargs == 2 && !int_items(args + 1, &items, &count)) || count > MAX_AXES)
+        return declined();
+    Py_ssize_t size = 1, known = 1, unknown = -1;
+    for (Py_ssize_t axis = 0; axis < ndim; axis++)
+        if (__builtin_mul_overflow(size, extents[axis], &size))
+            return declined();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!int_value(items[i], &sizes[i]) || sizes[i] < -1 || (sizes[i] == -1 && unknown >= 0))
+            return declined();
+        if (sizes[i] == -1)
+            unknown = i;
+        else if (__builtin_mul_overflow(known, sizes[i], &known))
+            return declined();
+    }
+    if (unknown >= 0) {
+        if (known == 0 || size % known != 0)
+            return declined();
+        sizes[unknown] = size / known;
+    } else if (known != size) {
+        return declined();
+    }
+    return reshape_into(args[0], source, sizes, count);
+}
+
+/* Arguments after the first by name (``names``, the first ``positional`` of them also by
+   position), into ``values`` (left NULL where not given): 1, else 0 (one it does not know). */
+static int arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *const *names,
+                     Py_ssize_t count, Py_ssize_t positional, PyObject **values)
+{
+    if (nargs < 1 || nargs - 1 > positional)
+        return 0;
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        values[i - 1] = args[i];
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < keywords; k++) {
+        Py_ssize_t i = 0;
+        while (i < count && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), names[i]) != 0)
+            i++;
+        if (i == count || values[i] != NULL)
+            return 0;
+        values[i] = args[nargs + k];
+    }
+    return 1;
+}
+
+/* LazyArray.squeeze(axis=None): NumPy's squeeze of the shape, a reshape view */
+static PyObject *record_squeeze(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"axis"};
+    Py_ssize_t extents[MAX_AXES], axes[MAX_AXES], sizes[MAX_AXES], ndim, count, kept = 0;
+    char chosen[MAX_AXES];
+    PyObject *axis = NULL, *const *items;
+    PyObject *source = arguments(args, nargs, kwnames, names, 1, 1, &axis) ? pending_node(args[0], extents, &ndim) : NULL;
+    if (source == NULL)
+        return declined();
+    if (axis == NULL || axis == Py_None) {
+        for (Py_ssize_t i = 0; i < ndim; i++)
+            chosen[i] = extents[i] == 1;
+    } else if (!int_items(&axis, &items, &count) || !normalize_axes(items, count, ndim, axes, chosen)) {
+        return declined();
+    }
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        if (!chosen[i])
+            sizes[kept++] = extents[i];
+        else if (extents[i] != 1) /* NumPy's ValueError */
+            return declined();
+    }
+    return reshape_into(args[0], source, sizes, kept);
+}
+
+/* record.expand_dims(array, axis): NumPy's expand_dims of the shape, a reshape view */
+static PyObject *record_expand_dims(PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t extents[MAX_AXES], axes[MAX_AXES], sizes[MAX_AXES], ndim, count;
+    char chosen[MAX_AXES];
+    PyObject *const *items;
+    PyObject *source = nargs == 2 ? pending_node(args[0], extents, &ndim) : NULL;
+    if (source == NULL || !int_items(args + 1, &items, &count) || ndim + count > MAX_AXES
+        || !normalize_axes(items, count, ndim + count, axes, chosen))
+        return declined();
+    for (Py_ssize_t axis = 0, kept = 0; axis < ndim + count; axis++)
+        sizes[axis] = chosen[axis] ? 1 : extents[kept++];
+    return reshape_into(args[0], source, sizes, ndim + count);
+}
+
+/* record.reduction(name, array, axis=..., keepdims=...) for a primitive reduction (the op) of a
+   non-empty array; ``one_axis`` for argmax and argmin, whose axis is one int or None. */
+static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    static const char *const names[] = {"axis", "keepdims"};
+    Py_ssize_t extents[MAX_AXES], axes[MAX_AXES], ndim, count;
+    char chosen[MAX_AXES];
+    PyObject *values[2] = {NULL, NULL}, *const *items, *axis_param, *result = NULL;
+    PyObject *source = arguments(args, nargs, kwnames, names, 2, 1, values) ? pending_node(args[0], extents, &ndim) : NULL;
+    if (source == NULL)
+        return declined();
+    PyObject *axis = values[0], *keepdims = values[1] == NULL ? Py_False : values[1];
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (extents[i] == 0) /* which reductions of an empty array raise depends on its shape */
+            return declined();
+    if (keepdims != Py_True && keepdims != Py_False)
+        return declined();
+    if (axis == NULL || axis == Py_None) {
+        for (Py_ssize_t i = 0; i < ndim; i++) {
+            axes[i] = i;
+            chosen[i] = 1;
+        }
+        axis_param = one_axis ? Py_NewRef(Py_None) : int_tuple(axes, ndim);
+    } else if ((one_axis && !PyLong_CheckExact(axis)) || !int_items(&axis, &items, &count)
+               || !normalize_axes(items, count, ndim, axes, chosen)) {
+        return declined();
+    } else {
+        axis_param = one_axis ? PyLong_FromSsize_t(axes[0]) : int_tuple(axes, count);
+    }
+    PyObject *axis_pair = param(S.str_axis, axis_param), *keepdims_pair = param(S.str_keepdims, Py_NewRef(keepdims));
+    PyObject *params = axis_pair != NULL && keepdims_pair != NULL ? PyTuple_New(2) : NULL;
+    if (params == NULL) {
+        Py_XDECREF(axis_pair);
+        Py_XDECREF(keepdims_pair);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(params, 0, axis_pair);
+    PyTuple_SET_ITEM(params, 1, keepdims_pair);
+    PyObject *shape = NULL, *key = NULL, *dtype = NULL, *old_shape = NODE_SLOT(source, SHAPE);
+    PyObject *rank = PyLong_FromSsize_t(ndim);
+    if (params == NULL || rank == NULL || (key = PyTuple_Pack(4, op, NODE_SLOT(source, DTYPE), rank, params)) == NULL)
+        goto done;
+    dtype = Py_XNewRef(PyDict_GetItemWithError(S.common_reductions, key));
+    if (dtype == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        dtype = PyObject_CallFunctionObjArgs(S.common_reduction, op, NODE_SLOT(source, DTYPE), old_shape, params,
+                                             NULL);
+        if (dtype == NULL || PyDict_SetItem(S.common_reductions, key, dtype) < 0)
+            goto done;
+    }
+    if (dtype == Py_False) {
+        result = declined();
+        goto done;
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        kept += !chosen[i] || keepdims == Py_True;
+    if ((shape = PyTuple_New(kept)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0, position = 0; i < ndim; i++) {
+        if (!chosen[i])
+            PyTuple_SET_ITEM(shape, position++, Py_NewRef(PyTuple_GET_ITEM(old_shape, i)));
+        else if (keepdims == Py_True && put(shape, &position, PyLong_FromLong(1)) < 0)
+            goto done;
+    }
+    PyObject *node = node_over(op, source, params, shape, dtype);
+    if (node != NULL)
+        result = new_array(node, NULL);
+done:
+    Py_XDECREF(params);
+    Py_XDECREF(rank);
+    Py_XDECREF(key);
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    return result;
+}
+
+/* record.astype(array, dtype) with the default casting and copy: its params from
+   record._common_casts, keyed by the array's dtype and the dtype as given. */
+static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t extents[MAX_AXES], ndim;
+    PyObject *source = nargs == 2 ? pending_node(args[0], extents, &ndim) : NULL;
+    if (source == NULL)
+        return declined();
+    PyObject *key = PyTuple_Pack(2, NODE_SLOT(source, DTYPE), args[1]), *result = NULL;
+    if (key == NULL)
+        return NULL;
+    PyObject *params = Py_XNewRef(PyDict_GetItemWithError(S.common_casts, key));
+    if (params == NULL) {
+        if (PyErr_Occurred()) { /* an unhashable dtype: Python says what NumPy makes of it */
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                result = declined();
+            }
+            goto done;
+        }
+        params = PyObject_CallFunctionObjArgs(S.common_cast, NODE_SLOT(source, DTYPE), args[1], NULL);
+        if (params == NULL || PyDict_SetItem(S.common_casts, key, params) < 0)
+            goto done;
+    }
+    if (params == Py_False) {
+        result = declined();
+        goto done;
+    }
+    if (!PyTuple_CheckExact(params) || PyTuple_GET_SIZE(params) != 1 || !PyTuple_CheckExact(PyTuple_GET_ITEM(params, 0))
+        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(params, 0)) != 2) {
+        PyErr_SetString(PyExc_TypeError, "record._common_casts holds malformed params");
+        goto done;
+    }
+    PyObject *dtype = PyTuple_GET_ITEM(PyTuple_GET_ITEM(params, 0), 1);
+    PyObject *node = node_over(S.astype_op, source, params, NODE_SLOT(source, SHAPE), dtype);
+    if (node != NULL)
+        result = new_array(node, NULL);
+done:
+    Py_DECREF(key);
+    Py_XDECREF(params);
+    return result;
+}
+
+/* LazyArray methods and record functions whose common case is recorded here: an operator (its
+   operand order: one operand, forward or reflected) or __array_ufunc__ (the op looked up by ufunc)
+   by record_common, or a view, reduction or cast (its kind) by the functions above. When they
+   decline, the Python function runs: it is the general path. */
+enum {
+    ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
+    ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE,
+};
+static const char *const order_names[] = {
+    "unary", "forward", "reflected", "ufunc",
+    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place",
+    NULL,
+};
+
+/* A view, reduction or cast of its kind (``order``): the new array, None (declined), or NULL. */
+static PyObject *record_kind(long order, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int keywords = kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0;
+    switch (order) {
+    case ORDER_GETITEM:
+        return nargs == 2 && !keywords ? record_getitem(args[0], args[1]) : declined();
+    case ORDER_TRANSPOSE:
+        return keywords ? declined() : record_transpose(args, nargs);
+    case ORDER_RESHAPE:
+        return keywords ? declined() : record_reshape(args, nargs);
+    case ORDER_SQUEEZE:
+        return record_squeeze(args, nargs, kwnames);
+    case ORDER_EXPAND_DIMS:
+        return keywords ? declined() : record_expand_dims(args, nargs);
+    case ORDER_REDUCE:
+    case ORDER_ONE_AXIS:
+        return record_reduction(op, order == ORDER_ONE_AXIS, args, nargs, kwnames);
+    case ORDER_ASTYPE:
+        return keywords ? declined() : record_astype(args, nargs);
+    default:
+        return declined();
+    }
+}
+
 static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    /* data: (op, or the ufunc -> op table; order; the Python method) */
+    /* data: (op, the ufunc -> op table, or None; order; the Python function) */
     PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
     long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    /* Computed arrays first: what direct runs at once (an element, a small view or reduction) */
+    PyObject *now = NULL;
+    if (order == ORDER_GETITEM && nargs == 2 && keywords == 0)
+        now = read_elements(args[0], args[1]);
+    else if ((order == ORDER_REDUCE || order == ORDER_ONE_AXIS) && keywords <= 4)
+        now = reduce_now(op, args[0], args, nargs, kwnames);
+    if (now != NULL || PyErr_Occurred())
+        return now;
+    if (order >= ORDER_GETITEM && order <= ORDER_ASTYPE) {
+        PyObject *recorded = record_kind(order, op, args, nargs, kwnames);
+        if (recorded != Py_None)
+            return recorded; /* the new array, or NULL with the error set */
+        Py_DECREF(recorded);
+        return PyObject_Vectorcall(general, args, nargs, kwnames);
+    }
     PyObject *operands[3] = {op, NULL, NULL};
     Py_ssize_t count = 0;
-    if (order == ORDER_REDUCE && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) <= 4)) {
-        PyObject *reduced = reduce_now(op, args[0], args, nargs, kwnames);
-        if (reduced != NULL || PyErr_Occurred())
-            return reduced;
-    } else if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+    if (keywords == 0) {
         if (order == ORDER_UNARY && nargs == 1) {
             operands[1] = args[0];
             count = 2;
@@ -923,10 +1513,6 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
             operands[1] = args[3];
             operands[2] = nargs == 5 ? args[4] : NULL;
             count = operands[0] == NULL ? 0 : nargs - 2;
-        } else if (order == ORDER_GETITEM && nargs == 2) {
-            PyObject *item = read_elements(args[0], args[1]);
-            if (item != NULL || PyErr_Occurred())
-                return item;
         } else if (order == ORDER_IN_PLACE && nargs == 2) {
             PyObject *updated = update_in_place(op, args[0], args[1]);
             if (updated != NULL || PyErr_Occurred())
@@ -954,20 +1540,23 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
 
 static PyMethodDef fast_method_definition = {
     "fast_method", (PyCFunction)(void (*)(void))fast_method_call, METH_FASTCALL | METH_KEYWORDS,
-    "A LazyArray method: record_common first, the Python method when it declines.",
+    "A LazyArray method or record function: its common case in C, the Python one when that declines.",
 };
 
-static PyObject *fast_method(PyObject *module, PyObject *args)
+/* fast_method(op, order, general) binds as a method; fast_function(...) is a plain function. */
+static PyObject *fast_callable(PyObject *args, const char *name, int method)
 {
     PyObject *op, *general;
     const char *order_name;
-    if (!PyArg_ParseTuple(args, "OsO:fast_method", &op, &order_name, &general))
+    if (!PyArg_ParseTuple(args, "OsO", &op, &order_name, &general))
         return NULL;
     long order = 0;
     while (order_names[order] != NULL && strcmp(order_names[order], order_name) != 0)
         order++;
-    if (order_names[order] == NULL || (order == ORDER_UFUNC && !PyDict_Check(op)) || !PyCallable_Check(general)) {
-        PyErr_Format(PyExc_ValueError, "fast_method: bad order %s, table or method", order_name);
+    int takes_op = order < ORDER_GETITEM || order == ORDER_REDUCE || order == ORDER_ONE_AXIS;
+    int op_fits = order == ORDER_UFUNC ? PyDict_Check(op) : !takes_op || op != Py_None;
+    if (order_names[order] == NULL || !op_fits || !PyCallable_Check(general)) {
+        PyErr_Format(PyExc_ValueError, "%s: bad order %s, op or function", name, order_name);
         return NULL;
     }
     PyObject *data = Py_BuildValue("(OlO)", op, order, general);
@@ -975,11 +1564,21 @@ static PyObject *fast_method(PyObject *module, PyObject *args)
         return NULL;
     PyObject *function = PyCFunction_New(&fast_method_definition, data);
     Py_DECREF(data);
-    if (function == NULL)
-        return NULL;
-    PyObject *method = PyInstanceMethod_New(function);  /* binds like a Python function */
+    if (function == NULL || !method)
+        return function;
+    PyObject *bound = PyInstanceMethod_New(function); /* binds like a Python function */
     Py_DECREF(function);
-    return method;
+    return bound;
+}
+
+static PyObject *fast_method(PyObject *module, PyObject *args)
+{
+    return fast_callable(args, "fast_method", 1);
+}
+
+static PyObject *fast_function(PyObject *module, PyObject *args)
+{
+    return fast_callable(args, "fast_function", 0);
 }
 
 /* trace.Node.__init__(self, op, inputs, params, shape, dtype) */
@@ -1048,37 +1647,66 @@ static PyObject *structure_id(PyObject *module, PyObject *description)
 
 static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {
-        "Node", "LazyArray", "trace_module", "config_module", "structure_ids", "new_structure_id",
-        "thread_state", "start_thread", "scalar_op", "unary", "common_dtypes", "common_result",
-        "bound_depth", "mixed_devices", "host", "direct_elements", "numpy_scalar", "buffer_op", "thread_counters", "pending", "registry_module", "stats_local", "matmul", NULL,
+    /* Each object by name; a type, where it must be of one (NULL: any). */
+    struct {
+        const char *name;
+        PyObject **target;
+        PyTypeObject *type;
+    } objects[] = {
+        {"Node", (PyObject **)&S.node_type, &PyType_Type},
+        {"LazyArray", (PyObject **)&S.array_type, &PyType_Type},
+        {"trace_module", &S.trace_module, NULL},
+        {"config_module", &S.config_module, NULL},
+        {"structure_ids", &S.structure_ids, &PyDict_Type},
+        {"new_structure_id", &S.new_structure_id, NULL},
+        {"thread_state", &S.thread_state, NULL},
+        {"start_thread", &S.start_thread, NULL},
+        {"scalar_op", &S.scalar_op, NULL},
+        {"unary", &S.unary, NULL},
+        {"common_dtypes", &S.common_dtypes, &PyDict_Type},
+        {"common_result", &S.common_result, NULL},
+        {"bound_depth", &S.bound_depth, NULL},
+        {"mixed_devices", &S.mixed_devices, NULL},
+        {"getitem_op", &S.getitem_op, NULL},
+        {"transpose_op", &S.transpose_op, NULL},
+        {"reshape_op", &S.reshape_op, NULL},
+        {"astype_op", &S.astype_op, NULL},
+        {"common_reductions", &S.common_reductions, &PyDict_Type},
+        {"common_reduction", &S.common_reduction, NULL},
+        {"common_casts", &S.common_casts, &PyDict_Type},
+        {"common_cast", &S.common_cast, NULL},
+        {"host", &S.host, NULL},
+        {"direct_elements", &S.direct_elements, NULL},
+        {"numpy_scalar", &S.numpy_scalar, &PyType_Type},
+        {"buffer_op", &S.buffer_op, NULL},
+        {"thread_counters", &S.thread_counters, NULL},
+        {"pending", &S.pending, NULL},
+        {"registry_module", &S.registry_module, NULL},
+        {"stats_local", &S.stats_local, NULL},
+        {"matmul", &S.matmul, NULL},
     };
-    PyObject *node_type, *array_type, *objects[21];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOO!OOOOOO!OOOOOO!OOOOOO:bind", names, &PyType_Type, &node_type,
-                                     &PyType_Type, &array_type, &objects[0], &objects[1], &PyDict_Type,
-                                     &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
-                                     &objects[7], &PyDict_Type, &objects[8], &objects[9], &objects[10],
-                                     &objects[11], &objects[12], &objects[13], &PyType_Type, &objects[14],
-                                     &objects[15], &objects[16], &objects[17], &objects[18], &objects[19],
-                                     &objects[20]))
-        return NULL;
+    enum { COUNT = sizeof(objects) / sizeof(objects[0]) };
+    PyObject *values[COUNT];
     if (S.bound) {
         PyErr_SetString(PyExc_RuntimeError, "dynfuse._recorder is bound once");
         return NULL;
     }
-    if (slot_offsets((PyTypeObject *)node_type, node_slot_names, S.node_offsets, NODE_SLOTS) < 0
-        || slot_offsets((PyTypeObject *)array_type, array_slot_names, S.array_offsets, ARRAY_SLOTS) < 0)
+    if (PyTuple_GET_SIZE(args) != 0 || kwargs == NULL || PyDict_GET_SIZE(kwargs) != COUNT) {
+        PyErr_Format(PyExc_TypeError, "bind takes the %d objects by name", (int)COUNT);
         return NULL;
-    S.node_type = (PyTypeObject *)Py_NewRef(node_type);
-    S.array_type = (PyTypeObject *)Py_NewRef(array_type);
-    PyObject **targets[21] = {
-        &S.trace_module, &S.config_module, &S.structure_ids, &S.new_structure_id, &S.thread_state,
-        &S.start_thread, &S.scalar_op, &S.unary, &S.common_dtypes, &S.common_result, &S.bound_depth,
-        &S.mixed_devices, &S.host, &S.direct_elements, &S.numpy_scalar, &S.buffer_op,
-        &S.thread_counters, &S.pending, &S.registry_module, &S.stats_local, &S.matmul,
-    };
-    for (int i = 0; i < 21; i++)
-        *targets[i] = Py_NewRef(objects[i]);
+    }
+    for (int i = 0; i < COUNT; i++) {
+        values[i] = PyDict_GetItemString(kwargs, objects[i].name);
+        if (values[i] == NULL || (objects[i].type != NULL && !PyObject_TypeCheck(values[i], objects[i].type))) {
+            PyErr_Format(PyExc_TypeError, "bind: %s is missing or of the wrong type", objects[i].name);
+            return NULL;
+        }
+    }
+    if (slot_offsets((PyTypeObject *)values[0], node_slot_names, S.node_offsets, NODE_SLOTS) < 0
+        || slot_offsets((PyTypeObject *)values[1], array_slot_names, S.array_offsets, ARRAY_SLOTS) < 0)
+        return NULL;
+    for (int i = 0; i < COUNT; i++)
+        *objects[i].target = Py_NewRef(values[i]);
     S.bound = 1;
     Py_RETURN_NONE;
 }
@@ -1110,7 +1738,9 @@ static PyMethodDef methods[] = {
      "record.record_common in C."},
     {"structure_id", structure_id, METH_O, "trace.structure_id in C."},
     {"fast_method", fast_method, METH_VARARGS,
-     "fast_method(op or ufunc table, order, python_method): the method that records the common case in C."},
+     "fast_method(op, ufunc table or None; order; python_method): the method that records the common case in C."},
+    {"fast_function", fast_function, METH_VARARGS,
+     "fast_function(op or None, order, python_function): the function that records the common case in C."},
     {"replay_key", (PyCFunction)(void (*)(void))replay_key, METH_FASTCALL, "trace.replay_key in C."},
     {NULL, NULL, 0, NULL},
 };
@@ -1147,13 +1777,18 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_max_depth = PyUnicode_InternFromString("max_depth");
     S.str_reference = PyUnicode_InternFromString("reference");
     S.str_direct_ops = PyUnicode_InternFromString("direct_ops");
-    S.str_add_view = PyUnicode_InternFromString("_add_view");
     S.str_direct = PyUnicode_InternFromString("direct");
     S.str_tiers = PyUnicode_InternFromString("tiers");
     S.str_backend = PyUnicode_InternFromString("backend");
     S.str_out = PyUnicode_InternFromString("out");
     S.str_recordings = PyUnicode_InternFromString("_recordings");
-    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_reference == NULL || S.one == NULL || S.str_direct_ops == NULL || S.str_recordings == NULL || S.str_add_view == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL
+    S.str_index = PyUnicode_InternFromString("index");
+    S.str_shape = PyUnicode_InternFromString("shape");
+    S.str_axes = PyUnicode_InternFromString("axes");
+    S.str_axis = PyUnicode_InternFromString("axis");
+    S.str_keepdims = PyUnicode_InternFromString("keepdims");
+    S.str_dtype = PyUnicode_InternFromString("dtype");
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.one == NULL || S.str_direct_ops == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

@@ -2,7 +2,8 @@
 
 - ``dynfuse._recorder``: recording runs once per array operation, so its cost is every lazy op's
   dispatch overhead. It does what ``trace.Node.__init__``, ``trace.structure_id``,
-  ``trace.replay_key`` and ``record.record_common`` do, on the same objects.
+  ``trace.replay_key`` and ``record.record_common`` do, on the same objects, and the common case of
+  views, reductions and casts on pending arrays (``record.getitem``, ``reshape``...).
 - ``dynfuse._launch``: ``KernelCall`` packs a compiled CPU kernel's cells and calls it, where
   ``backends.cpu`` would pack them with ``struct`` and call through ctypes.
 
@@ -25,7 +26,7 @@ from . import array, config, devices, direct, ops, record, registry, stats, tier
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 3
+INTERFACE_VERSION = 4
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -38,6 +39,9 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (direct, "view"): direct.view,
 }
 _accelerated: dict[tuple[Any, str], Any] = {}
+# record's functions whose common case is recorded in C (each name is also its kind there, as a
+# method's ``fast_path`` names one)
+_FAST_FUNCTIONS = ("getitem", "reshape", "transpose", "expand_dims", "astype")
 
 
 def _current_extension(name: str, version: int, description: str) -> ModuleType | None:
@@ -80,6 +84,14 @@ def _load() -> ModuleType | None:
             registry_module=registry,
             stats_local=stats._local,
             matmul=ops.BARRIERS["matmul"],
+            getitem_op=ops.VIEWS["getitem"],
+            transpose_op=ops.VIEWS["transpose"],
+            reshape_op=ops.VIEWS["reshape"],
+            astype_op=ops.ELEMENTWISE["astype"],
+            common_reductions=record._common_reductions,
+            common_reduction=record._common_reduction,
+            common_casts=record._common_casts,
+            common_cast=record._common_cast,
         )
     except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
         return _refused("the C recorder", str(error))
@@ -126,12 +138,20 @@ _extension = _load()
 if _extension is not None:
     for owner, name in _REFERENCE:
         _accelerated[owner, name] = getattr(_extension, "node_init" if name == "__init__" else name)
-    # LazyArray's operators and __array_ufunc__ mark their common case with ``fast_path``: in C it
-    # skips their Python frame, and the Python method is what runs when record_common declines.
-    for name, method in vars(array.LazyArray).items():
+    for name in _FAST_FUNCTIONS:
+        _REFERENCE[record, name] = getattr(record, name)
+        _accelerated[record, name] = _extension.fast_function(None, name, _REFERENCE[record, name])
+    # LazyArray's methods (and properties) mark their common case with ``fast_path``: in C it skips
+    # their Python frame, and the Python method is what runs when the C function declines.
+    for name, attribute in vars(array.LazyArray).items():
+        method = attribute.fget if isinstance(attribute, property) else attribute
         if hasattr(method, "fast_path"):
-            _REFERENCE[array.LazyArray, name] = method
-            _accelerated[array.LazyArray, name] = _extension.fast_method(*method.fast_path, method)
+            _REFERENCE[array.LazyArray, name] = attribute
+            if isinstance(attribute, property):
+                fast = _extension.fast_function(*method.fast_path, method)
+                _accelerated[array.LazyArray, name] = property(fast, doc=attribute.__doc__)
+            else:
+                _accelerated[array.LazyArray, name] = _extension.fast_method(*method.fast_path, method)
     if not config.pure_python:
         _install(_accelerated)
 if not config.pure_python:

@@ -111,7 +111,8 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
 
     reduce.__name__ = reduce.__qualname__ = name
     reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
-    reduce.fast_path = (ops.REDUCTIONS[name], "reduce")  # in C, a small computed array's runs at once
+    # What ``accelerate`` needs to record the method's common case (``axis``, ``keepdims``) in C
+    reduce.fast_path = (ops.REDUCTIONS[name], "one_axis" if name in ops.SINGLE_AXIS_REDUCTIONS else "reduce")
     return reduce
 
 
@@ -170,24 +171,29 @@ class LazyArray:
     def __init__(self, node: Node, base: LazyArray | None = None) -> None:
         self._node = node
         self._base = base
-        # Weak references to the views taken of this array (``_has_views``); None before the first.
-        self._views: list[weakref.ref] | None = None
+        # Weak references to the views of this array, some perhaps dead: only whether one lives is
+        # asked (``record.can_rebind``), so no callback keeps the list exact as each view dies.
+        self._views: list[weakref.ref[LazyArray]] | None = None
 
     def _add_view(self, view: LazyArray) -> None:
-        """Register a view (a list append: views are taken in loops). Dead references are dropped
-        whenever the list's length reaches a power of two, so it stays within twice the live ones."""
-        if self._views is None:
-            self._views = []
-        elif len(self._views) >= 16 and not len(self._views) & (len(self._views) - 1):
-            self._views[:] = [ref for ref in self._views if ref() is not None]
-        self._views.append(weakref.ref(view))
+        """Register a view; the dead ones go when the list reaches a power of two, so a loop that
+        takes and drops views keeps it short (the C recorder does the same)."""
+        refs = self._views
+        if refs is None:
+            self._views = [weakref.ref(view)]
+            return
+        refs.append(weakref.ref(view))
+        count = len(refs)
+        if count >= 8 and not count & (count - 1):
+            refs[:] = [ref for ref in refs if ref() is not None]
 
     def _has_views(self) -> bool:
-        """Whether a view of this array is alive: then a write into it must write its memory."""
-        views = self._views
-        if views:
-            views[:] = [ref for ref in views if ref() is not None]
-        return bool(views)
+        """Whether a view of this array is alive."""
+        refs = self._views
+        if not refs:
+            return False
+        refs[:] = [ref for ref in refs if ref() is not None]
+        return bool(refs)
 
     # ---- known at once ---------------------------------------------------------------------------
 
@@ -229,6 +235,8 @@ class LazyArray:
     @property
     def T(self) -> LazyArray:
         return record.transpose(self)
+
+    T.fget.fast_path = (None, "transpose")
 
     @property
     def mT(self) -> LazyArray:
@@ -468,8 +476,9 @@ class LazyArray:
     def __setitem__(self, index: Any, value: Any) -> None:
         record.setitem(self, index, value)
 
-    # In C, an element of a computed array is read, and written while nothing is pending, at once
-    # (``direct``); the methods above are what runs otherwise
+    # In C: an element or small view of a computed array read at once (``direct``), a view of a
+    # pending one recorded, and a write while nothing is pending made at once; the methods above
+    # are what runs otherwise
     __getitem__.fast_path = (None, "getitem")
     __setitem__.fast_path = (None, "setitem")
 
@@ -477,6 +486,8 @@ class LazyArray:
 
     def astype(self, dtype: Any, casting: str = "unsafe", copy: bool = True) -> Any:
         return record.astype(self, dtype, casting=casting, copy=copy)
+
+    astype.fast_path = (None, "astype")
 
     def copy(self) -> Any:
         return record.astype(self, self.dtype)
@@ -489,8 +500,12 @@ class LazyArray:
             return record.fallback("reshape", np.reshape, (self, shape), {"order": order})
         return record.reshape(self, shape[0] if len(shape) == 1 else shape)
 
+    reshape.fast_path = (None, "reshape")
+
     def transpose(self, *axes: Any) -> Any:
         return record.transpose(self, None if not axes else axes[0] if len(axes) == 1 else axes)
+
+    transpose.fast_path = (None, "transpose")
 
     def swapaxes(self, axis1: int, axis2: int) -> Any:
         return record.permute(self, views.swapaxes_axes(axis1, axis2, self.ndim))
@@ -498,6 +513,8 @@ class LazyArray:
     def squeeze(self, axis: Any = None) -> Any:
         shape = np.squeeze(views.shape_stand_in(self.shape), axis).shape
         return record.reshape(self, shape)
+
+    squeeze.fast_path = (None, "squeeze")
 
     def ravel(self) -> Any:
         return record.reshape(self, -1)

@@ -247,6 +247,20 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
     return new_array(_cast_node(node, dtype))
 
 
+# (source dtype, dtype as given to astype) -> the cast's params, or False where astype's common case
+# (supported dtypes, the default casting and copy) does not apply; filled by ``_common_cast`` for
+# the C recorder, which records ``x.astype(dtype)`` by this table.
+_common_casts: dict[tuple, tuple | bool] = {}
+
+
+def _common_cast(source: np.dtype, given: Any) -> tuple | bool:
+    dtype = np.dtype(given)
+    dtypes.check_cast(source, dtype, "unsafe")
+    if not dtypes.is_supported(source) or not dtypes.is_supported(dtype):
+        return False
+    return (("dtype", dtype),)
+
+
 def _cast_node(node: Node, dtype: np.dtype) -> Node:
     return Node(ops.ELEMENTWISE["astype"], (node,), (("dtype", dtype),), node.shape, dtype)
 
@@ -316,6 +330,19 @@ def reduction(
     else:
         result = _reduction_node(op, node, tuple(params), axes, bool(keepdims), result_dtype)
     return new_array(result)
+
+
+# (op, operand dtype, rank, params) -> the result dtype, or False where the common case (a
+# primitive reduction of a supported dtype to one) does not apply; filled by
+# ``_common_reduction`` for the C recorder, which records ``x.sum(axis)`` by this table.
+_common_reductions: dict[tuple, np.dtype | bool] = {}
+
+
+def _common_reduction(op: ops.Op, dtype: np.dtype, shape: tuple[int, ...], params: tuple) -> np.dtype | bool:
+    if op.expand is not None or not dtypes.is_supported(dtype):
+        return False
+    result = dtypes.reduction_dtype(op, dtype, shape, params)
+    return result if dtypes.is_supported(result) else False
 
 
 def _reduction_node(
@@ -478,6 +505,11 @@ def permute(array: Any, axes: tuple[int, ...]) -> Any:
     if made is not direct.DECLINED:
         return made
     return view(array, "transpose", (("axes", axes),), tuple(array.shape[axis] for axis in axes))
+
+
+def expand_dims(value: Any, axis: Any) -> Any:
+    array = lazy(value)
+    return reshape(array, np.expand_dims(views.shape_stand_in(array.shape), axis).shape)
 
 
 def broadcast_to(value: Any, shape: Any) -> Any:

@@ -143,7 +143,50 @@ def is_basic_index(index: Any) -> bool:
     return True
 
 
+_PLAIN_SLICE_PARTS = frozenset({int, type(None)})
+# (shape, index key) -> basic_index's answer, for indices of Python ints, slices of them, None and
+# Ellipsis: a loop indexes with the same few, and NumPy's check on a stand-in costs microseconds.
+_basic_indices: dict[tuple, tuple[tuple, Shape, bool]] = {}
+BASIC_INDEX_CACHE_LIMIT = 4096
+
+
+def _index_key(index: Any) -> tuple | None:
+    """``index`` as a hashable key (a slice is unhashable before Python 3.12), where it is made of
+    Python ints, slices of ints and None, None and Ellipsis; else None."""
+    key = []
+    for item in index if type(index) is tuple else (index,):
+        kind = type(item)
+        if kind is slice:
+            start, stop, step = item.start, item.stop, item.step
+            if not (
+                type(start) in _PLAIN_SLICE_PARTS
+                and type(stop) in _PLAIN_SLICE_PARTS
+                and type(step) in _PLAIN_SLICE_PARTS
+            ):
+                return None
+            key.append((start, stop, step))
+        elif kind is int or item is None or item is Ellipsis:
+            key.append(item)
+        else:
+            return None
+    return tuple(key)
+
+
 def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
+    """``_basic_index``, remembered for the indices ``_index_key`` names."""
+    key = _index_key(index)
+    if key is None:
+        return _basic_index(shape, index)
+    found = _basic_indices.get((shape, key))
+    if found is None:
+        found = _basic_index(shape, index)
+        if len(_basic_indices) >= BASIC_INDEX_CACHE_LIMIT:
+            _basic_indices.clear()
+        _basic_indices[shape, key] = found
+    return found
+
+
+def _basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
     """Normalize a basic index into (items, result shape, is_view).
 
     Items are one per output or consumed axis: an int (a non-negative position), a

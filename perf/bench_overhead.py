@@ -111,6 +111,14 @@ RECORDED = {
     "x.sum(axis=0)": "x.sum(axis=0)",
     "x.astype(np.float32)": "x.astype(np.float32)",
 }
+# The same on an array not computed yet (``x = a * 1.0``): the C recorder's case, where ``x`` above
+# is a computed leaf, which the Python functions take.
+RECORDED_PENDING = {
+    **RECORDED,
+    "x[..., None]": "x[..., None]",
+    "np.expand_dims(x, 0)": "np.expand_dims(x, 0)",
+    "x.max(axis=1, keepdims=True)": "x.max(axis=1, keepdims=True)",
+}
 
 
 def recording_loop(expression: str) -> Callable:
@@ -130,6 +138,10 @@ def recorded(expression: str) -> Callable:
 
 def grid(np, n: int) -> list:
     return arrays(np, numpy.random.default_rng(n).random((n, n)))
+
+
+def pending_grid(np, n: int) -> list:
+    return [value * 1.0 for value in grid(np, n)]
 
 
 # 2. One stencil statement, materialized each time, alternating two grids as a Jacobi sweep does.
@@ -311,6 +323,20 @@ def programs(quick: bool) -> list[Program]:
                 f"`{label}`",
                 recorded(expression),
                 lambda np: grid(np, 150),
+                target="1 us per op",
+                per=RECORDINGS,
+                unit="op",
+                expect_no_materialization=True,
+                timed=recording_loop(expression),
+            )
+        )
+    for label, expression in RECORDED_PENDING.items():
+        found.append(
+            Program(
+                "recording, pending 150x150 float64",
+                f"`{label}`",
+                recorded(expression),
+                lambda np: pending_grid(np, 150),
                 target="1 us per op",
                 per=RECORDINGS,
                 unit="op",

@@ -9,12 +9,14 @@ import contextlib
 import gc
 import subprocess
 import sys
+import warnings
 import weakref
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import dynfuse
 from dynfuse import accelerate, config, ops, record, trace
@@ -148,6 +150,23 @@ def test_the_depth_bound_holds(monkeypatch):
     np.testing.assert_allclose(np.asarray(x), _expected_chain(np.arange(4.0), 12))
 
 
+def test_the_depth_bound_holds_for_views_reductions_and_casts(monkeypatch):
+    monkeypatch.setattr(config, "max_depth", 5)
+    values = np.arange(24.0).reshape(4, 6)
+    x = dynfuse.asarray(values) * 1.0
+    for _ in range(4):
+        x = x.T.reshape(4, 6)[::-1, None][:, 0].astype(np.float32).astype(np.float64).T.T
+        values = values.T.reshape(4, 6)[::-1]
+        assert x._node.depth <= 5
+    np.testing.assert_array_equal(np.asarray(x), values)
+    values = np.arange(24.0).reshape(4, 6)
+    total = (dynfuse.asarray(values) * 1.0).sum(0)
+    for _ in range(8):
+        total = total[None].sum(0, keepdims=True)[0]
+        assert total._node.depth <= 5
+    np.testing.assert_array_equal(np.asarray(total), values.sum(0))
+
+
 def _expected_chain(values, steps):
     for _ in range(steps):
         values = values * 1.5 + 1
@@ -201,7 +220,8 @@ def test_malformed_nodes_raise_instead_of_crashing():
     "extension",
     [
         "types.SimpleNamespace(INTERFACE_VERSION=0)",  # built from another version
-        "types.SimpleNamespace(INTERFACE_VERSION=1, bind=mismatched)",  # classes it does not fit
+        # classes it does not fit
+        f"types.SimpleNamespace(INTERFACE_VERSION={accelerate.INTERFACE_VERSION}, bind=mismatched)",
     ],
 )
 def test_a_recorder_that_does_not_fit_is_refused_with_a_warning(extension):
@@ -219,3 +239,210 @@ print(np.asarray(dynfuse.asarray(np.arange(3.0)) * 2 + 1).tolist())
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert printed.startswith("False") and "the C recorder is not used" in printed
     assert printed.endswith("[1.0, 3.0, 5.0]\n")
+
+
+# ---- views, reductions and casts ------------------------------------------------------------------
+# Random programs of views, reductions and casts, most of them on pending arrays (what the C
+# recorder takes), with indices, shapes and axes NumPy refuses or the C recorder leaves to Python.
+
+ODD_ITEMS = [
+    np.int64(1),
+    True,
+    1.5,
+    [0],
+    slice(1.0, None),
+    2**70,
+    slice(2**70, None),
+    slice(None, None, -(2**63)),
+]
+INDEX_ITEM = st.one_of(
+    st.integers(-6, 6),
+    st.builds(
+        slice,
+        st.none() | st.integers(-7, 7),
+        st.none() | st.integers(-7, 7),
+        st.none() | st.integers(-3, 3),
+    ),
+    st.sampled_from([None, Ellipsis]),
+    st.sampled_from(ODD_ITEMS),
+)
+INDEX = st.one_of(INDEX_ITEM, st.lists(INDEX_ITEM, max_size=5).map(tuple))
+AXIS = st.one_of(
+    st.none(),
+    st.integers(-4, 4),
+    st.lists(st.integers(-4, 4), max_size=4).map(tuple),
+    st.sampled_from([[0], np.int64(0), True, 1.0]),
+)
+EXTENT = st.integers(-2, 6)
+NOTHING = object()  # an argument left out
+KEEPDIMS = st.sampled_from([NOTHING, True, False, 1, None])
+CASTS = [np.float32, "int16", np.dtype(bool), float, "f2", np.complex64, "uint8", "foo", [("a", "f4")]]
+VIEW_STEP = st.one_of(
+    st.tuples(st.just("getitem"), INDEX),
+    st.tuples(
+        st.just("reshape"),
+        st.one_of(
+            st.sampled_from([-1, (-1,), (1, -1), (-1, 1), (2, -1), (-1, 2, 1), ()]),
+            st.integers(-2, 30),
+            st.lists(EXTENT, max_size=4).map(tuple),
+        ),
+    ),
+    st.tuples(st.just("reshape_args"), st.lists(EXTENT, min_size=2, max_size=4)),
+    st.tuples(
+        st.just("transpose"),
+        st.integers(0, 3).flatmap(lambda n: st.permutations(range(n)) | st.permutations(range(-n, 0))),
+    ),
+    st.tuples(st.just("transpose_args"), st.lists(st.integers(-3, 3), max_size=3)),
+    st.tuples(st.sampled_from(["T", "copy", "add"]), st.none()),
+    st.tuples(st.just("squeeze"), AXIS),
+    st.tuples(st.just("expand_dims"), AXIS),
+    st.tuples(
+        st.sampled_from(["sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean"]),
+        st.tuples(AXIS, KEEPDIMS, st.booleans()),
+    ),
+    st.tuples(st.just("astype"), st.sampled_from(CASTS)),
+)
+
+
+def apply_view_step(value, kind, argument):
+    if kind == "getitem":
+        return value[argument]
+    if kind == "reshape":
+        return value.reshape(argument)
+    if kind == "reshape_args":
+        return value.reshape(*argument)
+    if kind == "transpose":
+        return value.transpose(argument)
+    if kind == "transpose_args":
+        return value.transpose(*argument)
+    if kind == "T":
+        return value.T
+    if kind == "copy":
+        return value.copy()
+    if kind == "add":
+        return value + 1
+    if kind == "squeeze":
+        return value.squeeze(argument)
+    if kind == "expand_dims":
+        return dynfuse.numpy.expand_dims(value, argument)
+    if kind == "astype":
+        return value.astype(argument)
+    axis, keepdims, by_name = argument
+    kwargs = {} if keepdims is NOTHING else {"keepdims": keepdims}
+    if by_name:
+        return getattr(value, kind)(axis=axis, **kwargs)
+    return getattr(value, kind)(axis, **kwargs)
+
+
+def record_views(arrays, program):
+    """The program's values (the inputs, then each step's result on the value it picks) and what
+    each step gave: an array's index, or the error NumPy's type and message."""
+    values = [dynfuse.asarray(array) for array in arrays]
+    values += [value.copy() for value in values]  # pending, as most values a program indexes
+    outcomes = []
+    for pick, (kind, argument) in program:
+        try:
+            result = apply_view_step(values[pick % len(values)], kind, argument)
+        except Exception as error:
+            outcomes.append((type(error).__name__, str(error)))
+            continue
+        outcomes.append(len(values))
+        values.append(result)
+    return values, outcomes
+
+
+def aliasing(values):
+    """Each value's base (as a position among the values) and whether it has live views."""
+    positions = {id(value): position for position, value in enumerate(values)}
+    return [
+        (None if value.base is None else positions.get(id(value.base), "elsewhere"), value._has_views())
+        for value in values
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrays=st.lists(
+        hnp.arrays(
+            st.sampled_from([np.float64, np.int32, np.bool_, np.float16, np.complex64]),
+            hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    program=st.lists(st.tuples(st.integers(0, 100), VIEW_STEP), min_size=1, max_size=16),
+)
+def test_views_reductions_and_casts_are_recorded_the_same_in_c_and_python(arrays, program):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        in_c, c_outcomes = record_views(arrays, program)
+        with accelerate.pure_python():
+            in_python, python_outcomes = record_views(arrays, program)
+    assert c_outcomes == python_outcomes
+    assert describe([a._node for a in in_c]) == describe([a._node for a in in_python])
+    assert aliasing(in_c) == aliasing(in_python)
+
+
+def test_views_reductions_and_casts_release_their_references():
+    """The view, reduction and cast paths keep every reference count, and a base's list of views
+    stays short while views are taken and dropped."""
+    x = dynfuse.asarray(np.arange(24.0).reshape(4, 6)) * 1.0
+    shape, dtype, node = x._node.shape, x._node.dtype, x._node
+    stop = 10**6 + 1  # objects of this test's own, unlike the small ints
+    ops_used = [ops.VIEWS[name] for name in ("getitem", "transpose", "reshape")] + [ops.REDUCTIONS["sum"]]
+    watched = [shape, dtype, node, x, stop, np.float32, *ops_used]
+
+    def record_all():
+        steps = (
+            x[1:stop, ::-2],
+            x[3, -1],
+            x[None, ..., 2],
+            x.T,
+            x.transpose(1, 0),
+            x.reshape(-1),
+            x.reshape(2, 3, 4),
+            x[None].squeeze(),
+            dynfuse.numpy.expand_dims(x, (0, -1)),
+            x.sum(axis=0),
+            x.max(1, keepdims=True),
+            x.argmin(axis=-1),
+            x.astype(np.float32),
+        )
+        return [weakref.ref(step._node) for step in steps]
+
+    record_all()  # interns the structures and fills the tables
+    gc.collect()
+    before = [sys.getrefcount(item) for item in watched]
+    for _ in range(300):
+        for alive in record_all():
+            assert alive() is None
+    assert len(x._views) < 64
+    trace._thread.recording.sweep()
+    gc.collect()
+    assert [sys.getrefcount(item) for item in watched] == before
+    assert not x._has_views() and record.can_rebind(x)
+
+
+def test_a_view_taken_in_c_stops_rebinding_until_it_is_gone():
+    x = dynfuse.asarray(np.arange(6.0)) * 1.0
+    view = x[1:]
+    assert view.base is x and x[::2][1:].base is x
+    assert not record.can_rebind(x)
+    x += 1  # an eager write: the view sees it
+    np.testing.assert_array_equal(np.asarray(view), np.arange(1.0, 6.0) + 1)
+    del view
+    gc.collect()
+    assert record.can_rebind(x)
+
+
+def test_computed_leaves_go_to_the_python_functions(monkeypatch):
+    """An array whose node is a computed leaf is left to the Python methods, which decide whether
+    NumPy runs the op at once."""
+    called = []
+    reference = record.getitem
+    monkeypatch.setattr(record, "getitem", lambda *args: called.append(args) or reference(*args))
+    leaf = dynfuse.asarray(np.arange(6.0))
+    leaf[1:]
+    assert len(called) == 1
+    (leaf * 1.0)[1:]
+    assert len(called) == 1

@@ -232,6 +232,22 @@ def test_basic_index_normalizes_as_numpy_indexes(shape, items, as_tuple):
     np.testing.assert_array_equal(read_normalized(array, normalized), expected)
 
 
+@given(shape=SMALL_SHAPES, items=st.lists(INDEX_ITEMS, max_size=5), as_tuple=st.booleans())
+def test_a_remembered_basic_index_is_the_one_computed(shape, items, as_tuple):
+    index = tuple(items) if as_tuple or len(items) != 1 else items[0]
+    expected = numpys_outcome(views._basic_index, shape, index)
+    for _ in range(2):  # computed, then remembered
+        assert numpys_outcome(views.basic_index, shape, index) == expected
+
+
+def test_indices_that_only_compare_equal_are_not_remembered_together():
+    """True == 1 and np.int64(1) == 1, but NumPy indexes with each differently (or refuses them)."""
+    for lookalike in (True, np.int64(1), 1.0, slice(True, None), slice(np.int64(1), None), slice(1.0, None)):
+        assert views._index_key(lookalike) is None
+        assert views._index_key((0, lookalike)) is None
+    assert views._index_key((1, slice(None, -1), None, Ellipsis)) == (1, (None, -1, None), None, Ellipsis)
+
+
 def test_basic_index_errors_are_numpys():
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3"):
         views.basic_index((3,), 5)
