@@ -344,8 +344,10 @@ static int is_weak_scalar(PyObject *value)
 /* record.bound_depth on a new array (stolen), called only when it has something to do. */
 static PyObject *bounded(PyObject *lazy)
 {
-    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
     long depth = PyLong_AsLong(NODE_SLOT(ARRAY_SLOT(lazy, ARRAY_NODE), DEPTH));
+    if (depth == 0) /* a leaf: within any bound (DYNFUSE_MAX_DEPTH is at least 1) */
+        return lazy;
+    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
     if ((max_depth == -1 || depth == -1) && PyErr_Occurred()) {
         Py_DECREF(lazy);
         return NULL;
@@ -446,13 +448,24 @@ static Py_ssize_t shape_size(PyObject *shape)
 /* Add one to this thread's stats counter ``name`` (stats.count). */
 static int count(PyObject *name)
 {
-    PyObject *counters = PyObject_GetAttr(S.stats_local, S.str_counters);
-    if (counters == NULL) { /* this thread's first count */
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-        if ((counters = PyObject_CallNoArgs(S.thread_counters)) == NULL)
-            return -1;
+    /* The last counting thread's counters: a thread's dict lives as long as the process (stats sums
+       them all), so one found again by a later thread at the same address still counts. */
+    static PyThreadState *last_thread;
+    static PyObject *last_counters;
+    PyObject *counters;
+    if (PyThreadState_Get() == last_thread && last_counters != NULL) {
+        counters = Py_NewRef(last_counters);
+    } else {
+        counters = PyObject_GetAttr(S.stats_local, S.str_counters);
+        if (counters == NULL) { /* this thread's first count */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            if ((counters = PyObject_CallNoArgs(S.thread_counters)) == NULL)
+                return -1;
+        }
+        last_thread = PyThreadState_Get();
+        Py_XSETREF(last_counters, Py_NewRef(counters));
     }
     PyObject *value = PyDict_GetItemWithError(counters, name), *sum = NULL;
     int status = -1;
@@ -540,39 +553,29 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
    same objects: a backend's Target is fixed once the backend is made. */
 static Py_ssize_t direct_limit(void)
 {
-    static PyObject *seen[3];
+    static PyObject *seen[3]; /* strong references, so an identity is never reused while kept */
     static Py_ssize_t kept = -1;
-    PyObject *now[3] = {
-        PyObject_GetAttr(S.config_module, S.str_direct),
-        PyObject_GetAttr(S.config_module, S.str_tiers),
-        PyObject_GetAttr(S.registry_module, S.str_backend),
+    PyObject *config = PyModule_GetDict(S.config_module), *registry = PyModule_GetDict(S.registry_module);
+    PyObject *now[3] = { /* borrowed */
+        PyDict_GetItemWithError(config, S.str_direct),
+        PyDict_GetItemWithError(config, S.str_tiers),
+        PyDict_GetItemWithError(registry, S.str_backend),
     };
     int same = kept >= 0;
-    for (int i = 0; i < 3; i++) {
-        if (now[i] == NULL) {
-            for (int j = 0; j < 3; j++)
-                Py_XDECREF(now[j]);
-            return -1;
-        }
-        same &= now[i] == seen[i];
-    }
-    if (!same) {
-        PyObject *limit = PyObject_CallNoArgs(S.direct_elements);
-        Py_ssize_t value = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
-        Py_XDECREF(limit);
-        if (value == -1) {
-            for (int j = 0; j < 3; j++)
-                Py_DECREF(now[j]);
-            return -1;
-        }
-        for (int i = 0; i < 3; i++) {
-            Py_XSETREF(seen[i], now[i]);
-            now[i] = NULL;
-        }
-        kept = value;
-    }
-    for (int j = 0; j < 3; j++)
-        Py_XDECREF(now[j]);
+    for (int i = 0; i < 3; i++)
+        same &= now[i] != NULL && now[i] == seen[i];
+    if (same)
+        return kept;
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *limit = PyObject_CallNoArgs(S.direct_elements); /* raises where a setting is missing */
+    Py_ssize_t value = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+    Py_XDECREF(limit);
+    if (value == -1)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        Py_XSETREF(seen[i], Py_XNewRef(now[i]));
+    kept = value;
     return kept;
 }
 
@@ -937,8 +940,10 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     return PyObject_SetItem(NODE_SLOT(node, BUFFER), index, value) < 0 ? -1 : 1;
 }
 
-/* The node of ``value`` where these paths take it (borrowed): a LazyArray's pending node whose
-   shape is a tuple of at most MAX_AXES ints, read into ``extents`` and ``*ndim``; else NULL. */
+/* The node of ``value`` where these paths record on it (borrowed): a LazyArray's node whose shape
+   is a tuple of at most MAX_AXES ints, read into ``extents`` and ``*ndim``; else NULL. That is a
+   pending node, or a computed one that direct execution leaves to recording (large, on a device, or
+   direct execution off): a small computed array is the Python function's, which runs NumPy at once. */
 static PyObject *pending_node(PyObject *value, Py_ssize_t *extents, Py_ssize_t *ndim)
 {
     if (!S.bound || !Py_IS_TYPE(value, S.array_type))
@@ -947,13 +952,29 @@ static PyObject *pending_node(PyObject *value, Py_ssize_t *extents, Py_ssize_t *
     if (node == NULL || !PyObject_TypeCheck(node, S.node_type))
         return NULL;
     PyObject *inputs = NODE_SLOT(node, INPUTS), *shape = NODE_SLOT(node, SHAPE);
-    if (inputs == NULL || !PyTuple_CheckExact(inputs) || PyTuple_GET_SIZE(inputs) == 0 || shape == NULL
-        || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > MAX_AXES || NODE_SLOT(node, DTYPE) == NULL)
+    if (inputs == NULL || !PyTuple_CheckExact(inputs) || shape == NULL || !PyTuple_CheckExact(shape)
+        || PyTuple_GET_SIZE(shape) > MAX_AXES || NODE_SLOT(node, DTYPE) == NULL)
         return NULL;
     *ndim = PyTuple_GET_SIZE(shape);
-    for (Py_ssize_t axis = 0; axis < *ndim; axis++)
+    Py_ssize_t size = 1;
+    for (Py_ssize_t axis = 0; axis < *ndim; axis++) {
         if (!int_value(PyTuple_GET_ITEM(shape, axis), &extents[axis]) || extents[axis] < 0)
             return NULL;
+        size *= extents[axis];
+    }
+    if (PyTuple_GET_SIZE(inputs) == 0) {
+        if (NODE_SLOT(node, OP) != S.buffer_op)
+            return NULL;
+        if (NODE_SLOT(node, DEVICE) == S.host) {
+            Py_ssize_t limit = direct_limit();
+            if (limit < 0) {
+                PyErr_Clear(); /* the Python function meets the same error, and raises it */
+                return NULL;
+            }
+            if (size < limit)
+                return NULL;
+        }
+    }
     return node;
 }
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import dynfuse
-from dynfuse import accelerate, config, ops, record, trace
+from dynfuse import accelerate, config, ops, record, registry, trace
 from dynfuse.backends import cuda
 from dynfuse.devices import HOST
 from dynfuse.trace import Node
@@ -435,14 +435,17 @@ def test_a_view_taken_in_c_stops_rebinding_until_it_is_gone():
     assert record.can_rebind(x)
 
 
-def test_computed_leaves_go_to_the_python_functions(monkeypatch):
-    """An array whose node is a computed leaf is left to the Python methods, which decide whether
-    NumPy runs the op at once."""
+def test_computed_leaves_run_at_once_where_small_and_are_recorded_in_c_otherwise(monkeypatch):
+    """A view of a computed array: with direct execution on and the array small, a NumPy view made
+    at once; large, or direct execution off (the tests' default, tiers off), recorded in C. The
+    Python function is not called either way."""
     called = []
     reference = record.getitem
     monkeypatch.setattr(record, "getitem", lambda *args: called.append(args) or reference(*args))
-    leaf = dynfuse.asarray(np.arange(6.0))
-    leaf[1:]
-    assert len(called) == 1
-    (leaf * 1.0)[1:]
-    assert len(called) == 1
+    small, large = dynfuse.asarray(np.arange(6.0)), dynfuse.asarray(np.arange(20000.0))
+    assert small[1:]._node.inputs and large[1:]._node.inputs
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(registry, "backend", "cpu")
+    assert not small[1:]._node.inputs
+    assert large[1:]._node.inputs
+    assert called == []
