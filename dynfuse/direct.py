@@ -161,10 +161,13 @@ def view_op(array: Any, function: Callable, *args: Any) -> Any:
     """A view op (``reshape``, ``transpose``, ``broadcast_to``) of a small computed array, by NumPy:
     a view where NumPy gives one, a fresh array where it copies."""
     node = array._node
-    if node.inputs or node.device is not HOST or views.size_of(node.shape) >= direct_elements():
+    limit = direct_elements()
+    if node.inputs or node.device is not HOST or views.size_of(node.shape) >= limit:
         return DECLINED
     buffer = node.buffer
     made = function(buffer, *args)
+    if made.size >= limit:  # broadcast to a large shape: recorded, so what reads it reads an index map
+        return DECLINED
     # NumPy's view of a view has the memory's owning array as its base (where one owns it)
     if made.base is not None and (made.base is buffer or made.base is buffer.base):
         return view(array, made)

@@ -192,3 +192,12 @@ def test_gathers_and_masks_of_computed_arrays_are_numpys(recorder):
     same(a[1:, [0, 5]], values[1:, [0, 5]])
     with pytest.raises(IndexError, match="out of bounds"):
         a[dnp.asarray(np.array([5]))]
+
+
+def test_a_small_array_broadcast_to_a_large_shape_is_recorded(recorder):
+    """The size that decides is the result's: a meshgrid of two small vectors stays lazy, so what
+    reads it reads an index map, not a stride-0 buffer."""
+    small = dnp.asarray(np.arange(2000.0))
+    grid = dnp.broadcast_to(small, (20, 2000))
+    assert grid._node.inputs
+    same(grid + 1, np.broadcast_to(np.arange(2000.0), (20, 2000)) + 1)
