@@ -34,6 +34,8 @@ written as JSON to ``--report-file PATH`` if asked. Its keys:
     ops_fused                   operations computed inside compiled kernels
     ops_interpreted             operations run one by one with NumPy (tiny work, the ``numpy``
                                 backend, a kernel that fell back)
+    ops_run_at_once             operations on small computed arrays run by NumPy as they were
+                                called, unrecorded (direct execution)
     materializations            times lazy values were computed
     fallbacks                   {function name: calls} that ran through NumPy, unrecorded
     stats                       every counter of ``dynfuse.stats()`` at exit
@@ -285,6 +287,7 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
         "ops_recorded": counters["ops_recorded"],
         "ops_fused": counters["fused_ops"],
         "ops_interpreted": counters["interpreted_ops"],
+        "ops_run_at_once": counters["direct_ops"],
         "materializations": counters["materializations"],
         "fallbacks": dict(sorted(counters["fallback_names"].items(), key=lambda item: (-item[1], item[0]))),
         "stats": counters,
@@ -312,7 +315,8 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"in {report['compile_seconds']:.3f} s; "
             f"{report['kernels_reused_from_memory']:,} launches reused one from memory",
             f"  ops        {report['ops_recorded']:,} recorded, {report['ops_fused']:,} fused into kernels, "
-            f"{report['ops_interpreted']:,} interpreted; {report['materializations']:,} materializations",
+            f"{report['ops_interpreted']:,} interpreted, {report['ops_run_at_once']:,} run at once by NumPy; "
+            f"{report['materializations']:,} materializations",
             f"  fallbacks  {f'{sum(fallbacks.values()):,}: {listed}' if fallbacks else 'none'}",
             *_workers_line(report["workers"]),
         )

@@ -251,6 +251,7 @@ def test_report_counts_what_dynfuse_did(tmp_path, environment):
         report = json.loads(report_file.read_text())
         reports.append(report)
         assert f"{report['ops_recorded']:,} recorded, {report['ops_fused']:,} fused" in result.stderr
+        assert f"{report['ops_run_at_once']:,} run at once by NumPy" in result.stderr
         assert f"{report['kernels_compiled']:,} compiled" in result.stderr
         assert "fallbacks  1: getitem (1)" in result.stderr
     first, second = reports
@@ -264,6 +265,19 @@ def test_report_counts_what_dynfuse_did(tmp_path, environment):
     assert first["fallbacks"] == first["stats"]["fallback_names"] == {"getitem": 1}
     assert first["materializations"] == first["stats"]["materializations"] >= 3
     assert first["wall_seconds"] > 0
+
+
+def test_report_counts_ops_run_at_once_with_the_tiers_on(tmp_path, environment):
+    """As a user runs it: the small script's work on computed arrays is NumPy's calls, unrecorded."""
+    script = write(tmp_path / "reporting.py", REPORTING_SCRIPT)
+    result = run_dynfuse(
+        script, environment={**environment, "DYNFUSE_TIERS": "1"}, options=["--report", "json"]
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == run_python(script, environment=environment).stdout
+    report = json.loads(result.stderr)
+    assert report["ops_run_at_once"] == report["stats"]["direct_ops"] > 0
+    assert report["ops_recorded"] == report["materializations"] == 0
 
 
 def test_backend_option_and_json_on_stderr(tmp_path, environment):
