@@ -1356,7 +1356,10 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     } else if ((one_axis && !PyLong_CheckExact(axis)) || !int_items(&axis, &items, &count)
                || !normalize_axes(items, count, ndim, axes, chosen)) {
         return declined();
-    } else {
+    } else { /* in order, as views.reduction_axes gives them */
+        for (Py_ssize_t i = 0, position = 0; i < ndim; i++)
+            if (chosen[i])
+                axes[position++] = i;
         axis_param = one_axis ? PyLong_FromSsize_t(axes[0]) : int_tuple(axes, count);
     }
     PyObject *axis_pair = param(S.str_axis, axis_param), *keepdims_pair = param(S.str_keepdims, Py_NewRef(keepdims));

@@ -67,10 +67,12 @@ def normalize_shape(opname: str, shape: Any) -> Shape:
 
 
 def reduction_axes(opname: str, axis: Any, ndim: int) -> tuple[int, ...]:
-    """Normalized axes of a reduction; ``None`` means all of them."""
+    """Normalized axes of a reduction, in order (``None`` means all of them): a kernel walks them
+    in that order, and NumPy walks ``axis=(2, 1)`` as ``(1, 2)``, which decides where a float
+    product overflows (``inf * 0`` is NaN, ``0 * inf`` too, but ``big * 0 * big`` is 0)."""
     if axis is None:
         return tuple(range(ndim))
-    return normalize_axis_tuple(axis, ndim, argname=opname)
+    return tuple(sorted(normalize_axis_tuple(axis, ndim, argname=opname)))
 
 
 def single_axis(opname: str, axis: Any, ndim: int) -> int | None:

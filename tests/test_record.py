@@ -256,3 +256,14 @@ def test_other_libraries_arrays_take_the_operation():
     for value in (np.ones(2), np.float32(1), owned(np.ones(2)), 1.5, [1, 2]):
         assert not record.defers_to(value)
     assert not record.foreign((np.ones(2), owned(np.ones(2)), [1.0, np.ones(1)]))
+
+
+@pytest.mark.parametrize("axis", [(2, 1), (1, 2), (-1, 1)])
+def test_reduction_axes_are_recorded_in_order_as_numpy_walks_them(axis):
+    """Which product overflows first decides NaN against 0: NumPy walks ``axis=(2, 1)`` in the
+    array's order, so the kernel must too."""
+    values = np.array([[[1.2e241, 1.5e67], [0.0, 0.0]]])
+    product = np.prod(dynfuse.asarray(values), axis=axis)
+    assert dict(product._node.params)["axis"] == (1, 2)
+    with np.errstate(all="ignore"):
+        assert_same(product, np.prod(values, axis=axis))
