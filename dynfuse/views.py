@@ -147,14 +147,15 @@ def is_basic_index(index: Any) -> bool:
 
 _PLAIN_SLICE_PARTS = frozenset({int, type(None)})
 # (shape, index key) -> basic_index's answer, for indices of Python ints, slices of them, None and
-# Ellipsis: a loop indexes with the same few, and NumPy's check on a stand-in costs microseconds.
+# Ellipsis: a loop slices the same shapes the same way at every step (a stencil's four slices), and
+# NumPy's check on a stand-in costs microseconds each time.
 _basic_indices: dict[tuple, tuple[tuple, Shape, bool]] = {}
 BASIC_INDEX_CACHE_LIMIT = 4096
 
 
-def _index_key(index: Any) -> tuple | None:
-    """``index`` as a hashable key (a slice is unhashable before Python 3.12), where it is made of
-    Python ints, slices of ints and None, None and Ellipsis; else None."""
+def index_key(index: Any) -> tuple | None:
+    """A basic index as a hashable key (a slice as its triple: a slice is unhashable before Python
+    3.12), where it is made of Python ints, slices of ints and None, None and Ellipsis; else None."""
     key = []
     for item in index if type(index) is tuple else (index,):
         kind = type(item)
@@ -175,8 +176,15 @@ def _index_key(index: Any) -> tuple | None:
 
 
 def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
-    """``_basic_index``, remembered for the indices ``_index_key`` names."""
-    key = _index_key(index)
+    """Normalize a basic index into (items, result shape, is_view).
+
+    Items are one per output or consumed axis: an int (a non-negative position), a
+    (start, step, length) triple for a slice, or None for a new axis; Ellipsis is expanded and
+    every axis of ``shape`` is accounted for. ``is_view`` is False where NumPy returns a scalar
+    (a copy) rather than a 0-d view: every axis taken by an int and no Ellipsis. Remembered for the
+    indices ``index_key`` names.
+    """
+    key = index_key(index)
     if key is None:
         return _basic_index(shape, index)
     found = _basic_indices.get((shape, key))
@@ -186,51 +194,6 @@ def basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
             _basic_indices.clear()
         _basic_indices[shape, key] = found
     return found
-
-
-def _basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:
-    """Normalize a basic index into (items, result shape, is_view).
-
-    Items are one per output or consumed axis: an int (a non-negative position), a
-    (start, step, length) triple for a slice, or None for a new axis; Ellipsis is expanded and
-    every axis of ``shape`` is accounted for. ``is_view`` is False where NumPy returns a scalar
-    (a copy) rather than a 0-d view: every axis taken by an int and no Ellipsis.
-
-    An index of Python ints, slices of them, None and Ellipsis is answered from a cache: a loop
-    slices the same shapes the same way at every step (a stencil's four slices), and asking NumPy
-    costs microseconds each time.
-    """
-    key = index_key(index)
-    if key is None:
-        return _basic_index(shape, index)
-    return _cached_basic_index(shape, key)
-
-
-def index_key(index: Any) -> tuple | None:
-    """A basic index as a hashable key (a slice as its triple), or None if an item is not a Python
-    int, a slice of them, None or Ellipsis."""
-    key = []
-    for item in index if type(index) is tuple else (index,):
-        kind = type(item)
-        if kind is slice:
-            start, stop, step = item.start, item.stop, item.step
-            if not (
-                (start is None or type(start) is int)
-                and (stop is None or type(stop) is int)
-                and (step is None or type(step) is int)
-            ):
-                return None
-            key.append((start, stop, step))
-        elif kind is int or item is None or item is Ellipsis:
-            key.append(item)
-        else:
-            return None
-    return tuple(key)
-
-
-@lru_cache(maxsize=4096)
-def _cached_basic_index(shape: Shape, key: tuple) -> tuple[tuple, Shape, bool]:
-    return _basic_index(shape, tuple(slice(*item) if type(item) is tuple else item for item in key))
 
 
 def _basic_index(shape: Shape, index: Any) -> tuple[tuple, Shape, bool]:

@@ -243,9 +243,9 @@ def test_a_remembered_basic_index_is_the_one_computed(shape, items, as_tuple):
 def test_indices_that_only_compare_equal_are_not_remembered_together():
     """True == 1 and np.int64(1) == 1, but NumPy indexes with each differently (or refuses them)."""
     for lookalike in (True, np.int64(1), 1.0, slice(True, None), slice(np.int64(1), None), slice(1.0, None)):
-        assert views._index_key(lookalike) is None
-        assert views._index_key((0, lookalike)) is None
-    assert views._index_key((1, slice(None, -1), None, Ellipsis)) == (1, (None, -1, None), None, Ellipsis)
+        assert views.index_key(lookalike) is None
+        assert views.index_key((0, lookalike)) is None
+    assert views.index_key((1, slice(None, -1), None, Ellipsis)) == (1, (None, -1, None), None, Ellipsis)
 
 
 def test_basic_index_errors_are_numpys():
@@ -448,13 +448,3 @@ def test_common_refinement():
     assert views.common_refinement((6, 4), (2, 3, 4)) == (2, 3, 4)
     assert views.common_refinement((6, 4), (4, 6)) is None
     assert views.common_refinement((0, 3), (3, 0)) is None
-
-
-@given(shape=SMALL_SHAPES, items=st.lists(INDEX_ITEMS, max_size=5))
-def test_a_cached_basic_index_is_what_numpy_gives_each_time(shape, items):
-    """Asked twice (the second from the cache where the index is of Python ints and slices), the
-    answer is the uncached one, or the same error."""
-    index = tuple(items)
-    uncached = numpys_outcome(views._basic_index, shape, index)
-    for _ in range(2):
-        assert numpys_outcome(views.basic_index, shape, index) == uncached
