@@ -316,34 +316,25 @@ def cubic(np, x):
 
 def programs(quick: bool) -> list[Program]:
     found = []
-    for label, expression in RECORDED.items():
-        found.append(
-            Program(
-                "recording, 150x150 float64",
-                f"`{label}`",
-                recorded(expression),
-                lambda np: grid(np, 150),
-                target="1 us per op",
-                per=RECORDINGS,
-                unit="op",
-                expect_no_materialization=True,
-                timed=recording_loop(expression),
+    recordings = (
+        ("recording, 150x150 float64", RECORDED, grid),
+        ("recording, pending 150x150 float64", RECORDED_PENDING, pending_grid),
+    )
+    for group, expressions, setup in recordings:
+        for label, expression in expressions.items():
+            found.append(
+                Program(
+                    group,
+                    f"`{label}`",
+                    recorded(expression),
+                    lambda np, setup=setup: setup(np, 150),
+                    target="1 us per op",
+                    per=RECORDINGS,
+                    unit="op",
+                    expect_no_materialization=True,
+                    timed=recording_loop(expression),
+                )
             )
-        )
-    for label, expression in RECORDED_PENDING.items():
-        found.append(
-            Program(
-                "recording, pending 150x150 float64",
-                f"`{label}`",
-                recorded(expression),
-                lambda np: pending_grid(np, 150),
-                target="1 us per op",
-                per=RECORDINGS,
-                unit="op",
-                expect_no_materialization=True,
-                timed=recording_loop(expression),
-            )
-        )
     for n in (50, 100, 150):
         found.append(
             Program(
