@@ -827,6 +827,20 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     return view;
 }
 
+/* An operand as NumPy takes it, where it is at hand on the host (direct.host_value): a computed
+   lazy array's buffer, an ndarray, a Python or NumPy number (borrowed); NULL otherwise. */
+static PyObject *host_operand(PyObject *value)
+{
+    if (Py_IS_TYPE(value, S.array_type)) {
+        PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
+        return node != NULL && computed_on_host(node) ? NODE_SLOT(node, BUFFER) : NULL;
+    }
+    if (PyFloat_Check(value) || PyLong_Check(value) || PyComplex_Check(value) || PyArray_Check(value)
+        || PyObject_TypeCheck(value, (PyTypeObject *)S.numpy_scalar))
+        return value;
+    return NULL;
+}
+
 /* self op= other on a small computed host array while nothing is pending: the op's NumPy reference
    with out=self's buffer (direct.call_into). The array, NULL without an error where it does not
    apply, NULL with NumPy's error. */
@@ -834,17 +848,9 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
     if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
         return NULL;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = other;
-    if (node == NULL || !computed_on_host(node))
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = host_operand(other);
+    if (node == NULL || !computed_on_host(node) || value == NULL)
         return NULL;
-    if (Py_IS_TYPE(other, S.array_type)) {
-        PyObject *source = ARRAY_SLOT(other, ARRAY_NODE);
-        if (source == NULL || !computed_on_host(source))
-            return NULL;
-        value = NODE_SLOT(source, BUFFER);
-    } else if (!(PyFloat_Check(other) || PyLong_Check(other) || PyObject_TypeCheck(other, (PyTypeObject *)S.numpy_scalar))) {
-        return NULL;
-    }
     Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
     if (limit < 0 || size >= limit || !nothing_pending())
         return NULL;
@@ -921,17 +927,8 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
         return 0;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1))
+    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1) || (value = host_operand(value)) == NULL)
         return 0;
-    if (Py_IS_TYPE(value, S.array_type)) {
-        PyObject *source = ARRAY_SLOT(value, ARRAY_NODE);
-        if (source == NULL || !computed_on_host(source))
-            return 0;
-        value = NODE_SLOT(source, BUFFER);
-    } else if (!(PyFloat_Check(value) || PyLong_Check(value) || PyComplex_Check(value)
-                 || PyObject_TypeCheck(value, (PyTypeObject *)S.numpy_scalar) || PyArray_Check(value))) {
-        return 0;
-    }
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return limit == 0 ? 0 : -1;

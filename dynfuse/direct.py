@@ -91,11 +91,11 @@ def call(function: Callable, operands: Sequence[Any], kwargs: dict[str, Any] | N
     return result(function(*values, **(kwargs or {})))
 
 
-def reduce(function: Callable, array: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any) -> Any:
-    """A reduction of a small computed array, by NumPy (given only the keywords the caller gave, as
-    not every reduction takes every one)."""
-    node = array._node
-    if node.inputs or node.device is not HOST or views.size_of(node.shape) >= direct_elements():
+def reduce(function: Callable, value: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any) -> Any:
+    """A reduction of a small computed array (or an ndarray, a scalar), by NumPy, given only the
+    keywords the caller gave, as not every reduction takes every one."""
+    buffer = host_value(value)
+    if buffer is DECLINED or getattr(buffer, "size", 1) >= direct_elements():
         return DECLINED
     kwargs = {}
     if axis is not None:
@@ -106,7 +106,7 @@ def reduce(function: Callable, array: Any, axis: Any, dtype: Any, keepdims: bool
         kwargs["keepdims"] = keepdims
     if ddof is not None:
         kwargs["ddof"] = ddof
-    return result(function(node.buffer, **kwargs))
+    return result(function(buffer, **kwargs))
 
 
 def call_into(function: Callable, operands: Sequence[Any], target: Any, kwargs: dict[str, Any]) -> Any:

@@ -276,7 +276,7 @@ def reduction(
     **unsupported_kwargs: Any,
 ) -> Any:
     op = ops.REDUCTIONS[name]
-    if out is None and not unsupported_kwargs and type(value) is LazyArray:
+    if out is None and not unsupported_kwargs:
         made = direct.reduce(op.reference, value, axis, dtype, keepdims, ddof)
         if made is not direct.DECLINED:
             return made
@@ -290,10 +290,6 @@ def reduction(
         **unsupported_kwargs,
     }
     kwargs = {key: given[key] for key in given if given[key] is not None and given[key] is not False}
-    if out is None and not unsupported_kwargs:  # an ndarray, a scalar
-        made = direct.call(op.reference, (value,), kwargs)
-        if made is not direct.DECLINED:
-            return made
     if (
         out is not None
         or unsupported_kwargs
