@@ -1,4 +1,9 @@
-"""Helpers shared by the tests: dtypes, comparisons with NumPy, and the CPU backend's kernels."""
+"""Helpers shared by the tests: dtypes, comparisons with NumPy, the CPU backend's kernels, and a
+lock held by another thread (for forks)."""
+
+import contextlib
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -58,3 +63,23 @@ def kernel_of(array):
     _, plan = execute.explain_plan([array._node], cpu.BACKEND)
     (step,) = plan.kernels
     return step.kernel
+
+
+@contextlib.contextmanager
+def held_by_another_thread(lock) -> Iterator[None]:
+    """``lock`` held by a thread of its own for the block, as a process forked then finds it."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock():
+        with lock:
+            holding.set()
+            release.wait(timeout=60)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    holding.wait(timeout=60)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join()

@@ -2,6 +2,7 @@
 system on demand, when idle and when memory runs out; and no block is handed out while an array or
 view of it lives, across threads and in a forked child. Results stay NumPy's."""
 
+import contextlib
 import multiprocessing
 import sys
 import threading
@@ -12,6 +13,8 @@ import pytest
 
 import dynfuse
 from dynfuse import config, host_pool, registry
+
+from .helpers import held_by_another_thread
 
 MIB = 1 << 20
 N = 1 << 21  # float32 elements: 8 MiB, pooled, and split across threads
@@ -261,23 +264,8 @@ def test_a_forked_child_starts_with_an_empty_pool(lock_held):
     held_by_parent = np.asarray(chain(lazy))
     np.asarray(chain(lazy))  # a second block, free in the parent as the child is forked
     assert pool_counts()[2] > 0
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_lock():
-        with host_pool._lock:
-            holding.set()
-            release.wait(timeout=60)
-
-    holder = threading.Thread(target=hold_the_lock)
-    if lock_held:
-        holder.start()
-        holding.wait(timeout=60)
-    try:
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            kept, right, shared, parent_intact = pool.apply_async(compute_in_child, (N,)).get(timeout=120)
-    finally:
-        release.set()
-        if lock_held:
-            holder.join()
+    holding = held_by_another_thread(host_pool._lock) if lock_held else contextlib.nullcontext()
+    with holding, multiprocessing.get_context("fork").Pool(1) as pool:
+        kept, right, shared, parent_intact = pool.apply_async(compute_in_child, (N,)).get(timeout=120)
     assert kept == 0 and right and not shared and parent_intact
     held_by_parent = None

@@ -17,7 +17,7 @@ from dynfuse import config, disk_cache, execute, launch, registry, replay
 from dynfuse.backends import cpu
 
 from . import emulated_cupy
-from .helpers import assert_same
+from .helpers import assert_same, held_by_another_thread
 
 # The GPU device's own code runs in CI on CuPy's interface emulated (tests/emulated_cupy.py)
 BACKENDS = [
@@ -264,22 +264,8 @@ def test_worker_processes_compute_and_share_the_disk_cache(start_method, tmp_pat
 def test_a_process_forked_while_another_thread_materializes(monkeypatch):
     """The lock that thread held is free in the child, where that thread does not exist."""
     monkeypatch.setattr(registry, "backend", "cpu")
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_lock():
-        with execute.lock:
-            holding.set()
-            release.wait(timeout=60)
-
-    holder = threading.Thread(target=hold_the_lock)
-    holder.start()
-    holding.wait(timeout=60)
-    try:
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            (result,) = pool.map_async(worker_result, [5]).get(timeout=120)
-    finally:
-        release.set()
-        holder.join()
+    with held_by_another_thread(execute.lock), multiprocessing.get_context("fork").Pool(1) as pool:
+        (result,) = pool.map_async(worker_result, [5]).get(timeout=120)
     assert result[0] == pytest.approx(expected_value(5), rel=1e-12)
 
 
