@@ -20,7 +20,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 4
+#define INTERFACE_VERSION 5
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -48,19 +48,18 @@ static struct {
     PyObject *host;            /* devices.HOST */
     PyObject *direct_elements; /* tiers.direct_elements */
     PyObject *numpy_scalar;    /* numpy.generic */
+    PyObject *scalars;         /* direct.SCALARS: the exact types NumPy's scalar math serves */
     PyObject *buffer_op;       /* ops.BUFFER */
-    PyObject *thread_counters; /* stats.thread_counters */
     PyObject *pending;         /* trace._pending */
     PyObject *registry_module; /* for backend, read when used */
-    PyObject *stats_local;     /* stats._local: .counters, this thread's */
-    PyObject *matmul;          /* ops.BARRIERS["matmul"] */
+    PyObject *matmul, *dot;    /* ops.BARRIERS["matmul"], ops.BARRIERS["dot"] */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
     PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
-    PyObject *str_recording, *str_refs, *str_counters, *str_sweep_at, *str_sweep, *str_ops_recorded;
-    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_direct_ops, *str_recordings, *str_direct, *str_tiers, *str_backend, *str_out;
-    PyObject *zero, *one, *empty; /* 0, 1 and () */
+    PyObject *str_recording, *str_refs, *str_sweep_at, *str_sweep;
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend, *str_out;
+    PyObject *zero, *empty, *out_name; /* 0, () and ('out',) */
     int bound;
 } S;
 
@@ -128,57 +127,76 @@ static PyObject *intern_structure(PyObject *description)
     return found;
 }
 
+/* Counts kept here rather than in stats' per-thread dicts, as they come once per op: stats adds
+   them to its own (``tallies``) and resets them with its own. The GIL orders the increments. */
+enum { TALLY_DIRECT_OPS, TALLY_OPS_RECORDED, TALLIES };
+static const char *const tally_names[TALLIES] = {"direct_ops", "ops_recorded"};
+static Py_ssize_t tallies[TALLIES];
+
+/* The calling thread's trace._Recording and its list of weak references (swept in place, so the
+   same list for the recording's life), kept for the thread that last recorded: thread ids are
+   never reused, so another thread never finds them. ``sweep_at`` is the recording's as last read:
+   it is read again before sweeping, so a sweep from Python that moved it is seen then. */
+static struct {
+    uint64_t thread;
+    PyObject *recording, *refs;
+    Py_ssize_t sweep_at;
+} R;
+
+static Py_ssize_t read_sweep_at(void)
+{
+    PyObject *value = PyObject_GetAttr(R.recording, S.str_sweep_at);
+    Py_ssize_t threshold = value == NULL ? -1 : PyLong_AsSsize_t(value);
+    Py_XDECREF(value);
+    return threshold;
+}
+
 /* What trace._Recording keeps for every node with inputs: a weak reference, and the count. */
 static int register_pending(PyObject *node)
 {
-    PyObject *recording = PyObject_GetAttr(S.thread_state, S.str_recording);
-    if (recording == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+    uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
+    if (R.recording == NULL || R.thread != thread) {
+        PyObject *recording = PyObject_GetAttr(S.thread_state, S.str_recording);
+        if (recording == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            if ((recording = PyObject_CallNoArgs(S.start_thread)) == NULL)
+                return -1;
+        }
+        PyObject *refs = PyObject_GetAttr(recording, S.str_refs);
+        if (refs == NULL || !PyList_CheckExact(refs)) {
+            if (refs != NULL)
+                PyErr_SetString(PyExc_TypeError, "_Recording.refs is not a list");
+            Py_XDECREF(refs);
+            Py_DECREF(recording);
             return -1;
-        PyErr_Clear();
-        recording = PyObject_CallNoArgs(S.start_thread);
-        if (recording == NULL)
+        }
+        Py_XSETREF(R.recording, recording);
+        Py_XSETREF(R.refs, refs);
+        R.thread = thread;
+        if ((R.sweep_at = read_sweep_at()) == -1)
             return -1;
     }
-    int status = -1;
-    PyObject *refs = NULL, *ref = NULL, *counters = NULL, *sweep_at = NULL;
-    if ((refs = PyObject_GetAttr(recording, S.str_refs)) == NULL || !PyList_Check(refs))
-        goto done;
-    if ((ref = PyWeakref_NewRef(node, NULL)) == NULL || PyList_Append(refs, ref) < 0)
-        goto done;
-    if ((counters = PyObject_GetAttr(recording, S.str_counters)) == NULL)
-        goto done;
-    PyObject *count = PyDict_GetItemWithError(counters, S.str_ops_recorded);
-    if (count == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_KeyError, "ops_recorded");
-        goto done;
-    }
-    PyObject *one = PyLong_FromLong(1), *sum = PyNumber_Add(count, one);
-    Py_DECREF(one);
-    if (sum == NULL)
-        goto done;
-    int stored = PyDict_SetItem(counters, S.str_ops_recorded, sum);
-    Py_DECREF(sum);
-    if (stored < 0 || (sweep_at = PyObject_GetAttr(recording, S.str_sweep_at)) == NULL)
-        goto done;
-    Py_ssize_t threshold = PyLong_AsSsize_t(sweep_at);
-    if (threshold == -1 && PyErr_Occurred())
-        goto done;
-    if (PyList_GET_SIZE(refs) >= threshold) {
-        PyObject *swept = PyObject_CallMethodNoArgs(recording, S.str_sweep);
-        if (swept == NULL)
-            goto done;
-        Py_DECREF(swept);
-    }
-    status = 0;
-done:
-    Py_XDECREF(sweep_at);
-    Py_XDECREF(counters);
-    Py_XDECREF(ref);
-    Py_XDECREF(refs);
-    Py_DECREF(recording);
-    return status;
+    PyObject *ref = PyWeakref_NewRef(node, NULL);
+    if (ref == NULL)
+        return -1;
+    int appended = PyList_Append(R.refs, ref);
+    Py_DECREF(ref);
+    if (appended < 0)
+        return -1;
+    tallies[TALLY_OPS_RECORDED]++;
+    if (PyList_GET_SIZE(R.refs) < R.sweep_at)
+        return 0;
+    if ((R.sweep_at = read_sweep_at()) == -1)
+        return -1;
+    if (PyList_GET_SIZE(R.refs) < R.sweep_at)
+        return 0;
+    PyObject *swept = PyObject_CallMethodNoArgs(R.recording, S.str_sweep);
+    if (swept == NULL)
+        return -1;
+    Py_DECREF(swept);
+    return (R.sweep_at = read_sweep_at()) == -1 ? -1 : 0;
 }
 
 /* Write every slot of a node not exposed to NumPy: the first seven values borrowed, the last four
@@ -445,37 +463,29 @@ static Py_ssize_t shape_size(PyObject *shape)
     return size;
 }
 
-/* Add one to this thread's stats counter ``name`` (stats.count). */
-static int count(PyObject *name)
+/* The shape tuples and structure ids of the host buffers last made leaves, by dtype, shape and
+   layout (strides, where not C-contiguous), so a loop over arrays of a few shapes builds and
+   interns neither again. An id kept here after the structure table started afresh still names
+   this structure alone (ids are never reused): a later lookup may give the structure a new id,
+   which costs a replay miss, never a wrong match. */
+enum { LEAF_MEMO_SIZE = 64, LEAF_MEMO_NDIM = 4 };
+typedef struct {
+    PyObject *dtype, *shape, *key; /* strong references; NULL in an empty entry */
+    int ndim, contiguous;
+    npy_intp dims[LEAF_MEMO_NDIM], strides[LEAF_MEMO_NDIM];
+} LeafMemo;
+static LeafMemo leaf_memo[LEAF_MEMO_SIZE];
+
+/* The entry where ``values``'s description belongs; NULL for more axes than an entry holds. */
+static LeafMemo *leaf_memo_entry(PyArrayObject *values)
 {
-    /* The last counting thread's counters: a thread's dict lives as long as the process (stats sums
-       them all), so one found again by a later thread at the same address still counts. */
-    static PyThreadState *last_thread;
-    static PyObject *last_counters;
-    PyObject *counters;
-    if (PyThreadState_Get() == last_thread && last_counters != NULL) {
-        counters = Py_NewRef(last_counters);
-    } else {
-        counters = PyObject_GetAttr(S.stats_local, S.str_counters);
-        if (counters == NULL) { /* this thread's first count */
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-                return -1;
-            PyErr_Clear();
-            if ((counters = PyObject_CallNoArgs(S.thread_counters)) == NULL)
-                return -1;
-        }
-        last_thread = PyThreadState_Get();
-        Py_XSETREF(last_counters, Py_NewRef(counters));
-    }
-    PyObject *value = PyDict_GetItemWithError(counters, name), *sum = NULL;
-    int status = -1;
-    if (value != NULL && (sum = PyNumber_Add(value, S.one)) != NULL)
-        status = PyDict_SetItem(counters, name, sum);
-    else if (value == NULL && !PyErr_Occurred())
-        PyErr_SetObject(PyExc_KeyError, name);
-    Py_XDECREF(sum);
-    Py_DECREF(counters);
-    return status;
+    int ndim = PyArray_NDIM(values);
+    if (ndim > LEAF_MEMO_NDIM)
+        return NULL;
+    size_t hash = (size_t)PyArray_DESCR(values) >> 4;
+    for (int axis = 0; axis < ndim; axis++)
+        hash = hash * 1000003u ^ (size_t)PyArray_DIM(values, axis);
+    return &leaf_memo[(hash ^ (hash >> 16)) % LEAF_MEMO_SIZE];
 }
 
 /* trace.Node.leaf(array, exposed=False) for a host ndarray: its key is the structure id of
@@ -483,40 +493,68 @@ static int count(PyObject *name)
 static PyObject *host_leaf(PyObject *array)
 {
     PyArrayObject *values = (PyArrayObject *)array;
-    int ndim = PyArray_NDIM(values);
-    PyObject *shape = PyTuple_New(ndim), *layout = NULL, *description = NULL, *key = NULL, *node = NULL;
-    if (shape == NULL)
-        return NULL;
-    for (int axis = 0; axis < ndim; axis++) {
-        PyObject *extent = PyLong_FromSsize_t(PyArray_DIM(values, axis));
-        if (extent == NULL)
-            goto done;
-        PyTuple_SET_ITEM(shape, axis, extent);
-    }
-    if (PyArray_IS_C_CONTIGUOUS(values)) {
-        layout = Py_NewRef(Py_None);
+    int ndim = PyArray_NDIM(values), contiguous = PyArray_IS_C_CONTIGUOUS(values);
+    PyObject *dtype = (PyObject *)PyArray_DESCR(values);
+    LeafMemo *memo = leaf_memo_entry(values);
+    int found = memo != NULL && memo->dtype == dtype && memo->ndim == ndim && memo->contiguous == contiguous;
+    for (int axis = 0; found && axis < ndim; axis++)
+        found = memo->dims[axis] == PyArray_DIM(values, axis)
+                && (contiguous || memo->strides[axis] == PyArray_STRIDE(values, axis));
+    PyObject *shape, *key, *node;
+    if (found) {
+        shape = Py_NewRef(memo->shape);
+        key = Py_NewRef(memo->key);
     } else {
-        if ((layout = PyTuple_New(ndim)) == NULL)
-            goto done;
+        PyObject *layout = NULL, *description = NULL;
+        key = NULL;
+        if ((shape = PyTuple_New(ndim)) == NULL)
+            return NULL;
         for (int axis = 0; axis < ndim; axis++) {
-            PyObject *stride = PyLong_FromSsize_t(PyArray_STRIDE(values, axis));
-            if (stride == NULL)
-                goto done;
-            PyTuple_SET_ITEM(layout, axis, stride);
+            PyObject *extent = PyLong_FromSsize_t(PyArray_DIM(values, axis));
+            if (extent == NULL)
+                goto built;
+            PyTuple_SET_ITEM(shape, axis, extent);
+        }
+        if (contiguous) {
+            layout = Py_NewRef(Py_None);
+        } else {
+            if ((layout = PyTuple_New(ndim)) == NULL)
+                goto built;
+            for (int axis = 0; axis < ndim; axis++) {
+                PyObject *stride = PyLong_FromSsize_t(PyArray_STRIDE(values, axis));
+                if (stride == NULL)
+                    goto built;
+                PyTuple_SET_ITEM(layout, axis, stride);
+            }
+        }
+        if ((description = PyTuple_Pack(3, dtype, shape, layout)) != NULL)
+            key = intern_structure(description);
+    built:
+        Py_XDECREF(description);
+        Py_XDECREF(layout);
+        if (key == NULL) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        if (memo != NULL) {
+            Py_XSETREF(memo->dtype, Py_NewRef(dtype));
+            Py_XSETREF(memo->shape, Py_NewRef(shape));
+            Py_XSETREF(memo->key, Py_NewRef(key));
+            memo->ndim = ndim;
+            memo->contiguous = contiguous;
+            for (int axis = 0; axis < ndim; axis++) {
+                memo->dims[axis] = PyArray_DIM(values, axis);
+                memo->strides[axis] = PyArray_STRIDE(values, axis);
+            }
         }
     }
-    PyObject *dtype = (PyObject *)PyArray_DESCR(values);
-    if ((description = PyTuple_Pack(3, dtype, shape, layout)) == NULL || (key = intern_structure(description)) == NULL)
-        goto done;
-    if ((node = S.node_type->tp_alloc(S.node_type, 0)) == NULL)
-        goto done;
+    if ((node = S.node_type->tp_alloc(S.node_type, 0)) == NULL) {
+        Py_DECREF(shape);
+        Py_DECREF(key);
+        return NULL;
+    }
     set_node_slots(node, S.buffer_op, S.empty, S.empty, shape, dtype, array, S.host, Py_NewRef(S.zero), key,
                    Py_NewRef(S.empty), Py_NewRef(S.empty));
-    key = NULL; /* stolen */
-done:
-    Py_XDECREF(key);
-    Py_XDECREF(description);
-    Py_XDECREF(layout);
     Py_DECREF(shape);
     return node;
 }
@@ -524,10 +562,7 @@ done:
 /* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
 static PyObject *direct_result(PyObject *made)
 {
-    if (count(S.str_direct_ops) < 0) {
-        Py_DECREF(made);
-        return NULL;
-    }
+    tallies[TALLY_DIRECT_OPS]++;
     if (!PyArray_Check(made))
         return made;
     PyObject *node = host_leaf(made);
@@ -542,20 +577,38 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
     PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
     if (base == NULL || base == Py_None)
         base = array;
-    if (count(S.str_direct_ops) < 0)
-        return NULL;
+    tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
     return node == NULL ? NULL : new_array(node, base);
 }
 
+/* A dict's version, which changes with every write to it: CPython's ma_version_tag (gone from
+   3.14, where 0 says there is none and the settings are looked up by name each time). */
+static uint64_t dict_version(PyObject *dict)
+{
+#if PY_VERSION_HEX < 0x030E0000
+    _Py_COMP_DIAG_PUSH
+    _Py_COMP_DIAG_IGNORE_DEPR_DECLS
+    return ((PyDictObject *)dict)->ma_version_tag;
+    _Py_COMP_DIAG_POP
+#else
+    return 0;
+#endif
+}
+
 /* tiers.direct_elements(); -1 with an error set. It is read on every element access, so it is
    kept while the settings it depends on (config.direct, config.tiers, registry.backend) are the
-   same objects: a backend's Target is fixed once the backend is made. */
+   same objects: a backend's Target is fixed once the backend is made. While neither module's dict
+   was written to since, they are not even looked up. */
 static Py_ssize_t direct_limit(void)
 {
     static PyObject *seen[3]; /* strong references, so an identity is never reused while kept */
+    static uint64_t seen_versions[2];
     static Py_ssize_t kept = -1;
     PyObject *config = PyModule_GetDict(S.config_module), *registry = PyModule_GetDict(S.registry_module);
+    uint64_t versions[2] = {dict_version(config), dict_version(registry)};
+    if (kept >= 0 && versions[0] && versions[0] == seen_versions[0] && versions[1] == seen_versions[1])
+        return kept;
     PyObject *now[3] = { /* borrowed */
         PyDict_GetItemWithError(config, S.str_direct),
         PyDict_GetItemWithError(config, S.str_tiers),
@@ -564,18 +617,20 @@ static Py_ssize_t direct_limit(void)
     int same = kept >= 0;
     for (int i = 0; i < 3; i++)
         same &= now[i] != NULL && now[i] == seen[i];
-    if (same)
-        return kept;
-    if (PyErr_Occurred())
-        return -1;
-    PyObject *limit = PyObject_CallNoArgs(S.direct_elements); /* raises where a setting is missing */
-    Py_ssize_t value = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
-    Py_XDECREF(limit);
-    if (value == -1)
-        return -1;
-    for (int i = 0; i < 3; i++)
-        Py_XSETREF(seen[i], Py_XNewRef(now[i]));
-    kept = value;
+    if (!same) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *limit = PyObject_CallNoArgs(S.direct_elements); /* raises where a setting is missing */
+        Py_ssize_t value = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+        Py_XDECREF(limit);
+        if (value == -1)
+            return -1;
+        for (int i = 0; i < 3; i++)
+            Py_XSETREF(seen[i], Py_XNewRef(now[i]));
+        kept = value;
+    }
+    seen_versions[0] = versions[0];
+    seen_versions[1] = versions[1];
     return kept;
 }
 
@@ -858,19 +913,19 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
     if (reference == NULL)
         return NULL;
     PyObject *buffer = NODE_SLOT(node, BUFFER);
-    PyObject *call[3] = {buffer, value, buffer}, *names = PyTuple_Pack(1, S.str_out);
-    PyObject *made = names == NULL ? NULL : PyObject_Vectorcall(reference, call, 2, names);
-    Py_XDECREF(names);
+    PyObject *call[3] = {buffer, value, buffer};
+    PyObject *made = PyObject_Vectorcall(reference, call, 2, S.out_name);
     Py_DECREF(reference);
     if (made == NULL)
         return NULL;
     Py_DECREF(made);
-    return count(S.str_direct_ops) < 0 ? NULL : Py_NewRef(self);
+    tallies[TALLY_DIRECT_OPS]++;
+    return Py_NewRef(self);
 }
 
-/* direct.library_call for a two-operand library call (matmul) on computed host arrays: its reference
+/* direct.library_call for a two-operand library call (matmul, dot) on computed host arrays: its reference
    now, whatever the size. NULL without an error where it does not apply. */
-static PyObject *library_now(PyObject *const *operands)
+static PyObject *library_now(PyObject *op, PyObject *const *operands)
 {
     for (int i = 0; i < 2; i++) {
         if (!Py_IS_TYPE(operands[i], S.array_type))
@@ -882,7 +937,7 @@ static PyObject *library_now(PyObject *const *operands)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return NULL;
-    return run_direct(S.matmul, operands, 2);
+    return run_direct(op, operands, 2);
 }
 
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
@@ -909,14 +964,15 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
     if (limit < 0 || size >= limit)
         return NULL;
-    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
-    if (reference == NULL)
+    /* The ndarray's method of the op's name, as NumPy's ``x.sum()`` (its function adds a dispatch) */
+    PyObject *name = PyObject_GetAttr(op, S.str_name);
+    if (name == NULL)
         return NULL;
     PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
     for (Py_ssize_t i = 0; i < keywords; i++)
         call[1 + i] = args[1 + i];
-    PyObject *made = PyObject_Vectorcall(reference, call, 1, kwnames);
-    Py_DECREF(reference);
+    PyObject *made = PyObject_VectorcallMethod(name, call, 1, kwnames);
+    Py_DECREF(name);
     return made == NULL ? NULL : direct_result(made);
 }
 
@@ -1466,6 +1522,42 @@ static const char *const order_names[] = {
     NULL,
 };
 
+/* A transpose, reshape, squeeze or cast of a small computed host array, by the ndarray's method of
+   that name with the same arguments (direct.view_op): a view of the buffer registered with the
+   array's base, or a fresh array. NULL where it does not apply, or with NumPy's error set. */
+static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *const names[] = {
+        [ORDER_TRANSPOSE] = "transpose", [ORDER_RESHAPE] = "reshape", [ORDER_SQUEEZE] = "squeeze", [ORDER_ASTYPE] = "astype",
+    };
+    static PyObject *interned[ORDER_ASTYPE + 1];
+    if (nargs < 1 || !Py_IS_TYPE(args[0], S.array_type))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(args[0], ARRAY_NODE);
+    if (node == NULL || !computed_on_host(node))
+        return NULL;
+    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
+    if (limit < 0 || size >= limit)
+        return NULL;
+    if (interned[order] == NULL && (interned[order] = PyUnicode_InternFromString(names[order])) == NULL)
+        return NULL;
+    PyObject *buffer = NODE_SLOT(node, BUFFER), *call[MAX_AXES + 1] = {buffer};
+    if (nargs > MAX_AXES + 1)
+        return NULL;
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        call[i] = args[i];
+    PyObject *made = PyObject_VectorcallMethod(interned[order], call, nargs, NULL);
+    if (made == NULL || !PyArray_Check(made))
+        return made;
+    PyObject *base = PyArray_BASE((PyArrayObject *)made), *buffer_base = PyArray_BASE((PyArrayObject *)buffer);
+    if (base != NULL && (base == buffer || base == buffer_base)) { /* NumPy's view of it */
+        PyObject *view = direct_view(args[0], made);
+        Py_DECREF(made);
+        return view;
+    }
+    return direct_result(made);
+}
+
 /* A view, reduction or cast of its kind (``order``): the new array, None (declined), or NULL. */
 static PyObject *record_kind(long order, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1505,6 +1597,12 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
         now = reduce_now(op, args[0], args, nargs, kwnames);
     if (now != NULL || PyErr_Occurred())
         return now;
+    if ((order == ORDER_TRANSPOSE || order == ORDER_RESHAPE || order == ORDER_SQUEEZE || order == ORDER_ASTYPE)
+        && keywords == 0) {
+        now = view_now(order, args, nargs);
+        if (now != NULL || PyErr_Occurred())
+            return now;
+    }
     if (order >= ORDER_GETITEM && order <= ORDER_ASTYPE) {
         PyObject *recorded = record_kind(order, op, args, nargs, kwnames);
         if (recorded != Py_None)
@@ -1544,11 +1642,24 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
                 return written < 0 ? NULL : Py_NewRef(Py_None);
         }
     }
-    if (count == 3 && op == S.matmul) { /* a library call: at once, any size, on computed operands */
-        PyObject *made = library_now(operands + 1);
+    if (count == 3 && (op == S.matmul || op == S.dot)) { /* a library call: at once, any size, on computed operands */
+        PyObject *made = library_now(op, operands + 1);
         if (made != NULL || PyErr_Occurred())
             return made;
         count = 0;
+    }
+    if (count > 0 && order != ORDER_UFUNC) { /* scalars alone: NumPy's scalar math, as NumPy runs it */
+        int scalars = 1;
+        for (Py_ssize_t i = 1; i < count && scalars == 1; i++)
+            scalars = PySet_Contains(S.scalars, (PyObject *)Py_TYPE(operands[i]));
+        if (scalars < 0)
+            return NULL;
+        if (scalars) {
+            PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+            PyObject *made = reference == NULL ? NULL : PyObject_Vectorcall(reference, operands + 1, count - 1, NULL);
+            Py_XDECREF(reference);
+            return made;
+        }
     }
     if (count > 0) {
         PyObject *recorded = record_common(NULL, operands, count);
@@ -1559,13 +1670,119 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
     return PyObject_Vectorcall(general, args, nargs, kwnames);
 }
 
-static PyMethodDef fast_method_definition = {
-    "fast_method", (PyCFunction)(void (*)(void))fast_method_call, METH_FASTCALL | METH_KEYWORDS,
-    "A LazyArray method or record function: its common case in C, the Python one when that declines.",
+
+/* A C function over ``data`` standing for a Python function (``general``): it binds as that
+   function does, and with Py_TPFLAGS_METHOD_DESCRIPTOR, Python calls it with the instance as the
+   first argument (``x[i]``, ``x + y``, ``x.sum()``) without making a bound method first. Its name
+   and docstring are the Python function's; its ``__dict__`` takes other attributes (a ufunc's). */
+typedef PyObject *(*DataCall)(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    DataCall call;
+    PyObject *data, *general, *dict;
+} MethodObject;
+
+static PyObject *method_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    MethodObject *method = (MethodObject *)self;
+    return method->call(method->data, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+static PyObject *method_get(PyObject *self, PyObject *instance, PyObject *owner)
+{
+    if (instance == NULL || instance == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, instance);
+}
+
+static int method_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    MethodObject *method = (MethodObject *)self;
+    Py_VISIT(method->data);
+    Py_VISIT(method->general);
+    Py_VISIT(method->dict);
+    return 0;
+}
+
+static int method_clear(PyObject *self)
+{
+    MethodObject *method = (MethodObject *)self;
+    Py_CLEAR(method->data);
+    Py_CLEAR(method->general);
+    Py_CLEAR(method->dict);
+    return 0;
+}
+
+static void method_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    method_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *method_attribute(PyObject *self, void *name)
+{
+    PyObject *general = ((MethodObject *)self)->general;
+    if (general == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cleared");
+        return NULL;
+    }
+    return name == NULL ? Py_NewRef(general) : PyObject_GetAttrString(general, (const char *)name);
+}
+
+static PyGetSetDef method_getset[] = {
+    {"__name__", method_attribute, NULL, NULL, "__name__"},
+    {"__qualname__", method_attribute, NULL, NULL, "__qualname__"},
+    {"__module__", method_attribute, NULL, NULL, "__module__"},
+    {"__doc__", method_attribute, NULL, NULL, "__doc__"},
+    {"__wrapped__", method_attribute, NULL, NULL, NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
 };
 
-/* fast_method(op, order, general) binds as a method; fast_function(...) is a plain function. */
-static PyObject *fast_callable(PyObject *args, const char *name, int method)
+static PyObject *method_repr(PyObject *self)
+{
+    return PyObject_Repr(((MethodObject *)self)->general);
+}
+
+static PyTypeObject method_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynfuse._recorder.function",
+    .tp_basicsize = sizeof(MethodObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_vectorcall_offset = offsetof(MethodObject, vectorcall),
+    .tp_dictoffset = offsetof(MethodObject, dict),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = method_get,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_traverse = method_traverse,
+    .tp_clear = method_clear,
+    .tp_dealloc = method_dealloc,
+    .tp_getset = method_getset,
+    .tp_repr = method_repr,
+    .tp_doc = "A dynfuse function or method whose common case runs in C.",
+};
+
+static PyObject *new_method(DataCall call, PyObject *data, PyObject *general)
+{
+    MethodObject *method = PyObject_GC_New(MethodObject, &method_type);
+    if (method == NULL)
+        return NULL;
+    method->vectorcall = method_vectorcall;
+    method->call = call;
+    method->data = Py_XNewRef(data);
+    method->general = Py_NewRef(general);
+    method->dict = NULL;
+    PyObject_GC_Track(method);
+    return (PyObject *)method;
+}
+
+/* fast_function(op, order, general): the function (or method: it binds as ``general`` does) that
+   runs the common case of its order in C, and ``general`` when that declines. */
+static PyObject *fast_function(PyObject *module, PyObject *args)
 {
     PyObject *op, *general;
     const char *order_name;
@@ -1577,29 +1794,140 @@ static PyObject *fast_callable(PyObject *args, const char *name, int method)
     int takes_op = order < ORDER_GETITEM || order == ORDER_REDUCE || order == ORDER_ONE_AXIS;
     int op_fits = order == ORDER_UFUNC ? PyDict_Check(op) : !takes_op || op != Py_None;
     if (order_names[order] == NULL || !op_fits || !PyCallable_Check(general)) {
-        PyErr_Format(PyExc_ValueError, "%s: bad order %s, op or function", name, order_name);
+        PyErr_Format(PyExc_ValueError, "fast_function: bad order %s, op or function", order_name);
         return NULL;
     }
     PyObject *data = Py_BuildValue("(OlO)", op, order, general);
     if (data == NULL)
         return NULL;
-    PyObject *function = PyCFunction_New(&fast_method_definition, data);
+    PyObject *function = new_method(fast_method_call, data, general);
     Py_DECREF(data);
-    if (function == NULL || !method)
-        return function;
-    PyObject *bound = PyInstanceMethod_New(function); /* binds like a Python function */
-    Py_DECREF(function);
-    return bound;
+    return function;
 }
 
-static PyObject *fast_method(PyObject *module, PyObject *args)
+/* LazyArray's operator slots, pointed at its C methods. A Python class's slot looks its dunder method
+   up and calls it (``x[i]`` finds ``__getitem__``); these call the installed C method at once, as
+   NumPy's own slots are C. ``install_slots`` sets them after ``accelerate`` installs the methods;
+   assigning any of the dunders later (``accelerate.pure_python``) makes Python reset that slot to
+   its lookup, which calls whatever is assigned. Each slot keeps the one it replaced, for what its
+   method does not take (a subclass's instance, ``del x[i]``). */
+typedef struct {
+    const char *forward, *reflected; /* LazyArray's dunders, either may be absent (NULL) */
+    MethodObject *forward_method, *reflected_method;
+    binaryfunc original;
+} BinarySlot;
+
+enum { SLOT_ADD, SLOT_SUBTRACT, SLOT_MULTIPLY, SLOT_DIVIDE, SLOT_MATMUL, SLOT_IN_PLACE_ADD, SLOT_IN_PLACE_SUBTRACT,
+       SLOT_IN_PLACE_MULTIPLY, SLOT_IN_PLACE_DIVIDE, SLOT_SUBSCRIPT, BINARY_SLOTS };
+static BinarySlot binary_slots[BINARY_SLOTS] = {
+    [SLOT_ADD] = {"__add__", "__radd__"},
+    [SLOT_SUBTRACT] = {"__sub__", "__rsub__"},
+    [SLOT_MULTIPLY] = {"__mul__", "__rmul__"},
+    [SLOT_DIVIDE] = {"__truediv__", "__rtruediv__"},
+    [SLOT_MATMUL] = {"__matmul__", "__rmatmul__"},
+    [SLOT_IN_PLACE_ADD] = {"__iadd__", NULL},
+    [SLOT_IN_PLACE_SUBTRACT] = {"__isub__", NULL},
+    [SLOT_IN_PLACE_MULTIPLY] = {"__imul__", NULL},
+    [SLOT_IN_PLACE_DIVIDE] = {"__itruediv__", NULL},
+    [SLOT_SUBSCRIPT] = {"__getitem__", NULL},
+};
+
+static PyObject *call_method(MethodObject *method, PyObject *self, PyObject *other)
 {
-    return fast_callable(args, "fast_method", 1);
+    PyObject *args[2] = {self, other};
+    return method->call(method->data, args, 2, NULL);
 }
 
-static PyObject *fast_function(PyObject *module, PyObject *args)
+static PyObject *binary_slot(int which, PyObject *first, PyObject *second)
 {
-    return fast_callable(args, "fast_function", 0);
+    BinarySlot *slot = &binary_slots[which];
+    if (Py_IS_TYPE(first, S.array_type))
+        return slot->forward_method ? call_method(slot->forward_method, first, second) : slot->original(first, second);
+    if (Py_IS_TYPE(second, S.array_type) && slot->reflected_method)
+        return call_method(slot->reflected_method, second, first);
+    return slot->original(first, second);
+}
+
+#define FAST_SLOT(which) \
+    static PyObject *fast_slot_##which(PyObject *first, PyObject *second) { return binary_slot(which, first, second); }
+FAST_SLOT(SLOT_ADD)
+FAST_SLOT(SLOT_SUBTRACT)
+FAST_SLOT(SLOT_MULTIPLY)
+FAST_SLOT(SLOT_DIVIDE)
+FAST_SLOT(SLOT_MATMUL)
+FAST_SLOT(SLOT_IN_PLACE_ADD)
+FAST_SLOT(SLOT_IN_PLACE_SUBTRACT)
+FAST_SLOT(SLOT_IN_PLACE_MULTIPLY)
+FAST_SLOT(SLOT_IN_PLACE_DIVIDE)
+FAST_SLOT(SLOT_SUBSCRIPT)
+
+/* Where each slot lives in a heap type, and its C function. */
+static binaryfunc *binary_slot_address(PyHeapTypeObject *type, int which, binaryfunc *fast)
+{
+    switch (which) {
+#define SLOT_AT(which, field) \
+    case which:               \
+        *fast = fast_slot_##which; \
+        return &type->field;
+    SLOT_AT(SLOT_ADD, as_number.nb_add)
+    SLOT_AT(SLOT_SUBTRACT, as_number.nb_subtract)
+    SLOT_AT(SLOT_MULTIPLY, as_number.nb_multiply)
+    SLOT_AT(SLOT_DIVIDE, as_number.nb_true_divide)
+    SLOT_AT(SLOT_MATMUL, as_number.nb_matrix_multiply)
+    SLOT_AT(SLOT_IN_PLACE_ADD, as_number.nb_inplace_add)
+    SLOT_AT(SLOT_IN_PLACE_SUBTRACT, as_number.nb_inplace_subtract)
+    SLOT_AT(SLOT_IN_PLACE_MULTIPLY, as_number.nb_inplace_multiply)
+    SLOT_AT(SLOT_IN_PLACE_DIVIDE, as_number.nb_inplace_true_divide)
+    SLOT_AT(SLOT_SUBSCRIPT, as_mapping.mp_subscript)
+#undef SLOT_AT
+    }
+    return NULL;
+}
+
+static MethodObject *setitem_method;
+static objobjargproc original_ass_subscript;
+
+static int fast_ass_subscript(PyObject *self, PyObject *index, PyObject *value)
+{
+    if (value == NULL || !Py_IS_TYPE(self, S.array_type) || setitem_method == NULL)
+        return original_ass_subscript(self, index, value);
+    PyObject *args[3] = {self, index, value};
+    PyObject *done = setitem_method->call(setitem_method->data, args, 3, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* The installed C method ``name`` of the type (a new reference), or NULL where it is another. */
+static MethodObject *installed_method(PyTypeObject *type, const char *name)
+{
+    PyObject *found = name == NULL ? NULL : PyDict_GetItemString(type->tp_dict, name);
+    return found != NULL && Py_IS_TYPE(found, &method_type) ? (MethodObject *)Py_NewRef(found) : NULL;
+}
+
+/* install_slots(): point LazyArray's slots at the C methods installed now. */
+static PyObject *install_slots(PyObject *module, PyObject *unused)
+{
+    BIND_CHECK();
+    PyHeapTypeObject *type = (PyHeapTypeObject *)S.array_type;
+    for (int which = 0; which < BINARY_SLOTS; which++) {
+        BinarySlot *slot = &binary_slots[which];
+        binaryfunc fast, *address = binary_slot_address(type, which, &fast);
+        MethodObject *forward = installed_method(S.array_type, slot->forward);
+        MethodObject *reflected = installed_method(S.array_type, slot->reflected);
+        Py_XSETREF(slot->forward_method, forward);
+        Py_XSETREF(slot->reflected_method, reflected);
+        if (*address != fast && *address != NULL)
+            slot->original = *address;
+        if (slot->original != NULL && (forward != NULL || reflected != NULL))
+            *address = fast;
+    }
+    MethodObject *setitem = installed_method(S.array_type, "__setitem__");
+    Py_XSETREF(setitem_method, setitem);
+    if (type->as_mapping.mp_ass_subscript != fast_ass_subscript && type->as_mapping.mp_ass_subscript != NULL)
+        original_ass_subscript = type->as_mapping.mp_ass_subscript;
+    if (original_ass_subscript != NULL && setitem != NULL)
+        type->as_mapping.mp_ass_subscript = fast_ass_subscript;
+    Py_RETURN_NONE;
 }
 
 /* trace.Node.__init__(self, op, inputs, params, shape, dtype) */
@@ -1699,12 +2027,12 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"host", &S.host, NULL},
         {"direct_elements", &S.direct_elements, NULL},
         {"numpy_scalar", &S.numpy_scalar, &PyType_Type},
+        {"scalars", &S.scalars, &PyFrozenSet_Type},
         {"buffer_op", &S.buffer_op, NULL},
-        {"thread_counters", &S.thread_counters, NULL},
         {"pending", &S.pending, NULL},
         {"registry_module", &S.registry_module, NULL},
-        {"stats_local", &S.stats_local, NULL},
         {"matmul", &S.matmul, NULL},
+        {"dot", &S.dot, NULL},
     };
     enum { COUNT = sizeof(objects) / sizeof(objects[0]) };
     PyObject *values[COUNT];
@@ -1743,6 +2071,26 @@ static PyObject *view(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return direct_view(args[0], args[1]);
 }
 
+/* tiers.direct_elements(), kept while the settings it reads are unchanged (direct_limit) */
+static PyObject *direct_elements(PyObject *module, PyObject *unused)
+{
+    BIND_CHECK();
+    Py_ssize_t limit = direct_limit();
+    return limit == -1 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(limit);
+}
+
+/* direct.fresh(value) */
+static PyObject *fresh(PyObject *module, PyObject *value)
+{
+    BIND_CHECK();
+    if (!PyArray_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "fresh takes an ndarray");
+        return NULL;
+    }
+    PyObject *node = host_leaf(value);
+    return node == NULL ? NULL : new_array(node, NULL);
+}
+
 /* direct.result(value) */
 static PyObject *result(PyObject *module, PyObject *value)
 {
@@ -1750,18 +2098,40 @@ static PyObject *result(PyObject *module, PyObject *value)
     return direct_result(Py_NewRef(value));
 }
 
+/* stats' view of the tallies: their counts by name, and their reset. */
+static PyObject *read_tallies(PyObject *module, PyObject *unused)
+{
+    PyObject *counts = PyDict_New();
+    for (int i = 0; counts != NULL && i < TALLIES; i++) {
+        PyObject *value = PyLong_FromSsize_t(tallies[i]);
+        if (value == NULL || PyDict_SetItemString(counts, tally_names[i], value) < 0)
+            Py_CLEAR(counts);
+        Py_XDECREF(value);
+    }
+    return counts;
+}
+
+static PyObject *reset_tallies(PyObject *module, PyObject *unused)
+{
+    memset(tallies, 0, sizeof(tallies));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"tallies", read_tallies, METH_NOARGS, "The counts kept in C, by stats name."},
+    {"install_slots", install_slots, METH_NOARGS, "Point LazyArray's operator slots at its C methods."},
+    {"reset_tallies", reset_tallies, METH_NOARGS, "Zero the counts kept in C."},
     {"result", result, METH_O, "direct.result in C."},
+    {"fresh", fresh, METH_O, "direct.fresh in C."},
+    {"direct_elements", direct_elements, METH_NOARGS, "tiers.direct_elements in C."},
     {"view", (PyCFunction)(void (*)(void))view, METH_FASTCALL, "direct.view in C."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,
      "Hand over the Python objects the recorder works on; once per process."},
     {"record_common", (PyCFunction)(void (*)(void))record_common, METH_FASTCALL,
      "record.record_common in C."},
     {"structure_id", structure_id, METH_O, "trace.structure_id in C."},
-    {"fast_method", fast_method, METH_VARARGS,
-     "fast_method(op, ufunc table or None; order; python_method): the method that records the common case in C."},
     {"fast_function", fast_function, METH_VARARGS,
-     "fast_function(op or None, order, python_function): the function that records the common case in C."},
+     "fast_function(op, ufunc table or None; order; python_function): the function or method whose common case runs in C."},
     {"replay_key", (PyCFunction)(void (*)(void))replay_key, METH_FASTCALL, "trace.replay_key in C."},
     {NULL, NULL, 0, NULL},
 };
@@ -1777,6 +2147,8 @@ static PyMethodDef node_init_definition = {
 PyMODINIT_FUNC PyInit__recorder(void)
 {
     import_array();
+    if (PyType_Ready(&method_type) < 0)
+        return NULL;
     PyObject *module = PyModule_Create(&module_definition);
     if (module == NULL)
         return NULL;
@@ -1785,23 +2157,21 @@ PyMODINIT_FUNC PyInit__recorder(void)
     PyObject *method = function ? PyInstanceMethod_New(function) : NULL;
     Py_XDECREF(function);
     S.zero = PyLong_FromLong(0);
-    S.one = PyLong_FromLong(1);
     S.empty = PyTuple_New(0);
     S.str_recording = PyUnicode_InternFromString("recording");
     S.str_refs = PyUnicode_InternFromString("refs");
-    S.str_counters = PyUnicode_InternFromString("counters");
     S.str_sweep_at = PyUnicode_InternFromString("sweep_at");
     S.str_sweep = PyUnicode_InternFromString("sweep");
-    S.str_ops_recorded = PyUnicode_InternFromString("ops_recorded");
     S.str_table_limit = PyUnicode_InternFromString("STRUCTURE_TABLE_LIMIT");
     S.str_key_limit = PyUnicode_InternFromString("REPLAY_KEY_LIMIT");
     S.str_max_depth = PyUnicode_InternFromString("max_depth");
     S.str_reference = PyUnicode_InternFromString("reference");
-    S.str_direct_ops = PyUnicode_InternFromString("direct_ops");
+    S.str_name = PyUnicode_InternFromString("name");
     S.str_direct = PyUnicode_InternFromString("direct");
     S.str_tiers = PyUnicode_InternFromString("tiers");
     S.str_backend = PyUnicode_InternFromString("backend");
     S.str_out = PyUnicode_InternFromString("out");
+    S.out_name = S.str_out == NULL ? NULL : PyTuple_Pack(1, S.str_out);
     S.str_recordings = PyUnicode_InternFromString("_recordings");
     S.str_index = PyUnicode_InternFromString("index");
     S.str_shape = PyUnicode_InternFromString("shape");
@@ -1809,7 +2179,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_axis = PyUnicode_InternFromString("axis");
     S.str_keepdims = PyUnicode_InternFromString("keepdims");
     S.str_dtype = PyUnicode_InternFromString("dtype");
-    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.one == NULL || S.str_direct_ops == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL || S.out_name == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

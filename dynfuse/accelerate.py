@@ -17,7 +17,7 @@ import contextlib
 import importlib
 import warnings
 from collections.abc import Iterator
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 import numpy
@@ -26,7 +26,7 @@ from . import array, config, devices, direct, ops, record, registry, stats, tier
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 4
+INTERFACE_VERSION = 5
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -37,6 +37,9 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (record, "record_common"): record.record_common,
     (direct, "result"): direct.result,
     (direct, "view"): direct.view,
+    (direct, "fresh"): direct.fresh,
+    (tiers, "direct_elements"): tiers.direct_elements,
+    (direct, "direct_elements"): tiers.direct_elements,
 }
 _accelerated: dict[tuple[Any, str], Any] = {}
 # record's functions whose common case is recorded in C (each name is also its kind there, as a
@@ -78,12 +81,12 @@ def _load() -> ModuleType | None:
             host=devices.HOST,
             direct_elements=tiers.direct_elements,
             numpy_scalar=numpy.generic,
+            scalars=direct.SCALARS,
             buffer_op=ops.BUFFER,
-            thread_counters=stats.thread_counters,
             pending=trace._pending,
             registry_module=registry,
-            stats_local=stats._local,
             matmul=ops.BARRIERS["matmul"],
+            dot=ops.BARRIERS["dot"],
             getitem_op=ops.VIEWS["getitem"],
             transpose_op=ops.VIEWS["transpose"],
             reshape_op=ops.VIEWS["reshape"],
@@ -95,6 +98,7 @@ def _load() -> ModuleType | None:
         )
     except (TypeError, AttributeError, RuntimeError) as error:  # classes it does not match
         return _refused("the C recorder", str(error))
+    stats.SOURCES.append((_recorder.tallies, _recorder.reset_tallies))
     return _recorder
 
 
@@ -115,6 +119,24 @@ def _refused(extension: str, reason: str) -> None:
 def _install(functions: dict[tuple[Any, str], Any]) -> None:
     for (owner, name), function in functions.items():
         setattr(owner, name, function)
+    if functions is _accelerated:  # assigning the methods reset LazyArray's slots to a lookup
+        _extension.install_slots()
+
+
+def accelerate_namespace(namespace: ModuleType) -> None:
+    """Put C functions in place of the namespace's functions that mark their common case with
+    ``fast_path`` (``dynfuse.numpy``'s ufuncs), each keeping the attributes the Python one has."""
+    if _extension is None:
+        return
+    for name, function in list(vars(namespace).items()):
+        if not isinstance(function, FunctionType) or not hasattr(function, "fast_path"):
+            continue
+        fast = _extension.fast_function(*function.fast_path, function)
+        fast.__dict__.update(vars(function))
+        _REFERENCE[namespace, name] = function
+        _accelerated[namespace, name] = fast
+        if in_use():
+            setattr(namespace, name, fast)
 
 
 def in_use() -> bool:
@@ -151,7 +173,7 @@ if _extension is not None:
                 fast = _extension.fast_function(*method.fast_path, method)
                 _accelerated[array.LazyArray, name] = property(fast, doc=attribute.__doc__)
             else:
-                _accelerated[array.LazyArray, name] = _extension.fast_method(*method.fast_path, method)
+                _accelerated[array.LazyArray, name] = _extension.fast_function(*method.fast_path, method)
     if not config.pure_python:
         _install(_accelerated)
 if not config.pure_python:

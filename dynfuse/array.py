@@ -543,6 +543,8 @@ class LazyArray:
         """A library call (BLAS); serves as ``dynfuse.numpy.dot`` too."""
         return record.barrier(ops.BARRIERS["dot"], (self, b), out=out)
 
+    dot.fast_path = (ops.BARRIERS["dot"], "forward")
+
     def repeat(self, repeats: Any, axis: Any = None) -> Any:
         return numpy_namespace.repeat(self, repeats, axis)
 

@@ -77,9 +77,12 @@ def result(value: Any) -> Any:
     """NumPy's fresh result as dynfuse gives it: an array as a lazy array over its buffer; a NumPy
     scalar as it is, as NumPy gives it."""
     stats.count("direct_ops")
-    if isinstance(value, np.ndarray):
-        return LazyArray(Node.leaf(value, exposed=False))
-    return value
+    return fresh(value) if isinstance(value, np.ndarray) else value
+
+
+def fresh(value: np.ndarray) -> Any:
+    """A lazy array over an ndarray NumPy just made, which nothing else sees."""
+    return LazyArray(Node.leaf(value, exposed=False))
 
 
 def call(function: Callable, operands: Sequence[Any], kwargs: dict[str, Any] | None = None) -> Any:
@@ -91,9 +94,10 @@ def call(function: Callable, operands: Sequence[Any], kwargs: dict[str, Any] | N
     return result(function(*values, **(kwargs or {})))
 
 
-def reduce(function: Callable, value: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any) -> Any:
+def reduce(op: Op, value: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any) -> Any:
     """A reduction of a small computed array (or an ndarray, a scalar), by NumPy, given only the
-    keywords the caller gave, as not every reduction takes every one."""
+    keywords the caller gave, as not every reduction takes every one: the ndarray's method (as
+    ``x.sum()``, without the function's dispatch), a scalar's function."""
     buffer = host_value(value)
     if buffer is DECLINED or getattr(buffer, "size", 1) >= direct_elements():
         return DECLINED
@@ -106,7 +110,9 @@ def reduce(function: Callable, value: Any, axis: Any, dtype: Any, keepdims: bool
         kwargs["keepdims"] = keepdims
     if ddof is not None:
         kwargs["ddof"] = ddof
-    return result(function(buffer, **kwargs))
+    if isinstance(buffer, np.ndarray):
+        return result(getattr(buffer, op.name)(**kwargs))
+    return result(op.reference(buffer, **kwargs))
 
 
 def call_into(function: Callable, operands: Sequence[Any], target: Any, kwargs: dict[str, Any]) -> Any:

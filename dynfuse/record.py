@@ -277,7 +277,7 @@ def reduction(
 ) -> Any:
     op = ops.REDUCTIONS[name]
     if out is None and not unsupported_kwargs:
-        made = direct.reduce(op.reference, value, axis, dtype, keepdims, ddof)
+        made = direct.reduce(op, value, axis, dtype, keepdims, ddof)
         if made is not direct.DECLINED:
             return made
     node = as_node(value)

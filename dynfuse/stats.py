@@ -36,6 +36,10 @@ _COUNTER_NAMES = (
 # host pool sets ``pool_bytes``: the bytes of the free blocks it keeps); a reset leaves them.
 GAUGES: dict[str, Callable[[], float]] = {}
 
+# Counters kept elsewhere (the C recorder's, counted once per op), as (read, reset): ``read()`` gives
+# counts by name, added to the snapshot's.
+SOURCES: list[tuple[Callable[[], dict[str, float]], Callable[[], None]]] = []
+
 # Counting happens on every recorded op and launch, from any thread: each thread adds to counters of
 # its own, without a lock, and a snapshot sums them all. A count racing a reset lands on either side.
 _lock = threading.Lock()
@@ -77,6 +81,9 @@ def stats() -> dict[str, Any]:
             name: sum(counters[name] for counters in _per_thread) for name in _COUNTER_NAMES
         }
         snapshot["fallback_names"] = dict(_fallback_names)
+        for read, _ in SOURCES:
+            for name, value in read().items():
+                snapshot[name] += value
     snapshot.update((name, read()) for name, read in GAUGES.items())
     return snapshot
 
@@ -86,3 +93,5 @@ def reset_stats() -> None:
         for counters in _per_thread:
             counters.update(dict.fromkeys(_COUNTER_NAMES, 0))
         _fallback_names.clear()
+        for _, reset in SOURCES:
+            reset()

@@ -21,6 +21,7 @@ from typing import Any as _Any
 
 import numpy as _np
 
+from .. import accelerate as _accelerate
 from .. import array as _array
 from . import linalg  # noqa: F401 (a submodule, as NumPy's)
 from ._creation import *  # noqa: F403
@@ -55,4 +56,5 @@ def __getattr__(name: str) -> _Any:
     return _numpy_attribute(name)
 
 
+_accelerate.accelerate_namespace(_sys.modules[__name__])
 _array.numpy_namespace = _sys.modules[__name__]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import array as array_module
-from .. import pressure, record
+from .. import direct, pressure, record
 from ..array import LazyArray
 
 __all__ = [
@@ -43,18 +43,40 @@ __all__ = [
 ]
 
 
+# What most creation calls pass: sizes, values, dtypes. A tuple (a shape) holds no lazy array when
+# its items are ints.
+_PLAIN = frozenset({int, float, bool, str, type, np.dtype, type(None)}) | direct.SCALARS
+
+
+def _plain(values: Any) -> bool:
+    for value in values:
+        if type(value) not in _PLAIN and (type(value) is not tuple or not all(type(item) is int for item in value)):
+            return False
+    return True
+
+
 def _creating(function: Callable) -> Callable:
     @functools.wraps(function)
     def create(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
-        if device is None and not any(map(record.is_lazy, record.flatten((args, kwargs)))):
-            made = function(*args, **kwargs)  # the common case: sizes, values, a dtype
-            if isinstance(made, np.ndarray):
-                return LazyArray(pressure.new_leaf(made, exposed=False))
-            return made
+        if device is None and (
+            (_plain(args) and _plain(kwargs.values()))
+            or not any(map(record.is_lazy, record.flatten((args, kwargs))))
+        ):
+            return _wrapped(function(*args, **kwargs))  # the common case: sizes, values, a dtype
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create
+
+
+def _wrapped(made: Any) -> Any:
+    """NumPy's new array as a leaf: a large one counted toward the pending-memory check (``pressure``),
+    a small one as direct execution makes it."""
+    if not isinstance(made, np.ndarray):
+        return made
+    if made.size < direct.direct_elements():
+        return direct.fresh(made)
+    return LazyArray(pressure.new_leaf(made, exposed=False))
 
 
 def _placed(array: LazyArray, device: Any) -> LazyArray:

@@ -40,6 +40,8 @@ def _ufunc_function(name: str, op: ops.Op) -> Any:
     function.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused when materialized."
     for attribute in _UFUNC_ATTRIBUTES.split():
         setattr(function, attribute, getattr(ufunc, attribute))
+    if nin <= 2:  # what ``accelerate`` needs to run the common case in C
+        function.fast_path = (op, "unary" if nin == 1 else "forward")
     return function
 
 
