@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_TARGET_VERSION NPY_2_0_API_VERSION
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
@@ -849,6 +850,38 @@ static int nothing_pending(void)
     return empty;
 }
 
+/* The address of the element a full index of Python ints picks in ``values``, as NumPy's own
+   integer indexing finds it; NULL where the index is anything else or out of bounds (NumPy's
+   indexing then runs, and raises its error). */
+static char *element_address(PyArrayObject *values, PyObject *index)
+{
+    int ndim = PyArray_NDIM(values);
+    PyObject *const *items = &index;
+    Py_ssize_t count = 1;
+    if (PyTuple_CheckExact(index)) {
+        items = &PyTuple_GET_ITEM(index, 0);
+        count = PyTuple_GET_SIZE(index);
+    }
+    if (count != ndim || ndim == 0)
+        return NULL;
+    char *address = PyArray_BYTES(values);
+    for (int axis = 0; axis < ndim; axis++) {
+        if (!PyLong_CheckExact(items[axis]))
+            return NULL;
+        Py_ssize_t at = PyLong_AsSsize_t(items[axis]), extent = PyArray_DIM(values, axis);
+        if (at == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (at < 0)
+            at += extent;
+        if (at < 0 || at >= extent)
+            return NULL;
+        address += at * PyArray_STRIDE(values, axis);
+    }
+    return address;
+}
+
 /* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis:
    NumPy's scalar, or a small view. NULL without an error where it does not apply. */
 static PyObject *read_elements(PyObject *self, PyObject *index)
@@ -870,6 +903,10 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0) /* off, or an error set */
         return NULL;
+    PyArrayObject *buffer = (PyArrayObject *)NODE_SLOT(node, BUFFER);
+    char *element = gather == NULL ? element_address(buffer, index) : NULL;
+    if (element != NULL) /* NumPy's scalar of that element, as its integer indexing makes it */
+        return PyArray_Scalar(element, PyArray_DESCR(buffer), (PyObject *)buffer);
     if (gather != NULL) {
         PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
@@ -990,7 +1027,13 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
         return limit == 0 ? 0 : -1;
     if (!nothing_pending())
         return 0;
-    return PyObject_SetItem(NODE_SLOT(node, BUFFER), index, value) < 0 ? -1 : 1;
+    PyArrayObject *buffer = (PyArrayObject *)NODE_SLOT(node, BUFFER);
+    char *element = PyArray_ISWRITEABLE(buffer) && PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1
+                        ? element_address(buffer, index)
+                        : NULL;
+    if (element != NULL) /* a scalar into one element: packed as NumPy's integer indexing does */
+        return PyArray_Pack(PyArray_DESCR(buffer), element, value) < 0 ? -1 : 1;
+    return PyObject_SetItem((PyObject *)buffer, index, value) < 0 ? -1 : 1;
 }
 
 /* The node of ``value`` where these paths record on it (borrowed): a LazyArray's node whose shape

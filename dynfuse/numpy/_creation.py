@@ -50,7 +50,9 @@ _PLAIN = frozenset({int, float, bool, str, type, np.dtype, type(None)}) | direct
 
 def _plain(values: Any) -> bool:
     for value in values:
-        if type(value) not in _PLAIN and (type(value) is not tuple or not all(type(item) is int for item in value)):
+        if type(value) in _PLAIN:
+            continue
+        if type(value) is not tuple or not all(type(item) is int for item in value):
             return False
     return True
 
@@ -94,6 +96,11 @@ def _stand_in(prototype: Any) -> Any:
 def _creating_like(function: Callable) -> Callable:
     @functools.wraps(function)
     def create_like(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and args and _plain(args[1:]) and _plain(kwargs.values()):
+            # A computed prototype: NumPy's call on its buffer (its layout too, as order='K' reads it)
+            buffer = direct.host_value(args[0])
+            if buffer is not direct.DECLINED:
+                return _wrapped(function(buffer, *args[1:], **kwargs))
         name = _prototype_name(function) if not args and kwargs else None
         prototype = args[0] if args else kwargs.get(name) if name else None
         if device is None and record.is_lazy(prototype):
