@@ -484,8 +484,12 @@ static LeafMemo *leaf_memo_entry(PyArrayObject *values)
     if (ndim > LEAF_MEMO_NDIM)
         return NULL;
     size_t hash = (size_t)PyArray_DESCR(values) >> 4;
-    for (int axis = 0; axis < ndim; axis++)
+    int contiguous = PyArray_IS_C_CONTIGUOUS(values);
+    for (int axis = 0; axis < ndim; axis++) {
         hash = hash * 1000003u ^ (size_t)PyArray_DIM(values, axis);
+        if (!contiguous) /* a view and its contiguous copy apart: a statement makes both */
+            hash = hash * 1000003u ^ (size_t)PyArray_STRIDE(values, axis);
+    }
     return &leaf_memo[(hash ^ (hash >> 16)) % LEAF_MEMO_SIZE];
 }
 
@@ -1557,11 +1561,11 @@ done:
 enum {
     ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
     ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
-    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY,
 };
 static const char *const order_names[] = {
     "unary", "forward", "reflected", "ufunc",
-    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place",
+    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array",
     NULL,
 };
 
@@ -1626,12 +1630,38 @@ static PyObject *record_kind(long order, PyObject *op, PyObject *const *args, Py
     }
 }
 
+/* LazyArray.__array__() (or with dtype=None, copy=None) of a computed host array: its buffer, marked
+   exposed, as the Python method gives it. NULL without an error where it does not apply. */
+static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 1; i < nargs + keywords; i++)
+        if (args[i] != Py_None)
+            return NULL;
+    for (Py_ssize_t i = 0; i < keywords; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(name, "dtype") != 0 && PyUnicode_CompareWithASCIIString(name, "copy") != 0)
+            return NULL;
+    }
+    if (nargs < 1 || !Py_IS_TYPE(args[0], S.array_type))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(args[0], ARRAY_NODE);
+    if (node == NULL || !computed_on_host(node))
+        return NULL;
+    set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
+    return Py_NewRef(NODE_SLOT(node, BUFFER));
+}
+
 static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* data: (op, the ufunc -> op table, or None; order; the Python function) */
     PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
     long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (order == ORDER_ARRAY) { /* numpy.asarray(x): a computed host array's buffer, exposed */
+        PyObject *buffer = host_buffer(args, nargs, kwnames);
+        return buffer != NULL ? buffer : PyObject_Vectorcall(general, args, nargs, kwnames);
+    }
     /* Computed arrays first: what direct runs at once (an element, a small view or reduction) */
     PyObject *now = NULL;
     if (order == ORDER_GETITEM && nargs == 2 && keywords == 0)

@@ -319,6 +319,8 @@ class LazyArray:
         self._node.exposed = True
         return buffer if dtype is None and copy is None else np.asarray(buffer, dtype=dtype, copy=copy)
 
+    __array__.fast_path = (None, "array")
+
     def item(self, *args: Any) -> Any:
         return self._host().item(*args)
 
