@@ -50,6 +50,8 @@ static struct {
     PyObject *direct_elements; /* tiers.direct_elements */
     PyObject *numpy_scalar;    /* numpy.generic */
     PyObject *scalars;         /* direct.SCALARS: the exact types NumPy's scalar math serves */
+    PyObject *writers;         /* direct.WRITES_FIRST_ARGUMENT */
+    PyObject *declined;        /* direct.DECLINED */
     PyObject *buffer_op;       /* ops.BUFFER */
     PyObject *pending;         /* trace._pending */
     PyObject *registry_module; /* for backend, read when used */
@@ -1561,11 +1563,11 @@ done:
 enum {
     ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
     ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
-    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY,
 };
 static const char *const order_names[] = {
     "unary", "forward", "reflected", "ufunc",
-    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array",
+    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy",
     NULL,
 };
 
@@ -1603,6 +1605,190 @@ static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
         return view;
     }
     return direct_result(made);
+}
+
+/* direct.numpy_call: NumPy's function called now on the buffers of the small computed lazy arrays
+   among its arguments (in lists and tuples too), its array results wrapped as direct.numpy_call
+   wraps them. What it may not take (a pending or large array, another library's array, a dict, a
+   call with out=, device= or like=, a writing function, a large result) it
+   declines: NULL without an error; NumPy's function has no effect besides its result. */
+enum { MAX_HANDED = 32 };
+typedef struct {
+    PyObject *arrays[MAX_HANDED], *lazies[MAX_HANDED]; /* borrowed: the arrays NumPy gets, their lazy arrays or NULL */
+    int count;
+    Py_ssize_t limit;
+} Handed;
+
+static int plain_argument(PyObject *value)
+{
+    return value == Py_None || value == Py_Ellipsis || PyUnicode_CheckExact(value) || PyType_Check(value)
+           || PySlice_Check(value) || PyArray_DescrCheck(value)
+           || PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1;
+}
+
+/* ``value`` with each lazy array replaced by its buffer (a new reference); NULL where declined. */
+static PyObject *substituted(PyObject *value, Handed *handed, int depth)
+{
+    if (Py_IS_TYPE(value, S.array_type)) {
+        PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
+        if (node == NULL || !computed_on_host(node) || handed->count == MAX_HANDED)
+            return NULL;
+        Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE));
+        if (size < 0 || size >= handed->limit) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *buffer = NODE_SLOT(node, BUFFER);
+        handed->arrays[handed->count] = buffer;
+        handed->lazies[handed->count++] = value;
+        return Py_NewRef(buffer);
+    }
+    if (PyArray_CheckExact(value)) {
+        if (handed->count == MAX_HANDED)
+            return NULL;
+        handed->arrays[handed->count] = value;
+        handed->lazies[handed->count++] = NULL;
+        return Py_NewRef(value);
+    }
+    int tuple = PyTuple_CheckExact(value);
+    if ((tuple || PyList_CheckExact(value)) && depth < 4) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+        PyObject *copy = tuple ? PyTuple_New(count) : PyList_New(count);
+        for (Py_ssize_t i = 0; copy != NULL && i < count; i++) {
+            PyObject *item = substituted(PySequence_Fast_GET_ITEM(value, i), handed, depth + 1);
+            if (item == NULL)
+                Py_CLEAR(copy);
+            else if (tuple)
+                PyTuple_SET_ITEM(copy, i, item);
+            else
+                PyList_SET_ITEM(copy, i, item);
+        }
+        return copy;
+    }
+    return plain_argument(value) ? Py_NewRef(value) : NULL;
+}
+
+/* Whether a result holds an array of ``limit`` elements or more. */
+static int large_result(PyObject *made, Py_ssize_t limit)
+{
+    if (PyArray_Check(made))
+        return PyArray_SIZE((PyArrayObject *)made) >= limit;
+    if (PyTuple_CheckExact(made) || PyList_CheckExact(made)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(made); i++)
+            if (large_result(PySequence_Fast_GET_ITEM(made, i), limit))
+                return 1;
+    }
+    return 0;
+}
+
+/* A leaf over memory code outside dynfuse may hold. */
+static PyObject *exposed_array(PyObject *made)
+{
+    PyObject *node = host_leaf(made);
+    if (node == NULL)
+        return NULL;
+    set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
+    return new_array(node, NULL);
+}
+
+/* NumPy's result as direct.numpy_call gives it (``made`` borrowed). */
+static PyObject *as_lazy(PyObject *made, Handed *handed)
+{
+    int tuple = PyTuple_CheckExact(made);
+    if (tuple || PyList_CheckExact(made)) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(made);
+        PyObject *wrapped = tuple ? PyTuple_New(count) : PyList_New(count);
+        for (Py_ssize_t i = 0; wrapped != NULL && i < count; i++) {
+            PyObject *item = as_lazy(PySequence_Fast_GET_ITEM(made, i), handed);
+            if (item == NULL)
+                Py_CLEAR(wrapped);
+            else if (tuple)
+                PyTuple_SET_ITEM(wrapped, i, item);
+            else
+                PyList_SET_ITEM(wrapped, i, item);
+        }
+        return wrapped;
+    }
+    if (!PyArray_Check(made))
+        return Py_NewRef(made);
+    PyObject *owner = PyArray_BASE((PyArrayObject *)made);
+    for (int i = 0; i < handed->count; i++) {
+        PyObject *array = handed->arrays[i], *lazy = handed->lazies[i];
+        PyObject *array_base = PyArray_BASE((PyArrayObject *)array);
+        if (made == array)
+            return lazy != NULL ? Py_NewRef(lazy) : exposed_array(made);
+        if (owner != NULL && (owner == array || (array_base != NULL && owner == array_base)))
+            return lazy != NULL ? direct_view(lazy, made) : exposed_array(made);
+    }
+    if (owner != NULL) /* memory of another array's: whoever holds that sees writes to it */
+        return exposed_array(made);
+    PyObject *node = host_leaf(made);
+    return node == NULL ? NULL : new_array(node, NULL);
+}
+
+static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < keywords; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(name, "out") == 0 || PyUnicode_CompareWithASCIIString(name, "device") == 0
+            || PyUnicode_CompareWithASCIIString(name, "like") == 0)
+            return NULL;
+    }
+    int writes = PySet_Contains(S.writers, function);
+    if (writes != 0)
+        return writes < 0 ? NULL : NULL;
+    Handed handed = {.count = 0, .limit = direct_limit()};
+    if (handed.limit <= 0 || nargs + keywords > 16)
+        return NULL;
+    PyObject *call[16];
+    Py_ssize_t made_count = 0;
+    PyObject *made = NULL;
+    for (; made_count < nargs + keywords; made_count++)
+        if ((call[made_count] = substituted(args[made_count], &handed, 0)) == NULL)
+            break;
+    if (made_count == nargs + keywords)
+        made = PyObject_Vectorcall(function, call, nargs, kwnames);
+    for (Py_ssize_t i = 0; i < made_count; i++)
+        Py_DECREF(call[i]);
+    if (PyErr_Occurred() && made == NULL && made_count < nargs + keywords)
+        PyErr_Clear(); /* a declined argument (an error reading its shape): the general path */
+    if (made == NULL)
+        return NULL; /* declined, or NumPy's error */
+    if (large_result(made, handed.limit)) { /* recorded, so what reads it fuses */
+        Py_DECREF(made);
+        return NULL;
+    }
+    tallies[TALLY_DIRECT_OPS]++;
+    PyObject *wrapped = as_lazy(made, &handed);
+    Py_DECREF(made);
+    return wrapped;
+}
+
+/* direct.numpy_call(function, args, kwargs) */
+static PyObject *numpy_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 3 || !PyTuple_CheckExact(args[1]) || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "numpy_call takes a function, a tuple and a dict");
+        return NULL;
+    }
+    Py_ssize_t positional = PyTuple_GET_SIZE(args[1]), keywords = PyDict_GET_SIZE(args[2]);
+    if (positional + keywords > 16)
+        return Py_NewRef(S.declined);
+    PyObject *call[16], *names = PyTuple_New(keywords), *key, *value;
+    if (names == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < positional; i++)
+        call[i] = PyTuple_GET_ITEM(args[1], i);
+    Py_ssize_t position = 0, i = 0;
+    while (PyDict_Next(args[2], &position, &key, &value)) {
+        PyTuple_SET_ITEM(names, i, Py_NewRef(key));
+        call[positional + i++] = value;
+    }
+    PyObject *made = numpy_now(args[0], call, positional, keywords ? names : NULL);
+    Py_DECREF(names);
+    return made != NULL || PyErr_Occurred() ? made : Py_NewRef(S.declined);
 }
 
 /* A view, reduction or cast of its kind (``order``): the new array, None (declined), or NULL. */
@@ -1658,6 +1844,10 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
     PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
     long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (order == ORDER_NUMPY) { /* NumPy's function (op) on small computed arrays, at once */
+        PyObject *made = numpy_now(op, args, nargs, kwnames);
+        return made != NULL || PyErr_Occurred() ? made : PyObject_Vectorcall(general, args, nargs, kwnames);
+    }
     if (order == ORDER_ARRAY) { /* numpy.asarray(x): a computed host array's buffer, exposed */
         PyObject *buffer = host_buffer(args, nargs, kwnames);
         return buffer != NULL ? buffer : PyObject_Vectorcall(general, args, nargs, kwnames);
@@ -1864,7 +2054,7 @@ static PyObject *fast_function(PyObject *module, PyObject *args)
     long order = 0;
     while (order_names[order] != NULL && strcmp(order_names[order], order_name) != 0)
         order++;
-    int takes_op = order < ORDER_GETITEM || order == ORDER_REDUCE || order == ORDER_ONE_AXIS;
+    int takes_op = order < ORDER_GETITEM || order == ORDER_REDUCE || order == ORDER_ONE_AXIS || order == ORDER_NUMPY;
     int op_fits = order == ORDER_UFUNC ? PyDict_Check(op) : !takes_op || op != Py_None;
     if (order_names[order] == NULL || !op_fits || !PyCallable_Check(general)) {
         PyErr_Format(PyExc_ValueError, "fast_function: bad order %s, op or function", order_name);
@@ -2101,6 +2291,8 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"direct_elements", &S.direct_elements, NULL},
         {"numpy_scalar", &S.numpy_scalar, &PyType_Type},
         {"scalars", &S.scalars, &PyFrozenSet_Type},
+        {"writers", &S.writers, &PyFrozenSet_Type},
+        {"declined", &S.declined, NULL},
         {"buffer_op", &S.buffer_op, NULL},
         {"pending", &S.pending, NULL},
         {"registry_module", &S.registry_module, NULL},
@@ -2196,6 +2388,7 @@ static PyMethodDef methods[] = {
     {"reset_tallies", reset_tallies, METH_NOARGS, "Zero the counts kept in C."},
     {"result", result, METH_O, "direct.result in C."},
     {"fresh", fresh, METH_O, "direct.fresh in C."},
+    {"numpy_call", (PyCFunction)(void (*)(void))numpy_call, METH_FASTCALL, "direct.numpy_call in C."},
     {"direct_elements", direct_elements, METH_NOARGS, "tiers.direct_elements in C."},
     {"view", (PyCFunction)(void (*)(void))view, METH_FASTCALL, "direct.view in C."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,

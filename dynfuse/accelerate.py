@@ -38,6 +38,7 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (direct, "result"): direct.result,
     (direct, "view"): direct.view,
     (direct, "fresh"): direct.fresh,
+    (direct, "numpy_call"): direct.numpy_call,
     (tiers, "direct_elements"): tiers.direct_elements,
     (direct, "direct_elements"): tiers.direct_elements,
 }
@@ -82,6 +83,8 @@ def _load() -> ModuleType | None:
             direct_elements=tiers.direct_elements,
             numpy_scalar=numpy.generic,
             scalars=direct.SCALARS,
+            writers=direct.WRITES_FIRST_ARGUMENT,
+            declined=direct.DECLINED,
             buffer_op=ops.BUFFER,
             pending=trace._pending,
             registry_module=registry,
@@ -173,7 +176,9 @@ if _extension is not None:
                 fast = _extension.fast_function(*method.fast_path, method)
                 _accelerated[array.LazyArray, name] = property(fast, doc=attribute.__doc__)
             else:
-                _accelerated[array.LazyArray, name] = _extension.fast_function(*method.fast_path, method)
+                fast = _extension.fast_function(*method.fast_path, method)
+                fast.__dict__.update(vars(method))  # ``fast_path`` too: ``dynfuse.numpy`` wraps some
+                _accelerated[array.LazyArray, name] = fast
     if not config.pure_python:
         _install(_accelerated)
 if not config.pure_python:

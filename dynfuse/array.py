@@ -554,7 +554,7 @@ class LazyArray:
 def _falling_back(name: str) -> Any:
     """An ndarray attribute that LazyArray does not record: NumPy's, on the materialized array,
     counted as ``ndarray.<name>`` (a method that writes into the array, such as ``sort``, is
-    prepared as a write: see ``record.WRITES_FIRST_ARGUMENT``)."""
+    prepared as a write: see ``direct.WRITES_FIRST_ARGUMENT``)."""
     attribute = getattr(np.ndarray, name)
     counted = f"ndarray.{name}"
     if not callable(attribute):

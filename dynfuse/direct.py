@@ -29,6 +29,16 @@ from .trace import Node, pending_readers
 LazyArray: Any = None
 DECLINED: Any = object()
 
+# NumPy functions and ndarray methods that write into their first argument (besides ``out=``), as
+# ``ufunc.at`` does: a call of one is a write, prepared as one.
+WRITES_FIRST_ARGUMENT = frozenset(
+    {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+    | {
+        getattr(np.ndarray, name)
+        for name in ("sort", "partition", "put", "resize", "setfield", "setflags", "byteswap")
+    }
+)
+
 _SCALARS = (int, float, bool, complex, np.generic)
 # The exact types of Python's and NumPy's numeric scalars: NumPy's own scalar math serves them
 SCALARS = frozenset(
@@ -234,3 +244,92 @@ def library_call(op: Op, operands: Sequence[Any], kwargs: dict[str, Any]) -> Any
     ):
         made = made.copy()
     return result(made)
+
+
+class _Declined(Exception):
+    """Raised inside ``numpy_call``'s walk: an argument it does not take."""
+
+
+# What ``numpy_call`` hands NumPy as it is, besides arrays and numeric scalars: these exact types,
+# and classes and dtypes
+_PLAIN = frozenset({str, slice, type(None), type(Ellipsis)})
+_MAX_HANDED = 32  # arrays among the arguments
+_MAX_ARGUMENTS = 16  # positional and keyword arguments
+
+
+def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """``function`` (NumPy's own) run now on the buffers of the lazy arrays among its arguments (in
+    lists and tuples too), where each is a small computed host array: what dynfuse's own function
+    would compute, by NumPy, without its general path (or what a creation function makes).
+    ``DECLINED`` for a lazy array that is pending or large, another library's array or a dict among
+    the arguments, ``out=``, ``device=`` or ``like=``, a function that writes into an argument, and
+    a large result (NumPy's function has no other effect: the general path calls it again).
+
+    A result that is an argument's memory (``asarray``, ``atleast_1d``) or a view of it
+    (``ravel``, ``split``) is that lazy array, or its view; one over an ndarray argument's memory,
+    or another array's, is exposed, as that memory is; NumPy's new memory is fresh."""
+    limit = direct_elements()
+    if (
+        not limit
+        or "out" in kwargs
+        or "device" in kwargs
+        or "like" in kwargs
+        or function in WRITES_FIRST_ARGUMENT
+        or len(args) + len(kwargs) > _MAX_ARGUMENTS
+    ):
+        return DECLINED
+    handed: list[tuple[np.ndarray, Any]] = []  # (the array NumPy gets, its lazy array or None)
+    try:
+        call_args = [_buffer(value, handed, limit, 0) for value in args]
+        call_kwargs = {name: _buffer(value, handed, limit, 0) for name, value in kwargs.items()}
+    except _Declined:
+        return DECLINED
+    made = function(*call_args, **call_kwargs)
+    if _large(made, limit):  # a broadcast view, a tiled array: recorded, so what reads it fuses
+        return DECLINED
+    stats.count("direct_ops")
+    return _as_lazy(made, handed)
+
+
+def _buffer(value: Any, handed: list, limit: int, depth: int) -> Any:
+    if type(value) is LazyArray:
+        node = value._node
+        if node.inputs or node.device is not HOST or views.size_of(node.shape) >= limit:
+            raise _Declined
+        value, lazy = node.buffer, value
+    elif type(value) is np.ndarray:
+        lazy = None
+    elif type(value) in (list, tuple) and depth < 4:
+        return type(value)([_buffer(item, handed, limit, depth + 1) for item in value])
+    elif type(value) in SCALARS or type(value) in _PLAIN or isinstance(value, (type, np.dtype)):
+        return value
+    else:
+        raise _Declined
+    if len(handed) == _MAX_HANDED:
+        raise _Declined
+    handed.append((value, lazy))
+    return value
+
+
+def _large(made: Any, limit: int) -> bool:
+    if type(made) in (list, tuple):
+        return any(_large(item, limit) for item in made)
+    return isinstance(made, np.ndarray) and made.size >= limit
+
+
+def _as_lazy(made: Any, handed: list[tuple[np.ndarray, Any]]) -> Any:
+    if type(made) in (list, tuple):
+        return type(made)([_as_lazy(item, handed) for item in made])
+    if not isinstance(made, np.ndarray):
+        return made
+    owner = made.base
+    for array, lazy in handed:
+        if made is array:
+            return lazy if lazy is not None else LazyArray(Node.leaf(made, exposed=True))
+        if owner is not None and (owner is array or (array.base is not None and owner is array.base)):
+            if lazy is None:
+                return LazyArray(Node.leaf(made, exposed=True))
+            return view(lazy, made)
+    if owner is not None:  # memory of another array's: whoever holds that sees writes to it
+        return LazyArray(Node.leaf(made, exposed=True))
+    return fresh(made)

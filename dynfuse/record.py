@@ -664,22 +664,11 @@ def function_name(function: Any) -> str:
     return name
 
 
-# NumPy functions and ndarray methods that write into their first argument (besides ``out=``), as
-# ``ufunc.at`` does.
-WRITES_FIRST_ARGUMENT = frozenset(
-    {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
-    | {
-        getattr(np.ndarray, name)
-        for name in ("sort", "partition", "put", "resize", "setfield", "setflags", "byteswap")
-    }
-)
-
-
 def _written_by(function: Callable, args: tuple) -> tuple:
     ufunc_at = getattr(function, "__name__", None) == "at" and isinstance(
         getattr(function, "__self__", None), np.ufunc
     )
-    return args[:1] if ufunc_at or function in WRITES_FIRST_ARGUMENT else ()
+    return args[:1] if ufunc_at or function in direct.WRITES_FIRST_ARGUMENT else ()
 
 
 def call_numpy(
@@ -729,7 +718,9 @@ def _one_device(function: Callable, arrays: list[Any]) -> devices.Memory:
 
 def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
     """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name."""
-    result = call_numpy(function, args, kwargs, _written_by(function, args))
+    result = direct.numpy_call(function, args, kwargs)
+    if result is direct.DECLINED:
+        result = call_numpy(function, args, kwargs, _written_by(function, args))
     stats.count_fallback(name)
     return result
 

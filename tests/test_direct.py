@@ -201,3 +201,136 @@ def test_a_small_array_broadcast_to_a_large_shape_is_recorded(recorder):
     grid = dnp.broadcast_to(small, (20, 2000))
     assert grid._node.inputs
     same(grid + 1, np.broadcast_to(np.arange(2000.0), (20, 2000)) + 1)
+
+
+def test_an_element_is_read_and_written_as_numpys_integer_indexing_does(recorder):
+    """A full index of Python ints: NumPy's scalar, NumPy's casting and NumPy's errors."""
+    values = np.arange(12, dtype=np.int64).reshape(3, 4)
+    a = dnp.asarray(values.copy())
+    same(a[1, 2], values[1, 2])
+    same(a[-1, -4], values[-1, -4])
+    same(a[2], values[2])  # not every axis: a view
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        a[3, 0]
+    a[1, 2] = 7.9  # truncated, as NumPy casts a float into an int64 element
+    a[0, -1] = np.float32(3.5)
+    values[1, 2], values[0, -1] = 7.9, np.float32(3.5)
+    same(a[...], values)
+    small = dnp.zeros(3, dtype=np.uint8)
+    with pytest.raises(OverflowError, match="out of bounds for uint8"):
+        small[0] = -1
+    same(small[...], np.zeros(3, dtype=np.uint8))  # nothing half-written
+    flags = dnp.zeros(2, dtype=bool)
+    flags[0] = 5
+    same(flags[0], np.True_)
+
+
+def _calls():
+    """NumPy functions that ``dynfuse.numpy`` has (or falls through to), on small computed arrays."""
+    x = np.linspace(-1, 2, 24).reshape(4, 6)
+    y = np.cos(x)
+    return (
+        [
+            ("concatenate", lambda np_, a, b: np_.concatenate([a, b], axis=1)),
+            ("stack", lambda np_, a, b: np_.stack([a, b])),
+            ("where", lambda np_, a, b: np_.where(a > 0.5, a, b)),
+            ("clip", lambda np_, a, b: np_.clip(a, 0.0, 1.0)),
+            ("cumsum", lambda np_, a, b: np_.cumsum(a, axis=1)),
+            ("diff", lambda np_, a, b: np_.diff(a)),
+            ("sort", lambda np_, a, b: np_.sort(b, axis=0)),
+            ("norm", lambda np_, a, b: np_.linalg.norm(a)),
+            ("outer", lambda np_, a, b: np_.outer(a[0], b[1])),
+            ("split", lambda np_, a, b: tuple(np_.split(a, 2, axis=1))),
+            ("zeros_like", lambda np_, a, b: np_.zeros_like(a, dtype=np.int32)),
+            ("array", lambda np_, a, b: np_.array(a)),
+        ],
+        x,
+        y,
+    )
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _calls()[0]])
+def test_numpy_functions_on_small_computed_arrays_are_numpys_calls(name, recorder):
+    calls, x, y = _calls()
+    function = dict(calls)[name]
+    expected = function(np, x, y)
+    a, b = dnp.asarray(x.copy()), dnp.asarray(y.copy())
+    before = dynfuse.stats()
+    got = function(dnp, a, b)
+    if isinstance(expected, tuple):
+        for part, want in zip(got, expected, strict=True):
+            same(part, want)
+    else:
+        same(got, expected)
+    after = dynfuse.stats()
+    assert after["ops_recorded"] == before["ops_recorded"]
+    assert after["direct_ops"] > before["direct_ops"]
+
+
+def test_a_function_giving_an_arguments_memory_gives_that_array_or_its_view(recorder):
+    """``asarray`` of a lazy array is that array; ``ravel`` (NumPy's view) a view: a write through
+    either is seen by the other, as in NumPy."""
+    a = dnp.asarray(np.arange(6.0).reshape(2, 3))
+    assert dnp.asarray(a) is a and dnp.atleast_1d(a) is a
+    flat = dnp.ravel(a)
+    assert flat.base is a
+    flat[0] = -1.0
+    assert a[0, 0] == -1.0
+    a[1, 2] = 9.0
+    assert flat[5] == 9.0
+    wrapped = np.arange(4.0)
+    ours = dnp.asarray(wrapped)  # an ndarray's own memory: shared, and written through
+    ours[1] = 5.0
+    assert wrapped[1] == 5.0
+
+
+def test_numpy_calls_it_cannot_take_go_the_general_way(recorder):
+    """A pending argument, a large result, a writing function and ``out=`` are not direct calls, and
+    give NumPy's results all the same."""
+    x = np.linspace(0, 1, 10)
+    a = dnp.asarray(x.copy())
+    before = dynfuse.stats()["ops_recorded"]
+    pending = dnp.asarray(np.linspace(0, 1, 20000)) * 2  # large: recorded
+    same(dnp.concatenate([a, pending[:5]]), np.concatenate([x, np.linspace(0, 1, 20000)[:5] * 2]))
+    big = dnp.broadcast_to(a, (2000, 10))  # a large view: recorded
+    assert dynfuse.stats()["ops_recorded"] >= before + 2
+    same(big[...], np.broadcast_to(x, (2000, 10)).copy())
+    target = dnp.zeros(10)
+    dnp.copyto(target, a)
+    same(target[...], x)
+    out = dnp.zeros(10)
+    dnp.clip(a, 0.2, 0.8, out=out)
+    same(out[...], np.clip(x, 0.2, 0.8))
+
+
+def test_a_host_leaf_key_is_its_description_id_whatever_it_last_saw(recorder):
+    """The C recorder keeps the keys of leaves it made; a view and a contiguous array of the same
+    shape (a statement makes both) keep theirs apart, and both are the structure ids of their
+    descriptions."""
+    from dynfuse import trace
+
+    grid = dnp.asarray(np.random.default_rng(0).random((50, 50)))
+    for _ in range(3):
+        view = grid[1:-1, :-2]
+        total = view + grid[1:-1, 2:]
+        for made in (view, total):
+            buffer = made._node.buffer
+            assert made._node.key == trace.structure_id(trace.buffer_key(buffer))
+    assert view._node.key != total._node.key
+
+
+def test_methods_run_in_c_and_switch_back_to_python():
+    """The fast methods are C functions standing for the Python ones, and operators call them
+    through LazyArray's slots; inside ``pure_python`` the Python methods run again."""
+    if not accelerate.in_use():
+        pytest.skip("the C recorder is not in use")
+    method = dynfuse.LazyArray.__getitem__
+    assert method.__name__ == "__getitem__" and callable(method.__wrapped__)
+    x = dnp.asarray(np.arange(5.0))
+    with accelerate.pure_python():
+        assert dynfuse.LazyArray.__getitem__ is not method
+        same(x[1:3] + x[2:4], np.arange(5.0)[1:3] + np.arange(5.0)[2:4])
+    assert dynfuse.LazyArray.__getitem__ is method
+    same(x[1:3] + x[2:4], np.arange(5.0)[1:3] + np.arange(5.0)[2:4])
+    same(dnp.sin(0.5), np.sin(0.5))  # scalars alone: NumPy's scalar math
+    assert dnp.sin.nin == 1 and dnp.sin.__name__ == "sin"

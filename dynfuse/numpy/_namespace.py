@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import record
+from .. import direct, record
 
 
 def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
@@ -38,12 +38,20 @@ def deferring(function: Callable, numpy_function: Callable) -> Callable:
     NumPy's own function, whose ``__array_function__`` dispatch hands it to that library, as
     ``numpy.mean(dask_array)`` does, rather than computing it here."""
 
+    at_once = not hasattr(function, "fast_path")  # a function whose common case has no C path
+
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         if record.foreign(args):
             return numpy_function(*args, **kwargs)
+        if at_once:  # small computed arrays: NumPy's function, at once (``direct.numpy_call``)
+            made = direct.numpy_call(numpy_function, args, kwargs)
+            if made is not direct.DECLINED:
+                return made
         return function(*args, **kwargs)
 
+    if at_once:  # what ``accelerate`` needs to run that check in C
+        call.fast_path = (numpy_function, "numpy")
     return call
 
 

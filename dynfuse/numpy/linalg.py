@@ -4,11 +4,13 @@ computes it with; the rest is NumPy's, run on materialized inputs and counted as
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 import numpy as _np
 from numpy.lib.array_utils import normalize_axis_index as _normalize_axis_index
 
+from .. import accelerate as _accelerate
 from .. import ops as _ops
 from .. import record as _record
 from ._namespace import fall_through as _fall_through
@@ -91,4 +93,5 @@ def _matrix_norm(x: Any, ord: Any, rows: int, columns: int) -> Any:
 
 
 _register_array_functions(globals(), _np.linalg)
+_accelerate.accelerate_namespace(_sys.modules[__name__])
 _fall_through(globals(), _np.linalg)
