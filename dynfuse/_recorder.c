@@ -649,6 +649,23 @@ static int computed_on_host(PyObject *node)
            && NODE_SLOT(node, DEVICE) == S.host && NODE_SLOT(node, BUFFER) != NULL;
 }
 
+/* op.reference (a new reference): ops are immutable, so what an op was last seen with is kept, by
+   the op's address, holding the op so that address is not reused while kept. */
+static PyObject *op_reference(PyObject *op)
+{
+    enum { KEPT = 64 };
+    static PyObject *ops[KEPT], *references[KEPT];
+    size_t slot = ((size_t)op >> 4) % KEPT;
+    if (ops[slot] == op)
+        return Py_NewRef(references[slot]);
+    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    if (reference != NULL) {
+        Py_XSETREF(ops[slot], Py_NewRef(op));
+        Py_XSETREF(references[slot], Py_NewRef(reference));
+    }
+    return reference;
+}
+
 /* direct: the op's reference called now on the operands' buffers and scalars. */
 static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count)
 {
@@ -656,7 +673,7 @@ static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t 
     for (Py_ssize_t i = 0; i < count; i++)
         values[i] = Py_IS_TYPE(operands[i], S.array_type) ? NODE_SLOT(ARRAY_SLOT(operands[i], ARRAY_NODE), BUFFER)
                                                           : operands[i];
-    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    PyObject *reference = op_reference(op);
     if (reference == NULL)
         return NULL;
     PyObject *made = PyObject_Vectorcall(reference, values, count, NULL);
@@ -952,7 +969,7 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
     Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
     if (limit < 0 || size >= limit || !nothing_pending())
         return NULL;
-    PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+    PyObject *reference = op_reference(op);
     if (reference == NULL)
         return NULL;
     PyObject *buffer = NODE_SLOT(node, BUFFER);
@@ -1563,11 +1580,11 @@ done:
 enum {
     ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
     ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
-    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY, ORDER_POWER,
 };
 static const char *const order_names[] = {
     "unary", "forward", "reflected", "ufunc",
-    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy",
+    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy", "power",
     NULL,
 };
 
@@ -1838,12 +1855,46 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
     return Py_NewRef(NODE_SLOT(node, BUFFER));
 }
 
+/* x ** y of a small computed host array by a scalar or a small computed array: NumPy's operator on
+   the buffers, with NumPy's own substitutes (a square for ** 2). NULL without an error where it
+   does not apply. */
+static PyObject *power_now(PyObject *self, PyObject *exponent)
+{
+    if (!Py_IS_TYPE(self, S.array_type))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = exponent, *other_shape = NULL;
+    if (node == NULL || !computed_on_host(node))
+        return NULL;
+    if (Py_IS_TYPE(exponent, S.array_type)) {
+        PyObject *other = ARRAY_SLOT(exponent, ARRAY_NODE);
+        if (other == NULL || !computed_on_host(other))
+            return NULL;
+        value = NODE_SLOT(other, BUFFER);
+        other_shape = NODE_SLOT(other, SHAPE);
+    } else {
+        int scalar = PySet_Contains(S.scalars, (PyObject *)Py_TYPE(exponent));
+        if (scalar != 1)
+            return NULL;
+    }
+    Py_ssize_t size = broadcast_size(NODE_SLOT(node, SHAPE), other_shape);
+    Py_ssize_t limit = size < 0 ? -1 : direct_limit();
+    if (limit < 0 || size >= limit)
+        return NULL;
+    PyObject *made = PyNumber_Power(NODE_SLOT(node, BUFFER), value, Py_None);
+    return made == NULL ? NULL : direct_result(made);
+}
+
 static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* data: (op, the ufunc -> op table, or None; order; the Python function) */
     PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
     long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (order == ORDER_POWER && nargs == 2 && keywords == 0) { /* x ** y: NumPy's operator, its substitutes too */
+        PyObject *made = power_now(args[0], args[1]);
+        if (made != NULL || PyErr_Occurred())
+            return made;
+    }
     if (order == ORDER_NUMPY) { /* NumPy's function (op) on small computed arrays, at once */
         PyObject *made = numpy_now(op, args, nargs, kwnames);
         return made != NULL || PyErr_Occurred() ? made : PyObject_Vectorcall(general, args, nargs, kwnames);
@@ -1918,7 +1969,7 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
         if (scalars < 0)
             return NULL;
         if (scalars) {
-            PyObject *reference = PyObject_GetAttr(op, S.str_reference);
+            PyObject *reference = op_reference(op);
             PyObject *made = reference == NULL ? NULL : PyObject_Vectorcall(reference, operands + 1, count - 1, NULL);
             Py_XDECREF(reference);
             return made;
@@ -2167,6 +2218,79 @@ static MethodObject *installed_method(PyTypeObject *type, const char *name)
     return found != NULL && Py_IS_TYPE(found, &method_type) ? (MethodObject *)Py_NewRef(found) : NULL;
 }
 
+/* Unary operators and comparisons, as the binary slots above. */
+enum { SLOT_NEGATIVE, SLOT_POSITIVE, SLOT_ABSOLUTE, SLOT_INVERT, UNARY_SLOTS };
+static struct {
+    const char *name;
+    MethodObject *method;
+    unaryfunc original;
+} unary_slots[UNARY_SLOTS] = {
+    [SLOT_NEGATIVE] = {"__neg__"}, [SLOT_POSITIVE] = {"__pos__"}, [SLOT_ABSOLUTE] = {"__abs__"}, [SLOT_INVERT] = {"__invert__"},
+};
+
+static PyObject *unary_slot(int which, PyObject *self)
+{
+    MethodObject *method = unary_slots[which].method;
+    if (!Py_IS_TYPE(self, S.array_type) || method == NULL)
+        return unary_slots[which].original(self);
+    return method->call(method->data, &self, 1, NULL);
+}
+
+#define FAST_UNARY_SLOT(which) \
+    static PyObject *fast_unary_##which(PyObject *self) { return unary_slot(which, self); }
+FAST_UNARY_SLOT(SLOT_NEGATIVE)
+FAST_UNARY_SLOT(SLOT_POSITIVE)
+FAST_UNARY_SLOT(SLOT_ABSOLUTE)
+FAST_UNARY_SLOT(SLOT_INVERT)
+
+static unaryfunc *unary_slot_address(PyHeapTypeObject *type, int which, unaryfunc *fast)
+{
+    switch (which) {
+    case SLOT_NEGATIVE:
+        *fast = fast_unary_SLOT_NEGATIVE;
+        return &type->as_number.nb_negative;
+    case SLOT_POSITIVE:
+        *fast = fast_unary_SLOT_POSITIVE;
+        return &type->as_number.nb_positive;
+    case SLOT_ABSOLUTE:
+        *fast = fast_unary_SLOT_ABSOLUTE;
+        return &type->as_number.nb_absolute;
+    case SLOT_INVERT:
+        *fast = fast_unary_SLOT_INVERT;
+        return &type->as_number.nb_invert;
+    }
+    return NULL;
+}
+
+static const char *const comparison_names[] = {
+    [Py_LT] = "__lt__", [Py_LE] = "__le__", [Py_EQ] = "__eq__", [Py_NE] = "__ne__", [Py_GT] = "__gt__", [Py_GE] = "__ge__",
+};
+static MethodObject *comparison_methods[6];
+static richcmpfunc original_richcompare;
+
+static PyObject *fast_richcompare(PyObject *self, PyObject *other, int op)
+{
+    MethodObject *method = op >= 0 && op < 6 ? comparison_methods[op] : NULL;
+    if (!Py_IS_TYPE(self, S.array_type) || method == NULL)
+        return original_richcompare(self, other, op);
+    return call_method(method, self, other);
+}
+
+/* len(x): the first extent, as LazyArray.__len__ gives it. */
+static Py_ssize_t fast_length(PyObject *self)
+{
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *shape = node == NULL ? NULL : NODE_SLOT(node, SHAPE);
+    if (shape == NULL || !PyTuple_CheckExact(shape)) {
+        PyErr_SetString(PyExc_TypeError, "LazyArray has no shape");
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(shape) == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of unsized object");
+        return -1;
+    }
+    return PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0));
+}
+
 /* install_slots(): point LazyArray's slots at the C methods installed now. */
 static PyObject *install_slots(PyObject *module, PyObject *unused)
 {
@@ -2184,6 +2308,29 @@ static PyObject *install_slots(PyObject *module, PyObject *unused)
         if (slot->original != NULL && (forward != NULL || reflected != NULL))
             *address = fast;
     }
+    for (int which = 0; which < UNARY_SLOTS; which++) {
+        unaryfunc fast, *address = unary_slot_address(type, which, &fast);
+        MethodObject *method = installed_method(S.array_type, unary_slots[which].name);
+        Py_XSETREF(unary_slots[which].method, method);
+        if (*address != fast && *address != NULL)
+            unary_slots[which].original = *address;
+        if (unary_slots[which].original != NULL && method != NULL)
+            *address = fast;
+    }
+    int comparisons = 0;
+    for (int op = 0; op < 6; op++) {
+        MethodObject *method = installed_method(S.array_type, comparison_names[op]);
+        comparisons += method != NULL;
+        Py_XSETREF(comparison_methods[op], method);
+    }
+    if (S.array_type->tp_richcompare != fast_richcompare && S.array_type->tp_richcompare != NULL)
+        original_richcompare = S.array_type->tp_richcompare;
+    if (original_richcompare != NULL && comparisons > 0)
+        S.array_type->tp_richcompare = fast_richcompare;
+    if (type->as_mapping.mp_length != NULL) /* Python's lookup of LazyArray.__len__, which this does */
+        type->as_mapping.mp_length = fast_length;
+    if (type->as_sequence.sq_length != NULL)
+        type->as_sequence.sq_length = fast_length;
     MethodObject *setitem = installed_method(S.array_type, "__setitem__");
     Py_XSETREF(setitem_method, setitem);
     if (type->as_mapping.mp_ass_subscript != fast_ass_subscript && type->as_mapping.mp_ass_subscript != NULL)

@@ -79,8 +79,9 @@ def _binary(name: str, substitute: Any = None) -> tuple:
     def in_place(self: LazyArray, other: Any) -> LazyArray:
         return call(self, other, self)
 
+    # A substitute is what NumPy's operator does on a computed array: C runs that operator
+    forward.fast_path = (op, "forward" if substitute is None else "power")
     if substitute is None:
-        forward.fast_path = (op, "forward")
         in_place.fast_path = (op, "in place")
     reflected.fast_path = (op, "reflected")
     return forward, reflected, in_place
