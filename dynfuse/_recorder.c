@@ -61,8 +61,8 @@ static struct {
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
     PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
     PyObject *str_recording, *str_refs, *str_sweep_at, *str_sweep;
-    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend, *str_out;
-    PyObject *zero, *empty, *out_name; /* 0, () and ('out',) */
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend;
+    PyObject *zero, *empty; /* 0 and () */
     int bound;
 } S;
 
@@ -956,8 +956,8 @@ static PyObject *host_operand(PyObject *value)
     return NULL;
 }
 
-/* self op= other on a small computed host array while nothing is pending: the op's NumPy reference
-   with out=self's buffer (direct.call_into). The array, NULL without an error where it does not
+/* self op= other on a small computed host array while nothing is pending: the op's NumPy ufunc
+   with self's buffer as its output (direct.call_into). The array, NULL without an error where it does not
    apply, NULL with NumPy's error. */
 static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
@@ -973,8 +973,8 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
     if (reference == NULL)
         return NULL;
     PyObject *buffer = NODE_SLOT(node, BUFFER);
-    PyObject *call[3] = {buffer, value, buffer};
-    PyObject *made = PyObject_Vectorcall(reference, call, 2, S.out_name);
+    PyObject *call[3] = {buffer, value, buffer}; /* a ufunc's output may be positional */
+    PyObject *made = PyObject_Vectorcall(reference, call, 3, NULL);
     Py_DECREF(reference);
     if (made == NULL)
         return NULL;
@@ -2583,8 +2583,6 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_direct = PyUnicode_InternFromString("direct");
     S.str_tiers = PyUnicode_InternFromString("tiers");
     S.str_backend = PyUnicode_InternFromString("backend");
-    S.str_out = PyUnicode_InternFromString("out");
-    S.out_name = S.str_out == NULL ? NULL : PyTuple_Pack(1, S.str_out);
     S.str_recordings = PyUnicode_InternFromString("_recordings");
     S.str_index = PyUnicode_InternFromString("index");
     S.str_shape = PyUnicode_InternFromString("shape");
@@ -2592,7 +2590,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_axis = PyUnicode_InternFromString("axis");
     S.str_keepdims = PyUnicode_InternFromString("keepdims");
     S.str_dtype = PyUnicode_InternFromString("dtype");
-    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_out == NULL || S.out_name == NULL
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);
