@@ -2157,7 +2157,8 @@ static PyObject *binary_slot(int which, PyObject *first, PyObject *second)
     BinarySlot *slot = &binary_slots[which];
     if (Py_IS_TYPE(first, S.array_type))
         return slot->forward_method ? call_method(slot->forward_method, first, second) : slot->original(first, second);
-    if (Py_IS_TYPE(second, S.array_type) && slot->reflected_method)
+    /* A subclass's instance first: Python's own protocol (its __add__ before LazyArray's __radd__) */
+    if (Py_IS_TYPE(second, S.array_type) && slot->reflected_method && !PyObject_TypeCheck(first, S.array_type))
         return call_method(slot->reflected_method, second, first);
     return slot->original(first, second);
 }

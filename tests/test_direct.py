@@ -334,3 +334,21 @@ def test_methods_run_in_c_and_switch_back_to_python():
     same(x[1:3] + x[2:4], np.arange(5.0)[1:3] + np.arange(5.0)[2:4])
     same(dnp.sin(0.5), np.sin(0.5))  # scalars alone: NumPy's scalar math
     assert dnp.sin.nin == 1 and dnp.sin.__name__ == "sin"
+
+
+def test_operators_keep_pythons_protocol_for_a_subclass():
+    """LazyArray's C slots leave a subclass's instances to Python's own lookup: its ``__add__``
+    comes before LazyArray's ``__radd__``, as it would without the slots."""
+
+    class Tagged(dynfuse.LazyArray):
+        __slots__ = ()
+
+        def __add__(self, other):
+            return "tagged"
+
+    x = dnp.asarray(np.arange(3.0))
+    tagged = Tagged(x._node)
+    assert tagged + x == "tagged" and tagged + 1.0 == "tagged"
+    same((x + tagged)[...], np.arange(3.0) * 2)
+    same((tagged - x)[...], np.zeros(3))
+    assert len(tagged) == 3
