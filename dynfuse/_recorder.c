@@ -471,7 +471,7 @@ static Py_ssize_t shape_size(PyObject *shape)
    interns neither again. An id kept here after the structure table started afresh still names
    this structure alone (ids are never reused): a later lookup may give the structure a new id,
    which costs a replay miss, never a wrong match. */
-enum { LEAF_MEMO_SIZE = 64, LEAF_MEMO_NDIM = 4 };
+enum { LEAF_MEMO_SIZE = 512, LEAF_MEMO_NDIM = 4 };
 typedef struct {
     PyObject *dtype, *shape, *key; /* strong references; NULL in an empty entry */
     int ndim, contiguous;
