@@ -586,7 +586,41 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
         base = array;
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
-    return node == NULL ? NULL : new_array(node, base);
+    if (node == NULL)
+        return NULL;
+    /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
+    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
+    if (lazy == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
+    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base));
+    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    return lazy;
+}
+
+/* direct.viewed_by_numpy(node): whether a NumPy array besides the node's own may see its buffer's
+   memory. A NumPy view holds the first array down its base chain that owns its memory (or whose base
+   is no ndarray), so while the buffer is held by its node alone, and each ndarray down its chain by
+   the one above alone, no view of that memory exists. */
+static PyObject *viewed_by_numpy(PyObject *module, PyObject *node)
+{
+    BIND_CHECK();
+    if (!PyObject_TypeCheck(node, S.node_type)) {
+        PyErr_SetString(PyExc_TypeError, "viewed_by_numpy takes a Node");
+        return NULL;
+    }
+    PyObject *buffer = NODE_SLOT(node, BUFFER);
+    if (buffer == NULL || !PyArray_Check(buffer))
+        return Py_NewRef(Py_False);
+    for (PyObject *array = buffer;; array = PyArray_BASE((PyArrayObject *)array)) {
+        if (Py_REFCNT(array) > 1)
+            return Py_NewRef(Py_True);
+        PyObject *base = PyArray_BASE((PyArrayObject *)array);
+        if (PyArray_CHKFLAGS((PyArrayObject *)array, NPY_ARRAY_OWNDATA) || base == NULL || !PyArray_Check(base))
+            return Py_NewRef(Py_False);
+    }
 }
 
 /* A dict's version, which changes with every write to it: CPython's ma_version_tag (gone from
@@ -2536,6 +2570,7 @@ static PyMethodDef methods[] = {
     {"reset_tallies", reset_tallies, METH_NOARGS, "Zero the counts kept in C."},
     {"result", result, METH_O, "direct.result in C."},
     {"fresh", fresh, METH_O, "direct.fresh in C."},
+    {"viewed_by_numpy", viewed_by_numpy, METH_O, "direct.viewed_by_numpy in C."},
     {"numpy_call", (PyCFunction)(void (*)(void))numpy_call, METH_FASTCALL, "direct.numpy_call in C."},
     {"direct_elements", direct_elements, METH_NOARGS, "tiers.direct_elements in C."},
     {"view", (PyCFunction)(void (*)(void))view, METH_FASTCALL, "direct.view in C."},

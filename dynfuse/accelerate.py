@@ -179,6 +179,8 @@ if _extension is not None:
                 fast = _extension.fast_function(*method.fast_path, method)
                 fast.__dict__.update(vars(method))  # ``fast_path`` too: ``dynfuse.numpy`` wraps some
                 _accelerated[array.LazyArray, name] = fast
+    # Always C's where it is built: views made in C are not registered, whichever recorder runs next
+    direct.viewed_by_numpy = _extension.viewed_by_numpy
     if not config.pure_python:
         _install(_accelerated)
 if not config.pure_python:

@@ -163,6 +163,13 @@ def getitem(array: Any, index: Any) -> Any:
     return view(array, viewed)
 
 
+def viewed_by_numpy(node: Node) -> bool:
+    """Whether a NumPy array besides the node's own may see its buffer's memory: a view made in C
+    (``_recorder``) is NumPy's view, not registered with its base, and the C recorder answers from
+    the buffer's reference count. Without it, every view is registered (``view``): none is unseen."""
+    return False
+
+
 def view(array: Any, viewed: np.ndarray) -> Any:
     """A lazy array over ``viewed``, a NumPy view of ``array``'s buffer, registered as a view of
     ``array``'s base as a recorded view is."""

@@ -535,7 +535,9 @@ def getitem(value: Any, index: Any) -> Any:
 def can_rebind(target: Any) -> bool:
     """True when no alias can observe ``target``'s memory, so a write may just replace its node."""
     node = target._node
-    return target._base is None and not target._has_views() and not (node.op is ops.BUFFER and node.exposed)
+    if target._base is not None or target._has_views():
+        return False
+    return node.op is not ops.BUFFER or not (node.exposed or direct.viewed_by_numpy(node))
 
 
 def assign(target: Any, value: Node) -> None:

@@ -352,3 +352,18 @@ def test_operators_keep_pythons_protocol_for_a_subclass():
     same((x + tagged)[...], np.arange(3.0) * 2)
     same((tagged - x)[...], np.zeros(3))
     assert len(tagged) == 3
+
+
+def test_a_pending_write_into_an_array_with_a_numpy_view_is_seen_through_it(recorder):
+    """A small view of a computed array is NumPy's view, which may not be registered with its base;
+    a write of pending values into the base still writes its memory, so the view sees it."""
+    values = np.arange(6.0)
+    x = dnp.asarray(values.copy())
+    view = x[1:4]
+    large = dnp.asarray(np.ones((20000, 6)))
+    x[...] = large.sum(axis=0)  # pending: a reduction of a large array
+    same(view[...], np.full(3, 20000.0))
+    same(x[...], np.full(6, 20000.0))
+    alone = dnp.asarray(values.copy())
+    alone[...] = large.sum(axis=0)  # nothing sees its memory: the write may stay lazy
+    same(alone[...], np.full(6, 20000.0))
