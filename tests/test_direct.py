@@ -367,3 +367,113 @@ def test_a_pending_write_into_an_array_with_a_numpy_view_is_seen_through_it(reco
     alone = dnp.asarray(values.copy())
     alone[...] = large.sum(axis=0)  # nothing sees its memory: the write may stay lazy
     same(alone[...], np.full(6, 20000.0))
+
+
+# NumPy functions as people call them, on small arrays: every one goes through direct execution (a
+# dynfuse.numpy function at once, or a fall-through), and must give NumPy's result.
+_MANY_CALLS = {
+    "sort": lambda m, a, b, c: m.sort(a, axis=1),
+    "argsort": lambda m, a, b, c: m.argsort(a),
+    "unique": lambda m, a, b, c: m.unique(m.round(a, 1)),
+    "flip": lambda m, a, b, c: m.flip(a, 0),
+    "roll": lambda m, a, b, c: m.roll(a, 2),
+    "tile": lambda m, a, b, c: m.tile(c, 2),
+    "repeat": lambda m, a, b, c: m.repeat(c, 2),
+    "ravel": lambda m, a, b, c: m.ravel(a),
+    "squeeze": lambda m, a, b, c: m.squeeze(a[None]),
+    "moveaxis": lambda m, a, b, c: m.moveaxis(a, 0, 1),
+    "swapaxes": lambda m, a, b, c: m.swapaxes(a, 0, 1),
+    "tril": lambda m, a, b, c: m.tril(a),
+    "triu": lambda m, a, b, c: m.triu(a),
+    "diag": lambda m, a, b, c: m.diag(c),
+    "diagonal": lambda m, a, b, c: m.diagonal(a),
+    "trace": lambda m, a, b, c: m.trace(a),
+    "cross": lambda m, a, b, c: m.cross(a[:, :3], b[:, :3]),
+    "kron": lambda m, a, b, c: m.kron(c, c),
+    "inner": lambda m, a, b, c: m.inner(a, b),
+    "tensordot": lambda m, a, b, c: m.tensordot(a, b.T, 1),
+    "einsum": lambda m, a, b, c: m.einsum("ij,ij->i", a, b),
+    "vstack": lambda m, a, b, c: m.vstack([a, b]),
+    "hstack": lambda m, a, b, c: m.hstack([a, b]),
+    "column_stack": lambda m, a, b, c: m.column_stack([c, c]),
+    "split": lambda m, a, b, c: tuple(m.array_split(a, 3, axis=1)),
+    "argwhere": lambda m, a, b, c: m.argwhere(a > 0.5),
+    "nonzero": lambda m, a, b, c: m.nonzero(a > 0.5),
+    "count_nonzero": lambda m, a, b, c: m.count_nonzero(a > 0.5),
+    "searchsorted": lambda m, a, b, c: m.searchsorted(m.sort(c), 0.5),
+    "interp": lambda m, a, b, c: m.interp(c, m.sort(c), c),
+    "histogram": lambda m, a, b, c: m.histogram(a, bins=3),
+    "bincount": lambda m, a, b, c: m.bincount(m.asarray([1, 2, 2])),
+    "percentile": lambda m, a, b, c: m.percentile(a, 30),
+    "median": lambda m, a, b, c: m.median(a, axis=0),
+    "var": lambda m, a, b, c: m.var(a, axis=1, ddof=1),
+    "std": lambda m, a, b, c: m.std(a),
+    "average": lambda m, a, b, c: m.average(a, axis=0, weights=c[:4]),
+    "ptp": lambda m, a, b, c: m.ptp(a, axis=1),
+    "nanmean": lambda m, a, b, c: m.nanmean(a),
+    "cumprod": lambda m, a, b, c: m.cumprod(a, axis=0),
+    "gradient": lambda m, a, b, c: m.gradient(c),
+    "convolve": lambda m, a, b, c: m.convolve(c, c[:3]),
+    "polyval": lambda m, a, b, c: m.polyval(c, 0.3),
+    "outer": lambda m, a, b, c: m.outer(c, c),
+    "linalg.solve": lambda m, a, b, c: m.linalg.solve(a[:, :4] + 4 * m.eye(4), c[:4]),
+    "linalg.inv": lambda m, a, b, c: m.linalg.inv(a[:, :4] + 4 * m.eye(4)),
+    "linalg.det": lambda m, a, b, c: m.linalg.det(a[:, :4]),
+    "linalg.eigh": lambda m, a, b, c: tuple(m.linalg.eigh(a[:, :4] @ a[:, :4].T)),
+    "linalg.norm axis": lambda m, a, b, c: m.linalg.norm(a, axis=1),
+    "linalg.qr": lambda m, a, b, c: tuple(m.linalg.qr(a)),
+    "isclose": lambda m, a, b, c: m.isclose(a, b),
+    "array_equal": lambda m, a, b, c: m.array_equal(a, a),
+    "allclose": lambda m, a, b, c: m.allclose(a, b),
+    "meshgrid": lambda m, a, b, c: tuple(m.meshgrid(c, c)),
+    "broadcast_arrays": lambda m, a, b, c: tuple(m.broadcast_arrays(a, c)),
+    "atleast_2d": lambda m, a, b, c: m.atleast_2d(c),
+    "expand_dims": lambda m, a, b, c: m.expand_dims(c, 0),
+    "take": lambda m, a, b, c: m.take(c, [0, 2]),
+    "take_along_axis": lambda m, a, b, c: m.take_along_axis(a, m.argsort(a, axis=1), axis=1),
+    "choose": lambda m, a, b, c: m.choose(m.asarray([0, 1, 0, 1, 1]), [c, c * 2]),
+    "select": lambda m, a, b, c: m.select([c > 0.5], [c], 0.0),
+    "piecewise": lambda m, a, b, c: m.piecewise(c, [c > 0.5], [1.0, 0.0]),
+    "round": lambda m, a, b, c: m.round(a, 2),
+    "floor": lambda m, a, b, c: m.floor(a * 10),
+    "nan_to_num": lambda m, a, b, c: m.nan_to_num(a),
+    "pad": lambda m, a, b, c: m.pad(a, 1),
+    "resize": lambda m, a, b, c: m.resize(c, 7),
+    "append": lambda m, a, b, c: m.append(c, 1.0),
+    "insert": lambda m, a, b, c: m.insert(c, 1, 9.0),
+    "delete": lambda m, a, b, c: m.delete(c, 1),
+    "fliplr": lambda m, a, b, c: m.fliplr(a),
+    "rot90": lambda m, a, b, c: m.rot90(a),
+    "copy": lambda m, a, b, c: m.copy(a),
+    "full_like": lambda m, a, b, c: m.full_like(a, 3),
+    "empty_like shape": lambda m, a, b, c: m.empty_like(a).shape,
+    "shape": lambda m, a, b, c: m.shape(a),
+    "ndim": lambda m, a, b, c: m.ndim(a),
+}
+
+
+def _same_result(got, want) -> bool:
+    if isinstance(want, Exception):
+        return isinstance(got, type(want))
+    if isinstance(want, tuple) and not hasattr(want, "dtype"):
+        return len(got) == len(want) and all(map(_same_result, got, want))
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(_MANY_CALLS))
+def test_many_numpy_functions_on_small_computed_arrays_give_numpys_results(name, recorder):
+    call = _MANY_CALLS[name]
+    rng = np.random.default_rng(7)
+    x, y, v = rng.random((4, 5)), rng.random((4, 5)), rng.random(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            want = call(np, x, y, v)
+        except Exception as error:  # dynfuse must raise what NumPy raises
+            want = error
+        try:
+            got = call(dnp, dnp.asarray(x.copy()), dnp.asarray(y.copy()), dnp.asarray(v.copy()))
+        except Exception as error:
+            got = error
+    assert _same_result(got, want), (got, want)
