@@ -1614,23 +1614,24 @@ done:
 enum {
     ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
     ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
-    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY, ORDER_POWER,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY, ORDER_POWER, ORDER_COPY,
 };
 static const char *const order_names[] = {
     "unary", "forward", "reflected", "ufunc",
-    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy", "power",
+    "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy", "power", "copy",
     NULL,
 };
 
-/* A transpose, reshape, squeeze or cast of a small computed host array, by the ndarray's method of
-   that name with the same arguments (direct.view_op): a view of the buffer registered with the
+/* A transpose, reshape, squeeze, cast or copy of a small computed host array, by the ndarray's
+   method of that name with the same arguments (direct.view_op): a view of the buffer registered with the
    array's base, or a fresh array. NULL where it does not apply, or with NumPy's error set. */
 static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *const names[] = {
         [ORDER_TRANSPOSE] = "transpose", [ORDER_RESHAPE] = "reshape", [ORDER_SQUEEZE] = "squeeze", [ORDER_ASTYPE] = "astype",
+        [ORDER_COPY] = "copy",
     };
-    static PyObject *interned[ORDER_ASTYPE + 1];
+    static PyObject *interned[ORDER_COPY + 1];
     if (nargs < 1 || !Py_IS_TYPE(args[0], S.array_type))
         return NULL;
     PyObject *node = ARRAY_SLOT(args[0], ARRAY_NODE);
@@ -1945,7 +1946,8 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
         now = reduce_now(op, args[0], args, nargs, kwnames);
     if (now != NULL || PyErr_Occurred())
         return now;
-    if ((order == ORDER_TRANSPOSE || order == ORDER_RESHAPE || order == ORDER_SQUEEZE || order == ORDER_ASTYPE)
+    if ((order == ORDER_TRANSPOSE || order == ORDER_RESHAPE || order == ORDER_SQUEEZE || order == ORDER_ASTYPE
+         || (order == ORDER_COPY && nargs == 1))
         && keywords == 0) {
         now = view_now(order, args, nargs);
         if (now != NULL || PyErr_Occurred())

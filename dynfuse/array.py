@@ -495,6 +495,8 @@ class LazyArray:
     def copy(self) -> Any:
         return record.astype(self, self.dtype)
 
+    copy.fast_path = (None, "copy")
+
     def fill(self, value: Any) -> None:
         record.setitem(self, Ellipsis, value)
 
