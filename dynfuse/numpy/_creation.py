@@ -43,29 +43,12 @@ __all__ = [
 ]
 
 
-# What most creation calls pass: sizes, values, dtypes. A tuple (a shape) holds no lazy array when
-# its items are ints.
-_PLAIN = frozenset({int, float, bool, str, type, np.dtype, type(None)}) | direct.SCALARS
-
-
-def _plain(values: Any) -> bool:
-    for value in values:
-        if type(value) in _PLAIN:
-            continue
-        if type(value) is not tuple or not all(type(item) is int for item in value):
-            return False
-    return True
-
-
 def _creating(function: Callable) -> Callable:
     @functools.wraps(function)
     def create(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
-        if device is None and (
-            (_plain(args) and _plain(kwargs.values()))
-            or not any(map(record.is_lazy, record.flatten((args, kwargs))))
-        ):
-            return _wrapped(function(*args, **kwargs))  # the common case: sizes, values, a dtype
+        if device is None and not any(map(record.is_lazy, record.flatten((args, kwargs)))):
+            return _wrapped(function(*args, **kwargs))  # sizes, values, a dtype (small: direct.numpy_call)
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create
@@ -96,11 +79,6 @@ def _stand_in(prototype: Any) -> Any:
 def _creating_like(function: Callable) -> Callable:
     @functools.wraps(function)
     def create_like(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and args and _plain(args[1:]) and _plain(kwargs.values()):
-            # A computed prototype: NumPy's call on its buffer (its layout too, as order='K' reads it)
-            buffer = direct.host_value(args[0])
-            if buffer is not direct.DECLINED:
-                return _wrapped(function(buffer, *args[1:], **kwargs))
         name = _prototype_name(function) if not args and kwargs else None
         prototype = args[0] if args else kwargs.get(name) if name else None
         if device is None and record.is_lazy(prototype):
