@@ -1788,8 +1788,10 @@ static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t
             return NULL;
     }
     int writes = PySet_Contains(S.writers, function);
-    if (writes != 0)
-        return writes < 0 ? NULL : NULL;
+    if (writes != 0) { /* a writer, or an unhashable callable: the general path */
+        PyErr_Clear();
+        return NULL;
+    }
     Handed handed = {.count = 0, .limit = direct_limit()};
     if (handed.limit <= 0 || nargs + keywords > 16)
         return NULL;

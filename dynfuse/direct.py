@@ -281,7 +281,7 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
         or "out" in kwargs
         or "device" in kwargs
         or "like" in kwargs
-        or function in WRITES_FIRST_ARGUMENT
+        or _writes_argument(function)
         or len(args) + len(kwargs) > _MAX_ARGUMENTS
     ):
         return DECLINED
@@ -296,6 +296,13 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
         return DECLINED
     stats.count("direct_ops")
     return _as_lazy(made, handed)
+
+
+def _writes_argument(function: Callable) -> bool:
+    try:
+        return function in WRITES_FIRST_ARGUMENT
+    except TypeError:  # an unhashable callable: not one of them, but left to the general path
+        return True
 
 
 def _buffer(value: Any, handed: list, limit: int, depth: int) -> Any:
