@@ -428,7 +428,8 @@ static int add_view(PyObject *base, PyObject *view)
 
 /* A LazyArray over ``node`` (stolen), a view of ``base`` where one is given (registered with it),
    bounded in depth: LazyArray(node, base), base._add_view, record.bound_depth. */
-static PyObject *new_array(PyObject *node, PyObject *base)
+/* LazyArray(node, base) for ``node`` (stolen), unregistered with its base and unbounded. */
+static PyObject *array_over(PyObject *node, PyObject *base)
 {
     PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
     if (lazy == NULL) {
@@ -438,6 +439,14 @@ static PyObject *new_array(PyObject *node, PyObject *base)
     set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
     set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base != NULL ? base : Py_None));
     set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    return lazy;
+}
+
+static PyObject *new_array(PyObject *node, PyObject *base)
+{
+    PyObject *lazy = array_over(node, base);
+    if (lazy == NULL)
+        return NULL;
     if (base != NULL && add_view(base, lazy) < 0) {
         Py_DECREF(lazy);
         return NULL;
@@ -566,15 +575,27 @@ static PyObject *host_leaf(PyObject *array)
     return node;
 }
 
+/* A lazy array over a leaf of the host ndarray ``made`` (borrowed); ``exposed`` where code outside
+   dynfuse may hold its memory. */
+static PyObject *leaf_array(PyObject *made, int exposed)
+{
+    PyObject *node = host_leaf(made);
+    if (node == NULL)
+        return NULL;
+    if (exposed)
+        set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
+    return new_array(node, NULL);
+}
+
 /* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
 static PyObject *direct_result(PyObject *made)
 {
     tallies[TALLY_DIRECT_OPS]++;
     if (!PyArray_Check(made))
         return made;
-    PyObject *node = host_leaf(made);
+    PyObject *lazy = leaf_array(made, 0);
     Py_DECREF(made);
-    return node == NULL ? NULL : new_array(node, NULL);
+    return lazy;
 }
 
 /* direct.view(array, viewed): a lazy array over a leaf of ``viewed``, a NumPy view of the array's
@@ -586,18 +607,8 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
         base = array;
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
-    if (node == NULL)
-        return NULL;
     /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
-    PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
-    if (lazy == NULL) {
-        Py_DECREF(node);
-        return NULL;
-    }
-    set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
-    set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base));
-    set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
-    return lazy;
+    return node == NULL ? NULL : array_over(node, base);
 }
 
 /* direct.viewed_by_numpy(node): whether a NumPy array besides the node's own may see its buffer's
@@ -676,11 +687,31 @@ static Py_ssize_t direct_limit(void)
 }
 
 /* Whether the node holds a buffer in host memory (trace.Node with no inputs, on devices.HOST). */
-static int computed_on_host(PyObject *node)
+static inline int computed_on_host(PyObject *node)
 {
     PyObject *inputs = NODE_SLOT(node, INPUTS);
     return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) == 0
            && NODE_SLOT(node, DEVICE) == S.host && NODE_SLOT(node, BUFFER) != NULL;
+}
+
+/* The node (borrowed) of a lazy array that holds a host buffer; NULL for anything else. */
+static inline PyObject *host_node(PyObject *value)
+{
+    if (!Py_IS_TYPE(value, S.array_type))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
+    return node != NULL && computed_on_host(node) ? node : NULL;
+}
+
+/* host_node, where it has fewer elements than direct execution takes; NULL otherwise, with an
+   error set only where reading the limit failed. */
+static PyObject *small_host_node(PyObject *value)
+{
+    PyObject *node = host_node(value);
+    if (node == NULL)
+        return NULL;
+    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
+    return limit >= 0 && size < limit ? node : NULL;
 }
 
 /* op.reference (a new reference): ops are immutable, so what an op was last seen with is kept, by
@@ -943,15 +974,13 @@ static char *element_address(PyArrayObject *values, PyObject *index)
    NumPy's scalar, or a small view. NULL without an error where it does not apply. */
 static PyObject *read_elements(PyObject *self, PyObject *index)
 {
-    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
-        return NULL;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node))
+    PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
+    if (node == NULL)
         return NULL;
     PyObject *gather = NULL; /* a computed lazy array as the index: NumPy's gather or mask, any size */
     if (Py_IS_TYPE(index, S.array_type)) {
-        PyObject *by = ARRAY_SLOT(index, ARRAY_NODE);
-        if (by == NULL || !computed_on_host(by))
+        PyObject *by = host_node(index);
+        if (by == NULL)
             return NULL;
         gather = NODE_SLOT(by, BUFFER);
     } else if (!plain_index(index, 1)) {
@@ -981,8 +1010,8 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
 static PyObject *host_operand(PyObject *value)
 {
     if (Py_IS_TYPE(value, S.array_type)) {
-        PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
-        return node != NULL && computed_on_host(node) ? NODE_SLOT(node, BUFFER) : NULL;
+        PyObject *node = host_node(value);
+        return node != NULL ? NODE_SLOT(node, BUFFER) : NULL;
     }
     if (PyFloat_Check(value) || PyLong_Check(value) || PyComplex_Check(value) || PyArray_Check(value)
         || PyObject_TypeCheck(value, (PyTypeObject *)S.numpy_scalar))
@@ -995,13 +1024,8 @@ static PyObject *host_operand(PyObject *value)
    apply, NULL with NumPy's error. */
 static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
-    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
-        return NULL;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = host_operand(other);
-    if (node == NULL || !computed_on_host(node) || value == NULL)
-        return NULL;
-    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
-    if (limit < 0 || size >= limit || !nothing_pending())
+    PyObject *value = host_operand(other), *node = value == NULL ? NULL : small_host_node(self);
+    if (node == NULL || !nothing_pending())
         return NULL;
     PyObject *reference = op_reference(op);
     if (reference == NULL)
@@ -1021,13 +1045,8 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
    now, whatever the size. NULL without an error where it does not apply. */
 static PyObject *library_now(PyObject *op, PyObject *const *operands)
 {
-    for (int i = 0; i < 2; i++) {
-        if (!Py_IS_TYPE(operands[i], S.array_type))
-            return NULL;
-        PyObject *node = ARRAY_SLOT(operands[i], ARRAY_NODE);
-        if (node == NULL || !computed_on_host(node))
-            return NULL;
-    }
+    if (host_node(operands[0]) == NULL || host_node(operands[1]) == NULL)
+        return NULL;
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return NULL;
@@ -1050,13 +1069,8 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
         if (!known)
             return NULL;
     }
-    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
-        return NULL;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node))
-        return NULL;
-    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
-    if (limit < 0 || size >= limit)
+    PyObject *node = small_host_node(self); /* NULL too where called unbound, on another object */
+    if (node == NULL)
         return NULL;
     /* The ndarray's method of the op's name, as NumPy's ``x.sum()`` (its function adds a dispatch) */
     PyObject *name = PyObject_GetAttr(op, S.str_name);
@@ -1074,10 +1088,8 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
    (direct.setitem). 1 written, 0 where it does not apply, -1 with NumPy's error. */
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 {
-    if (!Py_IS_TYPE(self, S.array_type)) /* called unbound, on another object */
-        return 0;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node) || !plain_index(index, 1) || (value = host_operand(value)) == NULL)
+    PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
+    if (node == NULL || !plain_index(index, 1) || (value = host_operand(value)) == NULL)
         return 0;
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
@@ -1632,13 +1644,8 @@ static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
         [ORDER_COPY] = "copy",
     };
     static PyObject *interned[ORDER_COPY + 1];
-    if (nargs < 1 || !Py_IS_TYPE(args[0], S.array_type))
-        return NULL;
-    PyObject *node = ARRAY_SLOT(args[0], ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node))
-        return NULL;
-    Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE)), limit = size < 0 ? -1 : direct_limit();
-    if (limit < 0 || size >= limit)
+    PyObject *node = nargs < 1 ? NULL : small_host_node(args[0]);
+    if (node == NULL)
         return NULL;
     if (interned[order] == NULL && (interned[order] = PyUnicode_InternFromString(names[order])) == NULL)
         return NULL;
@@ -1682,14 +1689,9 @@ static int plain_argument(PyObject *value)
 static PyObject *substituted(PyObject *value, Handed *handed, int depth)
 {
     if (Py_IS_TYPE(value, S.array_type)) {
-        PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
-        if (node == NULL || !computed_on_host(node) || handed->count == MAX_HANDED)
-            return NULL;
-        Py_ssize_t size = shape_size(NODE_SLOT(node, SHAPE));
-        if (size < 0 || size >= handed->limit) {
-            PyErr_Clear();
-            return NULL;
-        }
+        PyObject *node = small_host_node(value);
+        if (node == NULL || handed->count == MAX_HANDED)
+            return NULL; /* an error reading a shape is cleared by numpy_now: declined */
         PyObject *buffer = NODE_SLOT(node, BUFFER);
         handed->arrays[handed->count] = buffer;
         handed->lazies[handed->count++] = value;
@@ -1733,16 +1735,6 @@ static int large_result(PyObject *made, Py_ssize_t limit)
     return 0;
 }
 
-/* A leaf over memory code outside dynfuse may hold. */
-static PyObject *exposed_array(PyObject *made)
-{
-    PyObject *node = host_leaf(made);
-    if (node == NULL)
-        return NULL;
-    set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
-    return new_array(node, NULL);
-}
-
 /* NumPy's result as direct.numpy_call gives it (``made`` borrowed). */
 static PyObject *as_lazy(PyObject *made, Handed *handed)
 {
@@ -1768,14 +1760,12 @@ static PyObject *as_lazy(PyObject *made, Handed *handed)
         PyObject *array = handed->arrays[i], *lazy = handed->lazies[i];
         PyObject *array_base = PyArray_BASE((PyArrayObject *)array);
         if (made == array)
-            return lazy != NULL ? Py_NewRef(lazy) : exposed_array(made);
+            return lazy != NULL ? Py_NewRef(lazy) : leaf_array(made, 1);
         if (owner != NULL && (owner == array || (array_base != NULL && owner == array_base)))
-            return lazy != NULL ? direct_view(lazy, made) : exposed_array(made);
+            return lazy != NULL ? direct_view(lazy, made) : leaf_array(made, 1);
     }
-    if (owner != NULL) /* memory of another array's: whoever holds that sees writes to it */
-        return exposed_array(made);
-    PyObject *node = host_leaf(made);
-    return node == NULL ? NULL : new_array(node, NULL);
+    /* memory of another array's: whoever holds that sees writes to it; else NumPy's new memory */
+    return leaf_array(made, owner != NULL);
 }
 
 static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -1883,10 +1873,8 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
         if (PyUnicode_CompareWithASCIIString(name, "dtype") != 0 && PyUnicode_CompareWithASCIIString(name, "copy") != 0)
             return NULL;
     }
-    if (nargs < 1 || !Py_IS_TYPE(args[0], S.array_type))
-        return NULL;
-    PyObject *node = ARRAY_SLOT(args[0], ARRAY_NODE);
-    if (node == NULL || !computed_on_host(node))
+    PyObject *node = nargs < 1 ? NULL : host_node(args[0]);
+    if (node == NULL)
         return NULL;
     set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
     return Py_NewRef(NODE_SLOT(node, BUFFER));
@@ -1897,14 +1885,12 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
    does not apply. */
 static PyObject *power_now(PyObject *self, PyObject *exponent)
 {
-    if (!Py_IS_TYPE(self, S.array_type))
-        return NULL;
-    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE), *value = exponent, *other_shape = NULL;
-    if (node == NULL || !computed_on_host(node))
+    PyObject *node = host_node(self), *value = exponent, *other_shape = NULL;
+    if (node == NULL)
         return NULL;
     if (Py_IS_TYPE(exponent, S.array_type)) {
-        PyObject *other = ARRAY_SLOT(exponent, ARRAY_NODE);
-        if (other == NULL || !computed_on_host(other))
+        PyObject *other = host_node(exponent);
+        if (other == NULL)
             return NULL;
         value = NODE_SLOT(other, BUFFER);
         other_shape = NODE_SLOT(other, SHAPE);
@@ -2538,8 +2524,7 @@ static PyObject *fresh(PyObject *module, PyObject *value)
         PyErr_SetString(PyExc_TypeError, "fresh takes an ndarray");
         return NULL;
     }
-    PyObject *node = host_leaf(value);
-    return node == NULL ? NULL : new_array(node, NULL);
+    return leaf_array(value, 0);
 }
 
 /* direct.result(value) */

@@ -339,11 +339,14 @@ def _as_lazy(made: Any, handed: list[tuple[np.ndarray, Any]]) -> Any:
     owner = made.base
     for array, lazy in handed:
         if made is array:
-            return lazy if lazy is not None else LazyArray(Node.leaf(made, exposed=True))
+            return lazy if lazy is not None else _exposed(made)
         if owner is not None and (owner is array or (array.base is not None and owner is array.base)):
-            if lazy is None:
-                return LazyArray(Node.leaf(made, exposed=True))
-            return view(lazy, made)
+            return view(lazy, made) if lazy is not None else _exposed(made)
     if owner is not None:  # memory of another array's: whoever holds that sees writes to it
-        return LazyArray(Node.leaf(made, exposed=True))
+        return _exposed(made)
     return fresh(made)
+
+
+def _exposed(made: np.ndarray) -> Any:
+    """A lazy array over memory that code outside dynfuse may hold."""
+    return LazyArray(Node.leaf(made, exposed=True))
