@@ -21,14 +21,14 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 5
+#define INTERFACE_VERSION 6
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
     "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "device", "depth", "key", "leaves", "ancestors",
 };
-enum { ARRAY_NODE, ARRAY_BASE, ARRAY_VIEWS, ARRAY_SLOTS };
-static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_views"};
+enum { ARRAY_NODE, ARRAY_BASE, ARRAY_VIEWS, ARRAY_SCALAR, ARRAY_SLOTS };
+static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_views", "_scalar"};
 
 /* Everything ``bind`` hands over; strong references, held for the life of the process. */
 static struct {
@@ -426,10 +426,8 @@ static int add_view(PyObject *base, PyObject *view)
     return PyList_SetSlice(refs, kept, count, NULL);
 }
 
-/* A LazyArray over ``node`` (stolen), a view of ``base`` where one is given (registered with it),
-   bounded in depth: LazyArray(node, base), base._add_view, record.bound_depth. */
-/* LazyArray(node, base) for ``node`` (stolen), unregistered with its base and unbounded. */
-static PyObject *array_over(PyObject *node, PyObject *base)
+/* LazyArray(node, base, scalar) for ``node`` (stolen), unregistered with its base and unbounded. */
+static PyObject *array_over(PyObject *node, PyObject *base, int scalar)
 {
     PyObject *lazy = S.array_type->tp_alloc(S.array_type, 0);
     if (lazy == NULL) {
@@ -439,12 +437,21 @@ static PyObject *array_over(PyObject *node, PyObject *base)
     set_slot(lazy, S.array_offsets[ARRAY_NODE], node);
     set_slot(lazy, S.array_offsets[ARRAY_BASE], Py_NewRef(base != NULL ? base : Py_None));
     set_slot(lazy, S.array_offsets[ARRAY_VIEWS], Py_NewRef(Py_None));
+    set_slot(lazy, S.array_offsets[ARRAY_SCALAR], Py_NewRef(scalar ? Py_True : Py_False));
     return lazy;
 }
 
-static PyObject *new_array(PyObject *node, PyObject *base)
+/* Whether NumPy holds ``array`` (a LazyArray) as a scalar: LazyArray._scalar. */
+static inline int is_scalar(PyObject *array)
 {
-    PyObject *lazy = array_over(node, base);
+    return ARRAY_SLOT(array, ARRAY_SCALAR) == Py_True;
+}
+
+/* A LazyArray over ``node`` (stolen), a view of ``base`` where one is given (registered with it),
+   bounded in depth: LazyArray(node, base, scalar), base._add_view, record.bound_depth. */
+static PyObject *new_array(PyObject *node, PyObject *base, int scalar)
+{
+    PyObject *lazy = array_over(node, base, scalar);
     if (lazy == NULL)
         return NULL;
     if (base != NULL && add_view(base, lazy) < 0) {
@@ -584,7 +591,7 @@ static PyObject *leaf_array(PyObject *made, int exposed)
         return NULL;
     if (exposed)
         set_slot(node, S.node_offsets[EXPOSED], Py_NewRef(Py_True));
-    return new_array(node, NULL);
+    return new_array(node, NULL, 0);
 }
 
 /* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
@@ -599,7 +606,7 @@ static PyObject *direct_result(PyObject *made)
 }
 
 /* direct.view(array, viewed): a lazy array over a leaf of ``viewed``, a NumPy view of the array's
-   buffer, registered as a view of the array's base. */
+   buffer, with the array's base as its base. */
 static PyObject *direct_view(PyObject *array, PyObject *viewed)
 {
     PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
@@ -608,7 +615,7 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
     /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
-    return node == NULL ? NULL : array_over(node, base);
+    return node == NULL ? NULL : array_over(node, base, is_scalar(array));
 }
 
 /* direct.viewed_by_numpy(node): whether a NumPy array besides the node's own may see its buffer's
@@ -854,9 +861,9 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         result = Py_NewRef(Py_None);
         goto release;
     }
-    PyObject *node = new_node(op, inputs, S.empty, NODE_SLOT(array, SHAPE), dtype);
+    PyObject *shape = NODE_SLOT(array, SHAPE), *node = new_node(op, inputs, S.empty, shape, dtype);
     if (node != NULL)
-        result = new_array(node, NULL);
+        result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
 release:
     Py_XDECREF(dtype);
     Py_XDECREF(key);
@@ -1021,11 +1028,11 @@ static PyObject *host_operand(PyObject *value)
 
 /* self op= other on a small computed host array while nothing is pending: the op's NumPy ufunc
    with self's buffer as its output (direct.call_into). The array, NULL without an error where it does not
-   apply, NULL with NumPy's error. */
+   apply (a scalar, which the operator rebinds), NULL with NumPy's error. */
 static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
     PyObject *value = host_operand(other), *node = value == NULL ? NULL : small_host_node(self);
-    if (node == NULL || !nothing_pending())
+    if (node == NULL || is_scalar(self) || !nothing_pending())
         return NULL;
     PyObject *reference = op_reference(op);
     if (reference == NULL)
@@ -1254,14 +1261,14 @@ static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, Py
             Py_DECREF(node);
             goto done;
         }
-        result = new_array(node, base);
+        result = new_array(node, base, is_scalar(array));
     } else {
         PyObject *cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
         PyObject *cast = cast_params == NULL ? NULL : node_over(S.astype_op, node, cast_params, shape, dtype);
         Py_XDECREF(cast_params);
         Py_DECREF(node);
         if (cast != NULL)
-            result = new_array(cast, NULL);
+            result = new_array(cast, NULL, 1);
     }
 done:
     Py_XDECREF(params);
@@ -1566,7 +1573,7 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     }
     PyObject *node = node_over(op, source, params, shape, dtype);
     if (node != NULL)
-        result = new_array(node, NULL);
+        result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
 done:
     Py_XDECREF(params);
     Py_XDECREF(rank);
@@ -1612,7 +1619,7 @@ static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
     PyObject *dtype = PyTuple_GET_ITEM(PyTuple_GET_ITEM(params, 0), 1);
     PyObject *node = node_over(S.astype_op, source, params, NODE_SLOT(source, SHAPE), dtype);
     if (node != NULL)
-        result = new_array(node, NULL);
+        result = new_array(node, NULL, is_scalar(args[0]));
 done:
     Py_DECREF(key);
     Py_XDECREF(params);
@@ -1886,7 +1893,7 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
 static PyObject *power_now(PyObject *self, PyObject *exponent)
 {
     PyObject *node = host_node(self), *value = exponent, *other_shape = NULL;
-    if (node == NULL)
+    if (node == NULL || is_scalar(self)) /* a scalar's power: the ufunc, which Python records */
         return NULL;
     if (Py_IS_TYPE(exponent, S.array_type)) {
         PyObject *other = host_node(exponent);

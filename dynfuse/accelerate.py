@@ -26,7 +26,7 @@ from . import array, config, devices, direct, ops, record, registry, stats, tier
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 5
+INTERFACE_VERSION = 6
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below

@@ -35,6 +35,8 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
     differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse records it as
     ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``).
     """
+    if array._scalar:  # NumPy's scalar power is the ufunc itself
+        return None
     if type(exponent) is int and exponent == 2:
         return _E("square")
     if array.dtype.kind == "f":
@@ -76,8 +78,8 @@ def _binary(name: str, substitute: Any = None) -> tuple:
             return recorded
         return NotImplemented if record.defers_to(other) else record.elementwise(op, (other, self))
 
-    def in_place(self: LazyArray, other: Any) -> LazyArray:
-        return call(self, other, self)
+    def in_place(self: LazyArray, other: Any) -> Any:
+        return forward(self, other) if self._scalar else call(self, other, self)
 
     # A substitute is what NumPy's operator does on a computed array: C runs that operator
     forward.fast_path = (op, "forward" if substitute is None else "power")
@@ -164,14 +166,17 @@ class LazyFlags:
 class LazyArray:
     """An n-dimensional array whose operations are recorded and fused when its value is needed."""
 
-    __slots__ = ("__weakref__", "_base", "_node", "_views")
+    __slots__ = ("__weakref__", "_base", "_node", "_scalar", "_views")
     # Above ndarray's 0: libraries that choose an implementation by it (Dask's dispatch) choose the
     # lazy array's. NumPy's own operators go by ``__array_ufunc__`` instead.
     __array_priority__ = 1.0
 
-    def __init__(self, node: Node, base: LazyArray | None = None) -> None:
+    def __init__(self, node: Node, base: LazyArray | None = None, scalar: bool = False) -> None:
         self._node = node
         self._base = base
+        # A 0-d value NumPy holds as a scalar (a reduction's, a ufunc's, an element's): immutable,
+        # so an in-place operator rebinds the name, and ``**`` takes no ufunc substitute.
+        self._scalar = scalar
         # Weak references to the views of this array, some perhaps dead: only whether one lives is
         # asked (``record.can_rebind``), so no callback keeps the list exact as each view dies.
         self._views: list[weakref.ref[LazyArray]] | None = None

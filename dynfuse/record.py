@@ -39,6 +39,11 @@ def is_lazy(value: Any) -> bool:
     return isinstance(value, LazyArray)
 
 
+def is_scalar(value: Any) -> bool:
+    """Whether NumPy holds ``value`` as a scalar (``LazyArray._scalar``)."""
+    return value._scalar if isinstance(value, LazyArray) else isinstance(value, np.generic)
+
+
 def array_node(value: Any) -> Node:
     """``value`` as an array's node: a Python scalar too (not weak then, as NumPy converts it; it
     goes with any device, as a weak one does)."""
@@ -102,8 +107,9 @@ def bound_depth(array: Any) -> Any:
     return array
 
 
-def new_array(node: Node) -> Any:
-    return bound_depth(LazyArray(node))
+def new_array(node: Node, scalar: bool | None = None) -> Any:
+    """A lazy array over a computed node: 0-d, a scalar as NumPy gives it, unless told otherwise."""
+    return bound_depth(LazyArray(node, scalar=not node.shape if scalar is None else scalar))
 
 
 def _describe(nodes: Iterable[Node]) -> list[tuple[np.dtype | None, Any]]:
@@ -244,7 +250,7 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
         return made
     if _unsupported([node]) or not dtypes.is_supported(dtype):
         return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {})
-    return new_array(_cast_node(node, dtype))
+    return new_array(_cast_node(node, dtype), scalar=is_scalar(value))
 
 
 # (source dtype, dtype as given to astype) -> the cast's params, or False where astype's common case
@@ -464,12 +470,13 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 
 def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
-    """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics."""
+    """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics,
+    an element read: a scalar. A scalar's view is a scalar, as its methods give."""
     node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
     if not is_view:
-        return new_array(_cast_node(node, array.dtype))
+        return new_array(_cast_node(node, array.dtype), scalar=True)
     base = array._base if array._base is not None else array
-    result = LazyArray(node, base)
+    result = LazyArray(node, base, array._scalar)
     base._add_view(result)
     return bound_depth(result)
 
@@ -647,12 +654,13 @@ def _wrap(result: Any, outs: tuple, out_buffers: tuple, exposed: bool, device: d
     for out, buffer in zip(outs, out_buffers, strict=True):
         if result is buffer:
             return out
-    if isinstance(result, np.generic):  # 0-d results are arrays, as everywhere in dynfuse
+    scalar = isinstance(result, np.generic)  # a lazy 0-d array that keeps a scalar's semantics
+    if scalar:
         result, exposed = np.asarray(result), False
     if isinstance(result, np.ndarray):
         if device is not HOST:
-            return LazyArray(pressure.new_leaf(device.from_host(result), False, device))
-        return LazyArray(pressure.new_leaf(result, exposed=exposed))
+            return LazyArray(pressure.new_leaf(device.from_host(result), False, device), scalar=scalar)
+        return LazyArray(pressure.new_leaf(result, exposed=exposed), scalar=scalar)
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(_wrap(item, outs, out_buffers, exposed, device) for item in result)
     return result

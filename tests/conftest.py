@@ -2,6 +2,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import dynfuse
+from dynfuse import accelerate
 
 settings.register_profile(
     "dynfuse", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -25,3 +26,13 @@ def fresh_stats():
 def plan_everything(monkeypatch):
     """Test arrays are small: without this, the tier policy would interpret them all, unplanned."""
     monkeypatch.setattr(dynfuse.config, "tiers", False)
+
+
+@pytest.fixture(params=["C", "Python"])
+def recorder(request):
+    """Both recorders: the C extension's fast paths and the Python reference."""
+    if request.param == "Python":
+        with accelerate.pure_python():
+            yield
+    else:
+        yield

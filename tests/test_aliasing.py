@@ -191,3 +191,55 @@ def test_matmul_in_place():
     a @= b
     assert_same(a, np.arange(4.0).reshape(2, 2) @ (np.eye(2) * 2))
     assert_same(view, np.array([0.0, 2.0]))
+
+
+# A scalar is immutable: ``t += 1`` rebinds ``t``, whether the value is computed at once (a few
+# elements) or recorded (many), and whatever computed it.
+SCALAR_SOURCES = {
+    "a reduction": lambda x: x.sum(),
+    "an element": lambda x: x[3],
+    "an element of an element": lambda x: x[3][()],
+    "a ufunc of a scalar": lambda x: dnp.sqrt(x.max()),
+    "a cast scalar": lambda x: x.min().astype(np.float32),
+    "a dot product": lambda x: x.dot(x),
+}
+
+
+@pytest.mark.parametrize("size", [8, 1 << 16])
+@pytest.mark.parametrize("source", sorted(SCALAR_SOURCES))
+def test_in_place_operators_rebind_a_scalar(source, size, recorder):
+    values = np.arange(size, dtype=np.float64)
+    x = owned(values)
+    scalar = SCALAR_SOURCES[source](x)
+    expected = SCALAR_SOURCES[source](values)
+    assert isinstance(expected, np.generic)
+    alias = scalar
+    scalar += 1
+    scalar *= 2
+    assert float(alias) == float(expected)
+    assert float(scalar) == float((expected + 1) * 2)
+    assert_same(x, values)
+
+
+@pytest.mark.parametrize("make", [wrapped, dynfuse.array])
+def test_in_place_operators_write_a_0d_array(make):
+    """A 0-d array, unlike a scalar, is written in place, as are its views."""
+    x = make(np.array(2.0))
+    alias = x
+    view = x[...]
+    x += 1
+    view *= 2
+    assert float(alias) == 6.0
+    assert alias is x
+
+
+@pytest.mark.parametrize("size", [8, 1 << 16])
+def test_power_of_a_scalar_is_the_ufunc_and_of_a_0d_array_the_operator(size, recorder):
+    """NumPy's ``a ** 2`` on an array is ``square`` (int8 for bools); on a scalar it is ``power``
+    (the default int for bools)."""
+    values = np.ones(size, dtype=bool)
+    x = ~dynfuse.array(~values)
+    assert_same(x.all() ** 2, np.asarray(values.all() ** 2))
+    assert_same(x[1] ** 2, np.asarray(values[1] ** 2))
+    assert_same(x[1, ...] ** 2, values[1, ...] ** 2)
+    assert_same(dnp.transpose(x.any(), ()) ** 2, np.asarray(np.transpose(values.any(), ()) ** 2))

@@ -26,16 +26,6 @@ def direct_on(monkeypatch):
     monkeypatch.setattr(registry, "backend", "cpu")
 
 
-@pytest.fixture(params=["C", "Python"])
-def recorder(request):
-    """Both recorders: the C extension's fast paths and the Python reference."""
-    if request.param == "Python":
-        with accelerate.pure_python():
-            yield
-    else:
-        yield
-
-
 def same(actual, expected):
     """NumPy's result exactly: kind (array or scalar), dtype, shape and every bit of the values."""
     assert isinstance(actual, dynfuse.LazyArray) == isinstance(expected, np.ndarray), (actual, expected)
