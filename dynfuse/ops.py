@@ -58,6 +58,9 @@ class Op:
     # libraries) nor float sums and products (their rounding depends on the order of the terms).
     # What a differential test may compare exactly, and feed to a comparison or a floor.
     reproducible: bool = True
+    # Whether every correct implementation gives a zero result NumPy's sign. Not a max or min
+    # reduction: which of equal 0.0 and -0.0 it keeps, NumPy's own loops decide by their vector width.
+    signed_zeros: bool = True
     # Whether the result jumps where a float operand crosses a value (a comparison, a floor, an
     # argmax): fed a float one ulp away from NumPy's, it may differ in every bit, and not by a bug.
     jumps: bool = False
@@ -334,6 +337,7 @@ REDUCTIONS: dict[str, Op] = {
         getattr(np, name),
         expand=_EXPANSIONS.get(name),
         reproducible=name not in _ACCUMULATING,
+        signed_zeros=name not in ("max", "min"),
         jumps=name in ("argmax", "argmin", "any", "all"),
     )
     for name in ["sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all", "var", "std"]

@@ -2,9 +2,10 @@
 through NumPy.
 
 Bools and integers must be equal, and so must floats that every correct implementation computes bit
-for bit (``Program.reproducible``), the sign of zeros included. A float that comes from an op whose
-last bit varies between implementations (exp, a float sum) may differ, but only as far as such
-differences can carry: the reference program is run again with the result of each such op moved by
+for bit (``Program.reproducible``), the sign of zeros included, but for a max or min reduction's,
+which NumPy's own loops choose by their vector width (``Program.signed_zeros``). A float that comes
+from an op whose last bit varies between implementations (exp, a float sum) may differ, but only as
+far as such differences can carry: the reference program is run again with the result of each such op moved by
 ``max_ulp`` units in the last place (a sum or a product by its rounding-error bound), upwards,
 downwards and in random directions per element, and dynfuse's value must lie within the spread
 those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes equal;
@@ -115,9 +116,12 @@ def _problem(program: Any, arrays: list, backend: str | None, max_ulp: int) -> s
     for number, (got, want) in enumerate(zip(actual, expected, strict=True)):
         name = described.outputs[number] if described is not None else f"output {number}"
         exact = described is not None and described.reproducible(name)
+        zero_signs = described is None or described.signed_zeros(name)
         spread = spreads[number] if spreads is not None else None
         scale = 0.0 if described is not None else _scale(arrays, want)
-        problem = compare(got, want, exact=exact, max_ulp=max_ulp, spread=spread, scale=scale)
+        problem = compare(
+            got, want, exact=exact, max_ulp=max_ulp, spread=spread, scale=scale, zero_signs=zero_signs
+        )
         if problem:
             return f"{name}: {problem}"
     return None
@@ -277,15 +281,17 @@ def compare(
     max_ulp: int = 4,
     spread: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     scale: float = 0.0,
+    zero_signs: bool = True,
 ) -> str | None:
-    """What is wrong with ``actual`` as a result for ``expected``, or None: see the module docstring."""
+    """What is wrong with ``actual`` as a result for ``expected``, or None: see the module docstring.
+    ``zero_signs=False``: an exact result's zeros may have either sign (``ops.Op.signed_zeros``)."""
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         given = f"shape {actual.shape} and dtype {actual.dtype}"
         return f"{given}, where NumPy gives shape {expected.shape} and dtype {expected.dtype}"
     if expected.dtype.kind != "f":
         wrong = actual != expected
     else:
-        wrong = _float_mismatches(actual, expected, exact, max_ulp, spread)
+        wrong = _float_mismatches(actual, expected, exact, max_ulp, spread, zero_signs)
         if scale:  # what cancellation leaves of values of this size: max_ulp roundings of them
             with np.errstate(all="ignore"):
                 allowed = max_ulp * np.finfo(expected.dtype).eps * scale
@@ -308,11 +314,11 @@ def _scale(arrays: list, expected: np.ndarray) -> float:
     return float(max((value.max() for value in finite if value.size), default=0.0))
 
 
-def _float_mismatches(actual, expected, exact, max_ulp, spread) -> np.ndarray:
+def _float_mismatches(actual, expected, exact, max_ulp, spread, zero_signs) -> np.ndarray:
     both_nan = np.isnan(actual) & np.isnan(expected)
     same = (actual == expected) | both_nan
     if exact:
-        zeros = expected == 0
+        zeros = (expected == 0) & zero_signs
         return ~same | (zeros & (np.signbit(actual) != np.signbit(expected)))
     with np.errstate(all="ignore"):
         close = same | (ulp_distance(actual, expected) <= max_ulp) & ~np.isnan(actual) & ~np.isnan(expected)

@@ -89,6 +89,7 @@ class Step:
     args: tuple = ()
     kwargs: tuple[tuple[str, Any], ...] = ()
     reproducible: bool = True
+    signed_zeros: bool = True  # ``ops.Op.signed_zeros``
 
     def apply(self, xp: Any, values: dict[str, Any]) -> Any:
         args = [values[arg.name] if isinstance(arg, Ref) else arg for arg in self.args]
@@ -143,6 +144,11 @@ class Program:
     def reproducible(self, name: str) -> bool:
         """Whether the float value ``name`` is NumPy's bit for bit in any correct implementation."""
         return all(step.reproducible for step in self._ancestry(name))
+
+    def signed_zeros(self, name: str) -> bool:
+        """Whether the sign of a zero in the float value ``name`` is NumPy's in any correct
+        implementation (``ops.Op.signed_zeros``)."""
+        return all(step.signed_zeros for step in self._ancestry(name))
 
     def _ancestry(self, name: str) -> list[Step]:
         by_target = {step.target: step for step in self.steps}
@@ -359,7 +365,8 @@ def _reduction(draw, values: list[_Value], target: str):
     if name in ops.REDUCTIONS_WITH_DDOF and draw(st.booleans()):
         kwargs["ddof"] = 1
     form = draw(st.sampled_from(["call", "method"]))
-    step = Step(target, form, name, (Ref(a.name),), tuple(kwargs.items()), ops.REDUCTIONS[name].reproducible)
+    op = ops.REDUCTIONS[name]
+    step = Step(target, form, name, (Ref(a.name),), tuple(kwargs.items()), op.reproducible, op.signed_zeros)
     return step, [a]
 
 
