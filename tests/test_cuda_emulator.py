@@ -88,6 +88,12 @@ def test_float_kernels_with_weak_scalars_and_transcendentals(dtype):
     run(lambda a: (a * 1e300, np.floor_divide(a, 0.75), np.remainder(a, -1.5)), x)
 
 
+@pytest.mark.parametrize("dtype", [np.dtype(name) for name in ("float16", "float32", "float64")], ids=str)
+def test_nan_and_infinities_are_classified_as_numpy_classifies_them(dtype):
+    x = np.tile(np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, 65504], dtype), 40)
+    run(lambda a: (np.isnan(a), np.isinf(a), np.isfinite(a), np.isfinite(a / a)), x)
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_reduction_along_each_axis_in_one_kernel(dtype, axis):

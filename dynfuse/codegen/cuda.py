@@ -415,7 +415,7 @@ def _scaled(to_radians: bool) -> Code:
 
 
 def _infinite(operator: str) -> Code:
-    """isinf (==) and isfinite (!=): the magnitude against infinity."""
+    """isinf (==) and isfinite (<, false for NaN): the magnitude against infinity."""
 
     def code(a: list[str], c: OpLoop) -> str:
         return f"({_math('fabs')(a, c)} {operator} {literal(c.dtype, np.inf)})"
@@ -468,7 +468,7 @@ FLOAT_CODE: dict[str, Code] = {
     "power_by_one_value": _prelude("df_power_by_one_value"),
     "isnan": _prelude("df_isnan"),
     "isinf": _infinite("=="),
-    "isfinite": _infinite("!="),
+    "isfinite": _infinite("<"),
     "signbit": _prelude("df_signbit"),
 }
 
