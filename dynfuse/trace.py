@@ -326,24 +326,34 @@ def pending_memory() -> tuple[int, list[Node]]:
 HELD_DEPTH = 4
 
 
+def _worth_keeping(node: Node, viewed: set[int]) -> bool:
+    """Whether an intermediate the program holds is kept once computed: it is deep, or read through
+    a view (``ids_viewed``): a row or a window of it, as a loop reads such an array piece by piece,
+    each piece otherwise computing it again (all of it, where the trace is interpreted)."""
+    return node.op.kind is not OpKind.VIEW and (node.depth >= HELD_DEPTH or id(node) in viewed)
+
+
+def ids_viewed(order: list[Node]) -> set[int]:
+    """The ids of the nodes a view in ``order`` reads."""
+    return {id(node.inputs[0]) for node in order if node.op.kind is OpKind.VIEW}
+
+
 def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]:
     """The nodes of ``order`` (not outputs, not views) that the program still holds, and that are
-    deep: computed now, they are kept (they become leaves), as NumPy would have them, rather than
-    computed again when asked for (``x = layer(x); print(x.std())``, then the next layer).
+    deep or read through a view (``_worth_keeping``): computed now, they are kept (they become
+    leaves), as NumPy would have them, rather than computed again when asked for
+    (``x = layer(x); print(x.std())``, then the next layer; ``w = a - 0.5``, then ``w[k]`` in a loop).
 
     "Held": referenced from outside this trace (``held_outside``), by a lazy array the program
     keeps or by a graph recorded over the node. A miscount can only cost speed: a kept node holds
     its own value.
     """
     requested = set(map(id, outputs))
-    deep = [
-        node
-        for node in order
-        if node.depth >= HELD_DEPTH and node.op.kind is not OpKind.VIEW and id(node) not in requested
-    ]
-    if not deep:
+    viewed = ids_viewed(order)
+    kept = [node for node in order if _worth_keeping(node, viewed) and id(node) not in requested]
+    if not kept:
         return []
-    return held_outside(deep, references_within(order), listed=1)  # ``order`` lists them too
+    return held_outside(kept, references_within(order), listed=1)  # ``order`` lists them too
 
 
 def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]:
@@ -351,10 +361,11 @@ def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]
     trace of its structure: the first position of each in ``node.ancestors``, and how often the
     trace itself references it (``references_within``), which the structure fixes."""
     inside = references_within(order)
+    viewed = ids_viewed(order)
     seen: set[int] = set()
     deep = []
     for position, ancestor in enumerate(node.ancestors):
-        if ancestor.depth >= HELD_DEPTH and ancestor.op.kind is not OpKind.VIEW and id(ancestor) not in seen:
+        if _worth_keeping(ancestor, viewed) and id(ancestor) not in seen:
             seen.add(id(ancestor))
             deep.append((position, inside[id(ancestor)]))
     return tuple(deep)

@@ -201,3 +201,20 @@ def test_a_library_result_is_kept_for_what_is_recorded_over_it(backend, monkeypa
     np.testing.assert_allclose(np.asarray(y.max(axis=0)), (x @ w + 1).max(axis=0))
     del y
     assert sys.getrefcount(product) == 2  # only ``product`` here: the kept result goes with the graph
+
+
+@pytest.mark.parametrize("backend", ["numpy", "groups", "cpu"])
+def test_an_array_the_program_reads_row_by_row_is_computed_once(backend, monkeypatch):
+    """``w = a - 0.5`` read a row at a time in a loop: the first row's trace keeps ``w`` (a held
+    intermediate read through a view), so each later row is a view of it, not ``w`` again."""
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
+    a = np.random.default_rng(4).random((30, 900))
+    w = dynfuse.asarray(a) - 0.5
+    rows = [w[k] * 2 for k in range(3)]
+    first = np.asarray(rows[0])
+    assert w._node.inputs == ()  # computed with the first row, and kept
+    before = dynfuse.stats()["materializations"]
+    for k, row in enumerate(rows):
+        assert_same(row, (a[k] - 0.5) * 2)
+    assert dynfuse.stats()["materializations"] - before <= 2  # rows 1 and 2 only, from w's buffer
+    assert_same(dynfuse.asarray(first), (a[0] - 0.5) * 2)
