@@ -199,8 +199,9 @@ def view_op(array: Any, function: Callable, *args: Any) -> Any:
 
 def setitem(target: Any, index: Any, value: Any) -> bool:
     """``target[index] = value`` written now where the target is computed and neither index nor
-    value is pending: NumPy's assignment (its casting and errors), after the pending nodes that read
-    the target's memory are computed. False where it is not direct."""
+    value is pending: NumPy's assignment (its casting and errors; a mask or an index array, as NumPy
+    writes through it in place at any size), after the pending nodes that read the target's memory
+    are computed. False where it is not direct."""
     buffer = host_value(target)
     if buffer is DECLINED or not direct_elements():
         return False
@@ -210,7 +211,9 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
             return False
         written = value  # a nested list of numbers, as NumPy converts it
     if not _is_view_index(index):
-        return False
+        index = _computed_index(index)
+        if index is DECLINED:
+            return False
     with execute.lock:
         _before_write(buffer)
         buffer[index] = written
@@ -221,6 +224,18 @@ def _before_write(buffer: np.ndarray) -> None:
     """Compute the pending nodes that read ``buffer``'s memory, and theirs, until none is left."""
     while readers := pending_readers(buffer, HOST):
         execute.materialize(readers)
+
+
+def _computed_index(index: Any) -> Any:
+    """``index`` with each lazy array in it (a mask, an index array) replaced by its buffer; DECLINED
+    where one is pending or on a device, or the index holds a list (which may hold lazy arrays)."""
+    items = index if type(index) is tuple else (index,)
+    if any(isinstance(item, list) for item in items):
+        return DECLINED
+    items = tuple(host_value(item) if type(item) is LazyArray else item for item in items)
+    if any(item is DECLINED for item in items):
+        return DECLINED
+    return items if type(index) is tuple else items[0]
 
 
 def _is_view_index(index: Any) -> bool:

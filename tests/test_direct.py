@@ -184,6 +184,24 @@ def test_gathers_and_masks_of_computed_arrays_are_numpys(recorder):
         a[dnp.asarray(np.array([5]))]
 
 
+@pytest.mark.parametrize("shape", [(5, 6), (300, 300)])
+def test_writes_through_masks_and_index_arrays_of_computed_arrays_are_numpys(recorder, shape):
+    """At any size: NumPy writes through a mask or an index array in place either way."""
+    values = np.arange(float(np.prod(shape))).reshape(shape)
+    a = dnp.asarray(values.copy())
+    pending = a * 2  # read before the writes: keeps the values from before them
+    a[a > 20] = -1.0
+    a[dnp.asarray(np.array([4, 0])), 1:3] = dnp.asarray(np.array([7.0, 8.0]))
+    expected = values.copy()
+    expected[expected > 20] = -1.0
+    expected[np.array([4, 0]), 1:3] = np.array([7.0, 8.0])
+    same(a, expected)
+    same(pending, values * 2)
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        a[dnp.asarray(np.ones(3, bool))] = 0.0
+    same(a, expected)
+
+
 def test_a_small_array_broadcast_to_a_large_shape_is_recorded(recorder):
     """The size that decides is the result's: a meshgrid of two small vectors stays lazy, so what
     reads it reads an index map, not a stride-0 buffer."""
