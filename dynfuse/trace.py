@@ -282,18 +282,22 @@ _pending = _PendingNodes()
 
 
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
-    """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``."""
-    return [
-        node
-        for node in _pending.alive()
-        if node.inputs
-        and any(
-            source.op.kind is OpKind.BUFFER
-            and source.memory is device
-            and np.may_share_memory(source.buffer, memory)
-            for source in node.inputs
-        )
-    ]
+    """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
+    Each leaf is asked once: many pending nodes read the same few arrays."""
+    shares: dict[int, bool] = {}
+    readers = []
+    for node in _pending.alive():
+        for source in node.inputs:
+            if source.op is not ops.BUFFER:
+                continue
+            shared = shares.get(id(source))
+            if shared is None:
+                shared = source.memory is device and np.may_share_memory(source.buffer, memory)
+                shares[id(source)] = shared
+            if shared:
+                readers.append(node)
+                break
+    return readers
 
 
 def pending_memory() -> tuple[int, list[Node]]:
