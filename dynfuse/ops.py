@@ -190,10 +190,15 @@ UFUNC_NAMES = [
 
 
 def _check_integer_power(result_dtype: np.dtype, operands: list, value_of: Callable) -> None:
-    """NumPy refuses negative exponents of integers (a scalar exponent is refused by the dtype probe)."""
+    """NumPy refuses negative exponents of integers (a scalar exponent is refused by the dtype probe),
+    as its loop meets them: never where the result is empty."""
     exponent = operands[1]
     signed_exponent = exponent.dtype is not None and exponent.dtype.kind == "i"
-    if result_dtype.kind in "iu" and signed_exponent and (value_of(exponent) < 0).any():
+    if result_dtype.kind not in "iu" or not signed_exponent:
+        return
+    if 0 in np.broadcast_shapes(*(operand.shape for operand in operands)):
+        return
+    if (value_of(exponent) < 0).any():
         raise ValueError("Integers to negative integer powers are not allowed.")
 
 

@@ -134,6 +134,15 @@ def test_integer_power_checks_the_exponents_values_where_it_is_written():
     assert_same(base ** dynfuse.asarray(np.array([1, 0, 2])), np.arange(3) ** np.array([1, 0, 2]))
 
 
+def test_a_negative_integer_exponent_of_an_empty_result_is_never_met():
+    """NumPy's loop raises as it meets a negative exponent: an empty result meets none."""
+    empty = owned(np.array([], dtype=np.int8))
+    exponent = dynfuse.asarray(np.array(-2, np.int8)) + 0  # a 0-d scalar, computed lazily
+    assert_same(empty**exponent, np.array([], np.int8) ** np.int8(-2))
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        owned(np.arange(3, dtype=np.int8)) ** exponent
+
+
 def test_only_a_signed_integer_exponent_is_computed_for_its_check():
     base = owned(np.arange(3))
     exponent = owned(np.array([1, 0, 2], np.uint8))
