@@ -23,7 +23,7 @@ from . import execute, stats, views
 from .devices import HOST
 from .ops import Op, OpKind
 from .tiers import direct_elements
-from .trace import Node, pending_readers
+from .trace import Node, dependent_sinks, pending_readers
 
 # The lazy array class; ``array`` defines it and sets it here as it is imported (as in ``record``).
 LazyArray: Any = None
@@ -223,7 +223,9 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
 def _before_write(buffer: np.ndarray) -> None:
     """Compute the pending nodes that read ``buffer``'s memory, and theirs, until none is left."""
     while readers := pending_readers(buffer, HOST):
-        execute.materialize(readers)
+        sinks = dependent_sinks(readers)
+        del readers  # the next search must not find these alive through this list
+        execute.materialize(sinks)
 
 
 def _computed_index(index: Any) -> Any:

@@ -300,6 +300,26 @@ def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     return readers
 
 
+def dependent_sinks(readers: list[Node]) -> list[Node]:
+    """The pending nodes that depend on ``readers`` (the readers included) and that no other of them
+    reads: what a write computes first, so every reader keeps the values from before it, fused with
+    what reads it, where computing the readers alone would store each (a stencil's partial sums,
+    an array apiece). A reader that the program holds and the sinks do not keep is found again."""
+    nodes = _pending.alive()
+    dependent = set(map(id, readers))
+    members = list(readers)
+    grew = True
+    while grew:  # one pass, where the nodes come in the order they were recorded
+        grew = False
+        for node in nodes:
+            if id(node) not in dependent and any(id(source) in dependent for source in node.inputs):
+                dependent.add(id(node))
+                members.append(node)
+                grew = True
+    read = {id(source) for node in members for source in node.inputs}
+    return [node for node in members if id(node) not in read]
+
+
 def pending_memory() -> tuple[int, list[Node]]:
     """What unmaterialized traces alone keep alive: the bytes of their buffer leaves that nothing
     else references (``f(rng.random(n))`` drops the array; NumPy would have freed it after ``f``),

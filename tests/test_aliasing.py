@@ -243,3 +243,20 @@ def test_power_of_a_scalar_is_the_ufunc_and_of_a_0d_array_the_operator(size, rec
     assert_same(x[1] ** 2, np.asarray(values[1] ** 2))
     assert_same(x[1, ...] ** 2, values[1, ...] ** 2)
     assert_same(dnp.transpose(x.any(), ()) ** 2, np.asarray(np.transpose(values.any(), ()) ** 2))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_write_computes_what_reads_the_old_values_whole_not_reader_by_reader(backend, monkeypatch):
+    """The pending sums over a grid's shifted views, before a write into the grid: one computation
+    of what the program holds (the sums fused, each reader inline), keeping the old values."""
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
+    values = np.arange(40.0).reshape(5, 8)
+    grid = dynfuse.array(values)
+    total = (grid[:-2] + grid[1:-1] + grid[2:]) * 2
+    middle = grid[1:-1] == 9.0  # held by the program too: computed before the write as well
+    before = dynfuse.stats()["materializations"]
+    grid[...] = 0.0
+    assert dynfuse.stats()["materializations"] - before == 1
+    assert_same(total, (values[:-2] + values[1:-1] + values[2:]) * 2)
+    assert_same(middle, values[1:-1] == 9.0)
+    assert_same(grid, np.zeros((5, 8)))
