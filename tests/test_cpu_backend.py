@@ -95,6 +95,19 @@ def test_float32_sums_are_as_accurate_as_numpy():
     assert abs(ours - exact) <= 2 * abs(float(data.sum()) - exact) + np.spacing(np.float32(exact))
 
 
+def test_a_scan_computed_again_in_a_later_pass_starts_each_row_afresh():
+    """``std(cumsum(x))`` with the scan an output too: its pass stores it, the variance's pass
+    computes it again from the identity, not from where the first pass left it."""
+    x = np.arange(1, 61, dtype=np.int8).reshape(3, 20) % 3
+    lazy = dynfuse.asarray(x)
+    running = np.cumsum(lazy, axis=1)
+    spread = np.std(running, axis=1)
+    dynfuse.evaluate(running, spread)
+    np.testing.assert_array_equal(np.asarray(running), np.cumsum(x, axis=1))
+    np.testing.assert_allclose(np.asarray(spread), np.std(np.cumsum(x, axis=1), axis=1), rtol=1e-12)
+    assert dynfuse.stats()["kernels_launched"] == 1
+
+
 def test_a_second_process_loads_kernels_from_the_disk_cache(tmp_path):
     script = (
         "import numpy as np, dynfuse\n"

@@ -94,6 +94,11 @@ def test_nan_and_infinities_are_classified_as_numpy_classifies_them(dtype):
     run(lambda a: (np.isnan(a), np.isinf(a), np.isfinite(a), np.isfinite(a / a)), x)
 
 
+def test_a_scan_computed_again_in_a_later_pass_starts_each_row_afresh():
+    x = np.arange(1, 61, dtype=np.int8).reshape(3, 20) % 3
+    run(lambda a: (np.cumsum(a, axis=1), np.std(np.cumsum(a, axis=1), axis=1)), x, close=True)
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_reduction_along_each_axis_in_one_kernel(dtype, axis):

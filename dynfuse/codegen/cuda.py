@@ -837,6 +837,7 @@ class _Generator(KernelFacts):
     def rows_body(self) -> list[str]:
         """Each group of threads takes rows, and makes every pass over each."""
         body, row_coordinates = self.row_header(chunked=False)
+        body += self.scan_declarations()
         done: set[int] = set()
         for stage in range(self.kernel.passes):
             body += self.row_values(stage, done, row_coordinates)
@@ -855,6 +856,7 @@ class _Generator(KernelFacts):
         """Each block takes chunks of a row (a one-pass kernel's), writes their elementwise outputs,
         and leaves each reduction's state of the chunk for FINISH."""
         body, row_coordinates = self.row_header(chunked=True)
+        body += self.scan_declarations()
         body += self.row_values(0, set(), row_coordinates)
         chunk = self.threads_per_row * CHUNK_PER_THREAD
         body.append(f"const df_i64 chunk_end = chunk * {chunk} + {chunk};")
@@ -938,6 +940,10 @@ class _Generator(KernelFacts):
                 done.add(number)
         return lines
 
+    def scan_declarations(self) -> list[str]:
+        """Each scan's running value, which every pass that computes the scan starts afresh."""
+        return [f"{register_type(self.instructions[n].dtype)} scan{n};" for n in self.scans]
+
     def element_pass(
         self, stage: int, accumulating: list[int], row_coordinates: dict[int, str], begin: str, end: str
     ) -> list[str]:
@@ -951,18 +957,18 @@ class _Generator(KernelFacts):
         if not accumulating and not outputs:
             return []
         lines = [line for number in accumulating for line in self.accumulators[number].declare()]
-        for number in self.scans:  # each row's running values start from the op's identity
-            inst = self.instructions[number]
-            if inst.stage == stage:
-                start = literal(inst.dtype, scan_identity(inst))
-                lines.append(f"{register_type(inst.dtype)} scan{number} = {start};")
+        roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
+        computed = self.needed(stage, roots)
+        for number in self.scans:  # each scan this pass computes starts each row from its identity
+            if number in computed:
+                inst = self.instructions[number]
+                lines.append(f"scan{number} = {literal(inst.dtype, scan_identity(inst))};")
         lines.append(f"for (df_i64 e = {begin}; e < {end}; e += {self.threads_per_row}) {{")
         inner: list[str] = ["if (!valid) break;"]
         split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")
         inner += split
         coordinates = {**row_coordinates, **element_coordinates}
-        roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
-        for number in self.needed(stage, roots):
+        for number in computed:
             inner += self.compute(number, None, coordinates)
         for number in accumulating:
             accumulator = self.accumulators[number]

@@ -1640,10 +1640,13 @@ class _KernelFunction:
         return accumulators
 
     def start_scans(self, stage: int, unit: _Unit) -> None:
-        """Each scan computed in pass ``stage`` starts each row from its op's identity."""
+        """Each scan computed in pass ``stage`` starts each row from its op's identity: its own
+        stage's pass, and a later pass that computes it again (a scan's values read after a
+        reduction of them: ``std(cumsum(x))``)."""
+        computed = set(self.module.needed(stage))
         for number in self.module.scans:
             inst = self.module.instructions[number]
-            if inst.stage != stage:
+            if number not in computed:
                 continue
             if number not in self.running:
                 self.running[number] = self.lane_variable(inst.dtype)

@@ -298,7 +298,7 @@ def compare(
                 wrong &= ~(np.abs(actual.astype(np.float64) - expected) <= allowed)
     if not np.any(wrong):
         return None
-    where = np.argwhere(wrong)[:3]
+    where = np.argwhere(wrong)[:3] if wrong.ndim else [()]  # argwhere gives a 0-d array an axis
     shown = ", ".join(
         f"at {tuple(int(i) for i in index)}: {actual[tuple(index)]!r} for {expected[tuple(index)]!r}"
         for index in where
