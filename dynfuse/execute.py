@@ -32,7 +32,7 @@ from .launch import launch, leaf_value, library_call, read
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .tiers import Tier, kernel_tier, repeated_enough, tiny
-from .trace import Node, held_intermediates, topological_order
+from .trace import Node, held_intermediates, held_outside, references_within, topological_order
 
 # Materializing mutates nodes shared between arrays; one plan runs at a time. A process forked while
 # another thread held it starts with it free (that thread does not exist there).
@@ -226,13 +226,19 @@ def run_plan(
     ran compiled (what a replay launches again)."""
     run = _Run(nodes, backend, compile_small, moved)
     stats.count("kernels_planned", len(plan.kernels))
+    inside = None
     for step, release in zip(plan.steps, plan.release, strict=True):
         if isinstance(step, LibraryStep):
             node = nodes[step.node]
             value = library_call(node, [run.array(source) for source in step.inputs], run.memory)
             run.buffers[step.node] = value
-            # See interpret.run: kept, never called again
-            node.become_leaf(move(value, run.memory, node.memory))
+            # Kept (as a leaf) where the program holds it, never called again (see interpret.run);
+            # otherwise freed after its last reader here, as a long trace of library calls (a loop
+            # of np.roll) would hold every result to the end. Listed here: the plan's nodes, the
+            # materialization's order, and ``node``.
+            inside = references_within(nodes) if inside is None else inside
+            if held_outside([node], inside, listed=3):
+                node.become_leaf(move(value, run.memory, node.memory))
         else:
             run.run_kernel(step)
         for number in release:

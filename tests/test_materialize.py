@@ -218,3 +218,23 @@ def test_an_array_the_program_reads_row_by_row_is_computed_once(backend, monkeyp
         assert_same(row, (a[k] - 0.5) * 2)
     assert dynfuse.stats()["materializations"] - before <= 2  # rows 1 and 2 only, from w's buffer
     assert_same(dynfuse.asarray(first), (a[0] - 0.5) * 2)
+
+
+def test_library_results_of_a_long_trace_are_freed_after_their_last_reader():
+    """Twenty ``np.roll`` steps of a time loop, materialized at once: each roll's result lives until
+    the step that reads it, not to the end of the run (1 MiB each); one the program holds is kept."""
+    x = dynfuse.asarray(np.random.default_rng(0).random((256, 512)))
+    y = x * 1.0
+    held = np.roll(y, 1, axis=0)
+    y = held * 1.0
+    for _ in range(20):
+        y = np.roll(y, 1, axis=0) * 1.0
+    tracemalloc.start()
+    try:
+        value = np.asarray(y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * 2**20, peak
+    np.testing.assert_array_equal(value, np.roll(np.asarray(x), 21, axis=0))
+    assert held._node.inputs == ()  # kept: the program holds it
