@@ -447,6 +447,15 @@ static inline int is_scalar(PyObject *array)
     return ARRAY_SLOT(array, ARRAY_SCALAR) == Py_True;
 }
 
+/* Whether a shape tuple holds a zero extent: an empty array. */
+static int has_zero_extent(PyObject *shape)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); i++)
+        if (PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i)) == 0)
+            return 1;
+    return 0;
+}
+
 /* A LazyArray over ``node`` (stolen), a view of ``base`` where one is given (registered with it),
    bounded in depth: LazyArray(node, base, scalar), base._add_view, record.bound_depth. */
 static PyObject *new_array(PyObject *node, PyObject *base, int scalar)
@@ -834,8 +843,8 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         if (size < limit)
             return run_direct(op, operands, count);
     }
-    if (numpy_scalars || !same_shapes)
-        return Py_NewRef(Py_None);
+    if (numpy_scalars || !same_shapes || has_zero_extent(NODE_SLOT(array, SHAPE)))
+        return Py_NewRef(Py_None); /* an empty result: the general path probes empty operands */
     for (Py_ssize_t i = 0; i < count; i++) {
         if (Py_IS_TYPE(operands[i], S.array_type))
             nodes[i] = Py_NewRef(ARRAY_SLOT(operands[i], ARRAY_NODE));

@@ -90,15 +90,21 @@ class _BoundedCache(dict):
 _result_dtypes: _BoundedCache = _BoundedCache(limit=1 << 14)
 
 
-def result_dtype(op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple) -> np.dtype:
+def result_dtype(
+    op: Op, operands: list[tuple[np.dtype | None, Any]], params: tuple, empty: bool = False
+) -> np.dtype:
     """The dtype NumPy gives ``op`` on these operands, or the exception NumPy raises.
 
-    ``operands`` are (dtype, None) for arrays and (None, value) for weak Python scalars.
+    ``operands`` are (dtype, None) for arrays and (None, value) for weak Python scalars. An
+    ``empty`` result is probed on empty arrays: NumPy's loop then meets no value to refuse
+    (``x ** -1`` of an empty integer array).
     """
-    key = (op, params, *[dtype if dtype is not None else scalar_key(value) for dtype, value in operands])
+    described = [dtype if dtype is not None else scalar_key(value) for dtype, value in operands]
+    key = (op, params, empty, *described)
     dtype = _result_dtypes.get(key)
     if dtype is None:
-        probes = [_ones(dtype, (1, 1)) if dtype is not None else value for dtype, value in operands]
+        shape = (0,) if empty else (1, 1)
+        probes = [_ones(dtype, shape) if dtype is not None else value for dtype, value in operands]
         dtype = _run_probe(op, probes, dict(params), quiet_warnings=False).dtype
         _result_dtypes[key] = dtype
     return dtype

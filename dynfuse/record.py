@@ -157,7 +157,7 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
         return None
     if computed and direct.broadcast_size(shapes) < direct_elements():
         return direct.result(op.reference(*map(direct.host_value, operands)))
-    if numpy_scalars or shapes[0] != shapes[-1]:
+    if numpy_scalars or shapes[0] != shapes[-1] or 0 in shapes[0]:  # empty: the general path
         return None
     inputs = tuple(operand._node if type(operand) is lazy else Node.scalar(operand) for operand in operands)
     dtype = _common_dtypes.get(key)
@@ -203,7 +203,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
             )
         # NumPy checks the output cast before anything the loop itself raises.
         dtypes.check_output_cast(op, described, params, out.dtype)
-    dtype = dtypes.result_dtype(op, described, params)
+    dtype = dtypes.result_dtype(op, described, params, empty=0 in shape)
     if not dtypes.is_supported(dtype):
         return fallback(op.name, op.reference, operands, kwargs)
     if op.value_check is not None:

@@ -139,6 +139,10 @@ def test_a_negative_integer_exponent_of_an_empty_result_is_never_met():
     empty = owned(np.array([], dtype=np.int8))
     exponent = dynfuse.asarray(np.array(-2, np.int8)) + 0  # a 0-d scalar, computed lazily
     assert_same(empty**exponent, np.array([], np.int8) ** np.int8(-2))
+    assert_same(empty**-1, np.array([], np.int8) ** -1)  # a Python int: refused by the probe otherwise
+    assert_same(owned(np.zeros((2, 0), bool)) ** -1, np.zeros((2, 0), bool) ** -1)
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        owned(np.arange(3, dtype=np.int8)) ** -1
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
         owned(np.arange(3, dtype=np.int8)) ** exponent
 
