@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -27,16 +27,27 @@ numpy_namespace: Any = None
 _E = ops.elementwise_op
 
 
-def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
-    """The ufunc NumPy's ``ndarray.__pow__`` substitutes for some Python-scalar exponents.
+def _half_power_of_a_scalar(scalar: LazyArray) -> Any:
+    """A NumPy scalar's ``** 0.5``: C's pow (0.0 at -0.0, inf at -inf), which ``float_power`` is,
+    where the power ufunc's loop takes sqrt; in float64, exact for every float dtype (a square root
+    rounded twice is rounded once)."""
+    root = numpy_namespace.float_power(scalar, 0.5)
+    return root if scalar.dtype == np.float64 else root.astype(scalar.dtype)
+
+
+def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | Callable[[LazyArray], Any] | None:
+    """The ufunc NumPy's ``ndarray.__pow__`` substitutes for some Python-scalar exponents, or, for a
+    scalar, what computes NumPy's scalar power where it is not the power ufunc.
 
     ``a ** 2`` is ``square(a)`` for every dtype (so ``bool ** 2`` is int8, where ``power`` gives
     int64); on floating arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is ``sqrt`` (which
     differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse records it as
-    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``).
+    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``). A scalar's
+    power is the ufunc (``bool ** 2`` is the default int), but at 0.5, where it is C's pow.
     """
-    if array._scalar:  # NumPy's scalar power is the ufunc itself
-        return None
+    if array._scalar:
+        half = isinstance(exponent, (float, np.floating)) and exponent == 0.5
+        return _half_power_of_a_scalar if half and array.dtype.kind == "f" else None
     if type(exponent) is int and exponent == 2:
         return _E("square")
     if array.dtype.kind == "f":
@@ -52,7 +63,9 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | None:
 def _binary(name: str, substitute: Any = None) -> tuple:
     """The forward, reflected and in-place operator methods for one binary ufunc.
 
-    ``substitute(array, other)`` may name a unary op that NumPy's operator uses instead.
+    ``substitute(array, other)`` may name a unary op that NumPy's operator uses instead, or give a
+    function of the array that computes what NumPy's operator does (a scalar's, never written in
+    place: in-place operators rebind a scalar).
     """
     op = _E(name)
 
@@ -60,14 +73,18 @@ def _binary(name: str, substitute: Any = None) -> tuple:
         if record.defers_to(other):
             return NotImplemented
         replacement = substitute(self, other) if substitute else None
-        if replacement is not None:
+        if isinstance(replacement, ops.Op):
             return record.elementwise(replacement, (self,), out=out)
+        if replacement is not None:
+            return replacement(self)
         return record.elementwise(op, (self, other), out=out)
 
     def forward(self: LazyArray, other: Any) -> Any:
         replacement = substitute(self, other) if substitute else None
-        if replacement is not None:
+        if isinstance(replacement, ops.Op):
             recorded = record.record_common(replacement, self)
+        elif replacement is not None:
+            return replacement(self)
         else:
             recorded = record.record_common(op, self, other)
         return recorded if recorded is not None else call(self, other, None)

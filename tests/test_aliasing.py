@@ -260,3 +260,17 @@ def test_a_write_computes_what_reads_the_old_values_whole_not_reader_by_reader(b
     assert_same(total, (values[:-2] + values[1:-1] + values[2:]) * 2)
     assert_same(middle, values[1:-1] == 9.0)
     assert_same(grid, np.zeros((5, 8)))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_a_scalars_half_power_is_cs_pow_and_an_arrays_is_sqrt(dtype, recorder):
+    """NumPy's scalar ``s ** 0.5`` is pow (0.0 at -0.0, inf at -inf); an array's is sqrt."""
+    values = np.array([-np.inf, -0.0, 2.0, -1.0, np.nan], dtype)
+    x = dynfuse.array(values)
+    with np.errstate(invalid="ignore"):
+        for reduce in (np.min, np.max):
+            assert_same(reduce(x) ** 0.5, np.asarray(reduce(values) ** 0.5))
+        for position in range(len(values)):
+            assert_same(x[position] ** 0.5, np.asarray(values[position] ** 0.5))
+        assert_same(x ** 0.5, values**0.5)
+        assert_same(x[1:2].reshape(()) ** 0.5, values[1:2].reshape(()) ** 0.5)  # a 0-d array
