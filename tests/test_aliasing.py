@@ -272,5 +272,5 @@ def test_a_scalars_half_power_is_cs_pow_and_an_arrays_is_sqrt(dtype, recorder):
             assert_same(reduce(x) ** 0.5, np.asarray(reduce(values) ** 0.5))
         for position in range(len(values)):
             assert_same(x[position] ** 0.5, np.asarray(values[position] ** 0.5))
-        assert_same(x ** 0.5, values**0.5)
+        assert_same(x**0.5, values**0.5)
         assert_same(x[1:2].reshape(()) ** 0.5, values[1:2].reshape(()) ** 0.5)  # a 0-d array
