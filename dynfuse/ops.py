@@ -61,6 +61,8 @@ class Op:
     # Whether every correct implementation gives a zero result NumPy's sign. Not a max or min
     # reduction: which of equal 0.0 and -0.0 it keeps, NumPy's own loops decide by their vector width.
     signed_zeros: bool = True
+    # Whether NumPy gives a 0-d result as a scalar, as every ufunc does; ``where`` gives a 0-d array.
+    scalar_results: bool = True
     # Whether the result jumps where a float operand crosses a value (a comparison, a floor, an
     # argmax): fed a float one ulp away from NumPy's, it may differ in every bit, and not by a bug.
     jumps: bool = False
@@ -250,7 +252,7 @@ def _cube(a: Any) -> Any:
 
 ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0, reproducible=False)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
-ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where)
+ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
 
 # Elementwise ops that are never recorded: a code generator computes one in place of a recorded op

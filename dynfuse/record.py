@@ -210,7 +210,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         op.value_check(dtype, nodes, host_value)
     node = Node(op, tuple(nodes), params, shape, dtype)
     if out is None:
-        return new_array(node)
+        return new_array(node, scalar=None if op.scalar_results else False)
     assign(out, node)
     return out
 

@@ -243,6 +243,8 @@ def test_power_of_a_scalar_is_the_ufunc_and_of_a_0d_array_the_operator(size, rec
     assert_same(x[1] ** 2, np.asarray(values[1] ** 2))
     assert_same(x[1, ...] ** 2, values[1, ...] ** 2)
     assert_same(dnp.transpose(x.any(), ()) ** 2, np.asarray(np.transpose(values.any(), ()) ** 2))
+    # np.where gives a 0-d array, not a scalar, even of scalars
+    assert_same(dnp.where(x.all(), x[0], x[1]) ** 2, np.where(values.all(), values[0], values[1]) ** 2)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
