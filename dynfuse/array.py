@@ -192,7 +192,7 @@ class LazyArray:
         self._node = node
         self._base = base
         # A 0-d value NumPy holds as a scalar (a reduction's, a ufunc's, an element's): immutable,
-        # so an in-place operator rebinds the name, and ``**`` takes no ufunc substitute.
+        # so an in-place operator rebinds the name, and its ``**`` is NumPy's scalar power.
         self._scalar = scalar
         # Weak references to the views of this array, some perhaps dead: only whether one lives is
         # asked (``record.can_rebind``), so no callback keeps the list exact as each view dies.

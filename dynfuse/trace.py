@@ -309,7 +309,7 @@ def dependent_sinks(readers: list[Node]) -> list[Node]:
     dependent = set(map(id, readers))
     members = list(readers)
     grew = True
-    while grew:  # one pass, where the nodes come in the order they were recorded
+    while grew:  # until none joins: nodes come in the order they were recorded, so one pass finds all
         grew = False
         for node in nodes:
             if id(node) not in dependent and any(id(source) in dependent for source in node.inputs):
@@ -352,12 +352,12 @@ HELD_DEPTH = 4
 
 def _worth_keeping(node: Node, viewed: set[int]) -> bool:
     """Whether an intermediate the program holds is kept once computed: it is deep, or read through
-    a view (``ids_viewed``): a row or a window of it, as a loop reads such an array piece by piece,
+    a view (``_ids_viewed``): a row or a window of it, as a loop reads such an array piece by piece,
     each piece otherwise computing it again (all of it, where the trace is interpreted)."""
     return node.op.kind is not OpKind.VIEW and (node.depth >= HELD_DEPTH or id(node) in viewed)
 
 
-def ids_viewed(order: list[Node]) -> set[int]:
+def _ids_viewed(order: list[Node]) -> set[int]:
     """The ids of the nodes a view in ``order`` reads."""
     return {id(node.inputs[0]) for node in order if node.op.kind is OpKind.VIEW}
 
@@ -373,7 +373,7 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
     its own value.
     """
     requested = set(map(id, outputs))
-    viewed = ids_viewed(order)
+    viewed = _ids_viewed(order)
     kept = [node for node in order if _worth_keeping(node, viewed) and id(node) not in requested]
     if not kept:
         return []
@@ -385,7 +385,7 @@ def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]
     trace of its structure: the first position of each in ``node.ancestors``, and how often the
     trace itself references it (``references_within``), which the structure fixes."""
     inside = references_within(order)
-    viewed = ids_viewed(order)
+    viewed = _ids_viewed(order)
     seen: set[int] = set()
     deep = []
     for position, ancestor in enumerate(node.ancestors):
