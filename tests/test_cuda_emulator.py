@@ -94,6 +94,19 @@ def test_nan_and_infinities_are_classified_as_numpy_classifies_them(dtype):
     run(lambda a: (np.isnan(a), np.isinf(a), np.isfinite(a), np.isfinite(a / a)), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_float_product_overflows_and_underflows_as_numpys_order_does(dtype):
+    """Multiplied in NumPy's order: inf then 0 is NaN, 0 then inf is NaN, where other orders give
+    0 or inf (one row of each case, and a long row that a warp would share)."""
+    big, small = np.finfo(dtype).max / 4, np.finfo(dtype).tiny * 4
+    rows = np.ones((4, 300), dtype)
+    rows[0, :4] = [big, big, big, 0]
+    rows[1, :4] = [small, small, big, big]
+    rows[2, :4] = [big, big, small, small]
+    rows[3, 100:104] = [big, big, big, big]
+    run(lambda a: (np.prod(a, axis=1), np.prod(a[:, :4], axis=1)), rows)
+
+
 def test_a_scan_computed_again_in_a_later_pass_starts_each_row_afresh():
     x = np.arange(1, 61, dtype=np.int8).reshape(3, 20) % 3
     run(lambda a: (np.cumsum(a, axis=1), np.std(np.cumsum(a, axis=1), axis=1)), x, close=True)

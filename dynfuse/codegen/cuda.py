@@ -24,8 +24,9 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
   registers, and combines the threads' states with warp shuffles (and shared memory across the
   warps of a long row's block); per-row values are then known to every thread of the row, for the
   next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows. That is
-  ``ENTRY``. A scan (cumsum), and a float16 product rounded at every step, have one thread per row,
-  going along it in NumPy's order: a product in another order may overflow where NumPy's does not.
+  ``ENTRY``. A scan (cumsum), a float product and a float16 sum rounded at every step have one
+  thread per row, going along it in NumPy's order: a product in another order may overflow or
+  underflow where NumPy's does not.
 - Rows too few to fill the device (a whole-array sum has one) are shared between blocks, where the
   kernel makes one pass: ``PARTIAL``'s blocks each reduce a chunk of ``CHUNK_PER_THREAD`` elements a
   thread into a state per reduction (in a scratch array the launcher allocates), and write the
@@ -573,12 +574,16 @@ class _Generator(KernelFacts):
         # 32-bit indices are faster; 64-bit ones once an index plus a grid's threads could pass 2**31
         self.index_type = "df_i64" if self.elements >= 1 << 30 else "df_i32"
         self.accumulators = {number: _Accumulator(self, number) for number in self.reductions}
-        # A scan runs along its row in order; a float16 product rounded at every step
-        # (``accumulation``) overflows or not by the order of its factors: one thread takes each row.
-        half_product = any(
-            acc.dtype == np.float16 and acc.facts.arithmetic for acc in self.accumulators.values()
+        # A scan runs along its row in order; so does a float product, which overflows or underflows
+        # or not by the order of its factors (then inf * 0 is NaN, where another order gives 0), and a
+        # float16 sum rounded at every step (``accumulation``): one thread takes each row.
+        in_order = any(
+            acc.dtype.kind == "f"
+            and acc.facts.arithmetic
+            and (acc.dtype == np.float16 or not acc.facts.additive)
+            for acc in self.accumulators.values()
         )
-        ordered = half_product or bool(self.scans)
+        ordered = in_order or bool(self.scans)
         if not self.reduce_axes:
             self.threads_per_row = 0
         elif ordered:
