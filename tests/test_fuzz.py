@@ -229,3 +229,4 @@ def test_the_zero_a_max_or_min_reduction_keeps_may_have_either_sign():
     assert compare(np.array(-0.0), np.array(0.0), zero_signs=False) is None
     assert "differ from NumPy" in compare(np.array(-0.0), np.array(0.0))
     assert "at (): np.int64(3) for np.int64(1)" in compare(np.array(3), np.array(1))  # 0-d, reported
+    assert "at (): np.float64(0.0)" in compare(np.array(0.0), np.array(np.nan), exact=False)

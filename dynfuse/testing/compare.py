@@ -298,7 +298,7 @@ def compare(
                 wrong &= ~(np.abs(actual.astype(np.float64) - expected) <= allowed)
     if not np.any(wrong):
         return None
-    where = np.argwhere(wrong)[:3] if wrong.ndim else [()]  # argwhere gives a 0-d array an axis
+    where = np.argwhere(wrong)[:3] if wrong.ndim else [()]  # argwhere gives 0-d an axis
     shown = ", ".join(
         f"at {tuple(int(i) for i in index)}: {actual[tuple(index)]!r} for {expected[tuple(index)]!r}"
         for index in where
@@ -336,7 +336,7 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     bits = {2: np.int16, 4: np.int32, 8: np.int64}[expected.dtype.itemsize]
 
     def ordered(values: np.ndarray) -> np.ndarray:
-        raw = np.ascontiguousarray(values).view(bits).astype(np.int64)
+        raw = np.ascontiguousarray(values).view(bits).astype(np.int64).reshape(values.shape)  # 0-d too
         return np.where(raw < 0, np.iinfo(bits).min - raw, raw)
 
     return np.abs(ordered(actual) - ordered(expected))
