@@ -66,10 +66,15 @@ def host_values(operands: Sequence[Any]) -> list[Any] | None:
 
 
 def _elements(values: Sequence[Any]) -> int:
-    """The elements of the operands broadcast together (``broadcast_size``)."""
-    if len(values) == 1:
-        return getattr(values[0], "size", 1)
-    return broadcast_size([getattr(value, "shape", ()) for value in values])
+    """The elements of the operands broadcast together (``broadcast_size``); at once where the
+    arrays among them share one shape and the rest are scalars, as most calls' operands do."""
+    shapes = [getattr(value, "shape", ()) for value in values]
+    shaped = [shape for shape in shapes if shape]
+    if not shaped:
+        return 1
+    if shaped.count(shaped[0]) == len(shaped):
+        return views.size_of(shaped[0])
+    return broadcast_size(shapes)
 
 
 def broadcast_size(shapes: Sequence[tuple[int, ...]]) -> int:
