@@ -5,11 +5,11 @@ Bools and integers must be equal, and so must floats that every correct implemen
 for bit (``Program.reproducible``), the sign of zeros included, but for a max or min reduction's,
 which NumPy's own loops choose by their vector width (``Program.signed_zeros``). A float that comes
 from an op whose last bit varies between implementations (exp, a float sum) may differ, but only as
-far as such differences can carry: the reference program is run again with the result of each such op moved by
-``max_ulp`` units in the last place (a sum or a product by its rounding-error bound), upwards,
-downwards and in random directions per element, and dynfuse's value must lie within the spread
-those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes equal;
-an exception of the type NumPy raises where NumPy raises one.
+far as such differences can carry: the reference program is run again with the result of each such
+op moved by ``max_ulp`` units in the last place (a sum or a product by its rounding-error bound),
+upwards, downwards and in random directions per element, and dynfuse's value must lie within the
+spread those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes
+equal; an exception of the type NumPy raises where NumPy raises one.
 """
 
 from __future__ import annotations
