@@ -193,8 +193,7 @@ def test_matmul_in_place():
     assert_same(view, np.array([0.0, 2.0]))
 
 
-# A scalar is immutable: ``t += 1`` rebinds ``t``, whether the value is computed at once (a few
-# elements) or recorded (many), and whatever computed it.
+# A scalar is immutable: ``t += 1`` rebinds ``t``, at any size and whatever computed it.
 SCALAR_SOURCES = {
     "a reduction": lambda x: x.sum(),
     "an element": lambda x: x[3],
