@@ -268,6 +268,11 @@ class _PendingNodes:
             self._recordings.append(recording)
         return recording
 
+    def empty(self) -> bool:
+        """Whether no thread's list holds a reference, dead or alive: then nothing is pending
+        (``alive`` sweeps dead ones away, so a loop of writes finds its lists empty again)."""
+        return not any(recording.refs for recording in self._recordings)
+
     def alive(self) -> list[Node]:
         own = getattr(_thread, "recording", None)
         if own is not None:  # swept now, so the next call reads only what was recorded since
@@ -284,6 +289,8 @@ _pending = _PendingNodes()
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
     Each leaf is asked once: many pending nodes read the same few arrays."""
+    if _pending.empty():
+        return []
     shares: dict[int, bool] = {}
     readers = []
     for node in _pending.alive():
