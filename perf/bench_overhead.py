@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy
-from timing import Timing, measure_interleaved, write_results_section
+from timing import Timing, loops_for, measure_per_call, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -468,31 +468,14 @@ def measure_program(program: Program, repeats: int) -> Row:
             slowest = max(slowest, time.perf_counter() - started)
             if slowest > SLOW_CALL_SECONDS:
                 break
-    fastest = min(_one_call(run) for run in runs.values())
-    loops = max(1, int(SAMPLE_SECONDS / max(fastest, 1e-7)))
+    loops = loops_for(runs.values(), SAMPLE_SECONDS)
     before = counters_of(dynfuse.stats())
-    contenders = {name: (_looped(run, loops), None) for name, run in runs.items()}
     row.timings = {
-        name: t.scaled(1 / (loops * program.per))
-        for name, t in measure_interleaved(contenders, repeats).items()
+        name: t.scaled(1 / program.per) for name, t in measure_per_call(runs, loops, repeats).items()
     }
     after = counters_of(dynfuse.stats())
     row.counters = {key: (after[key] - before[key]) / (repeats * loops) for key in after}
     return row
-
-
-def _one_call(run: Callable) -> float:
-    started = time.perf_counter()
-    run()
-    return time.perf_counter() - started
-
-
-def _looped(run: Callable, loops: int) -> Callable[[], None]:
-    def sample() -> None:
-        for _ in range(loops):
-            run()
-
-    return sample
 
 
 @dataclass
@@ -537,21 +520,20 @@ def measure_streaming(rows: list[Row], repeats: int) -> list[Streaming]:
         (x,) = row.program.setup(numpy)
         out = numpy.empty_like(x)
         copied = numpy.empty_like(x)
-        contenders = {name: (_looped(calls(row.program, ns), 1), None) for name, ns in NAMESPACES.items()}
-        contenders["copy"] = (lambda x=x, copied=copied: numpy.copyto(copied, x), None)
+        contenders = {name: calls(row.program, ns) for name, ns in NAMESPACES.items()}
+        contenders["copy"] = lambda x=x, copied=copied: numpy.copyto(copied, x)
         short = row.program.name.split(",")[0]
         if numba_chains is not None:
             loop = numba_chains[short]
             loop(x, out)
             numpy.testing.assert_allclose(out, calls(row.program, numpy)(), rtol=1e-6)
-            contenders["Numba"] = (lambda loop=loop, x=x, out=out: loop(x, out), None)
-        for function, _ in contenders.values():
+            contenders["Numba"] = lambda loop=loop, x=x, out=out: loop(x, out)
+        for function in contenders.values():
             for _ in range(2):
                 function()
-        loops = max(1, int(SAMPLE_SECONDS / _one_call(contenders["copy"][0])))
-        looped = {name: (_looped(function, loops), None) for name, (function, _) in contenders.items()}
-        times = measure_interleaved(looped, repeats)
-        seconds = {name: timing.median / loops for name, timing in times.items()}
+        loops = loops_for([contenders["copy"]], SAMPLE_SECONDS)
+        times = measure_per_call(contenders, loops, repeats)
+        seconds = {name: timing.median for name, timing in times.items()}
         found.append(Streaming(row.program.name, seconds, 2 * x.nbytes / seconds["copy"]))
     return found
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy
 from bench_overhead import check, cpu_model, materialize
-from timing import Timing, measure_interleaved, write_results_section
+from timing import Timing, loops_for, measure_per_call, one_call, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -281,15 +281,13 @@ class Program:
 
 def programs() -> list[Program]:
     """Each program at its small size, then its medium size."""
+    # A smooth field stepped 50 times at 100², 20 times at 400² (Jacobi, the wave equation)
+    smooth_2d = {
+        "100²": lambda np: (smooth_grid(np, 100, 100), 50),
+        "400²": lambda np: (smooth_grid(np, 400, 400), 20),
+    }
     table: list[tuple[str, Callable, dict[str, Callable]]] = [
-        (
-            "Jacobi 2-D, ping-pong",
-            jacobi_2d,
-            {
-                "100²": lambda np: (smooth_grid(np, 100, 100), 50),
-                "400²": lambda np: (smooth_grid(np, 400, 400), 20),
-            },
-        ),
+        ("Jacobi 2-D, ping-pong", jacobi_2d, smooth_2d),
         (
             "heat 3-D, 7 points",
             heat_3d,
@@ -394,14 +392,7 @@ def programs() -> list[Program]:
                 ),
             },
         ),
-        (
-            "wave 2-D, leapfrog",
-            wave_2d,
-            {
-                "100²": lambda np: (smooth_grid(np, 100, 100), 50),
-                "400²": lambda np: (smooth_grid(np, 400, 400), 20),
-            },
-        ),
+        ("wave 2-D, leapfrog", wave_2d, smooth_2d),
         (
             "Game of Life",
             game_of_life,
@@ -458,31 +449,12 @@ def measure(program: Program, repeats: int) -> Row:
     for run in runs.values():
         run()
         run()
-    fastest = min(_seconds(run) for run in runs.values())
-    loops = max(1, int(SAMPLE_SECONDS / fastest))
+    loops = loops_for(runs.values(), SAMPLE_SECONDS)
     before = counters()
-    timings = measure_interleaved({name: (_looped(run, loops), None) for name, run in runs.items()}, repeats)
+    timings = measure_per_call(runs, loops, repeats)
     after = counters()
     calls = repeats * loops
-    return Row(
-        program,
-        {name: timing.scaled(1 / loops) for name, timing in timings.items()},
-        {key: (after[key] - before[key]) / calls for key in after},
-    )
-
-
-def _seconds(run: Callable) -> float:
-    started = time.perf_counter()
-    run()
-    return time.perf_counter() - started
-
-
-def _looped(run: Callable, loops: int) -> Callable[[], None]:
-    def sample() -> None:
-        for _ in range(loops):
-            run()
-
-    return sample
+    return Row(program, timings, {key: (after[key] - before[key]) / calls for key in after})
 
 
 def first_run(program: Program) -> dict[str, float]:
@@ -496,7 +468,7 @@ def first_run(program: Program) -> dict[str, float]:
 
 def _first_run_here(label: str) -> None:
     program = next(program for program in programs() if program.label == label)
-    seconds = {name: _seconds(call(program, namespace)) for name, namespace in NAMESPACES.items()}
+    seconds = {name: one_call(call(program, namespace)) for name, namespace in NAMESPACES.items()}
     print(json.dumps(seconds))
 
 
@@ -524,9 +496,8 @@ def jacobi_statements(n: int, repeats: int) -> dict[str, Timing]:
         runs[name] = sweep(np, grid, grid.copy())
         runs[name]()
         runs[name]()
-    loops = max(1, int(SAMPLE_SECONDS / min(_seconds(run) for run in runs.values())))
-    timings = measure_interleaved({name: (_looped(run, loops), None) for name, run in runs.items()}, repeats)
-    return {name: timing.scaled(1 / (loops * statements)) for name, timing in timings.items()}
+    timings = measure_per_call(runs, loops_for(runs.values(), SAMPLE_SECONDS), repeats)
+    return {name: timing.scaled(1 / statements) for name, timing in timings.items()}
 
 
 # ---- reporting -----------------------------------------------------------------------------------

@@ -49,6 +49,35 @@ def measure_interleaved(contenders: dict, repeats: int) -> dict:
     return {name: summarize(times) for name, times in samples.items()}
 
 
+def one_call(function) -> float:
+    """Seconds of one call of ``function()``."""
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def looped(function, loops: int):
+    """``function`` called ``loops`` times: one sample of a call too quick to time alone."""
+
+    def sample() -> None:
+        for _ in range(loops):
+            function()
+
+    return sample
+
+
+def loops_for(functions, sample_seconds: float) -> int:
+    """How many calls a sample makes so that the quickest of ``functions`` lasts ``sample_seconds``."""
+    return max(1, int(sample_seconds / max(min(map(one_call, functions)), 1e-7)))
+
+
+def measure_per_call(functions: dict, loops: int, repeats: int) -> dict:
+    """Each of ``functions`` (``name: function``) timed per call, in interleaved rounds whose
+    samples make ``loops`` calls (``measure_interleaved``)."""
+    samples = measure_interleaved({name: (looped(f, loops), None) for name, f in functions.items()}, repeats)
+    return {name: timing.scaled(1 / loops) for name, timing in samples.items()}
+
+
 def summarize(samples: list[float]) -> Timing:
     if len(samples) == 1:
         return Timing(samples[0], samples[0], samples[0])
