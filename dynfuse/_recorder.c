@@ -1701,7 +1701,29 @@ static int plain_argument(PyObject *value)
            || PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1;
 }
 
-/* ``value`` with each lazy array replaced by its buffer (a new reference); NULL where declined. */
+/* A new tuple or list, as ``sequence`` is, of ``map(item, handed, depth + 1)`` for each of its
+   items: what numpy_call does to the arguments it hands NumPy, and to NumPy's results. NULL where
+   ``map`` gives NULL for one. */
+static PyObject *mapped_items(PyObject *sequence, PyObject *(*map)(PyObject *, Handed *, int), Handed *handed,
+                              int depth)
+{
+    int tuple = PyTuple_CheckExact(sequence);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject *mapped = tuple ? PyTuple_New(count) : PyList_New(count);
+    for (Py_ssize_t i = 0; mapped != NULL && i < count; i++) {
+        PyObject *item = map(PySequence_Fast_GET_ITEM(sequence, i), handed, depth + 1);
+        if (item == NULL)
+            Py_CLEAR(mapped);
+        else if (tuple)
+            PyTuple_SET_ITEM(mapped, i, item);
+        else
+            PyList_SET_ITEM(mapped, i, item);
+    }
+    return mapped;
+}
+
+/* ``value`` with each lazy array replaced by its buffer (a new reference), tuples and lists to a
+   depth of 4; NULL where declined. */
 static PyObject *substituted(PyObject *value, Handed *handed, int depth)
 {
     if (Py_IS_TYPE(value, S.array_type)) {
@@ -1720,21 +1742,8 @@ static PyObject *substituted(PyObject *value, Handed *handed, int depth)
         handed->lazies[handed->count++] = NULL;
         return Py_NewRef(value);
     }
-    int tuple = PyTuple_CheckExact(value);
-    if ((tuple || PyList_CheckExact(value)) && depth < 4) {
-        Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
-        PyObject *copy = tuple ? PyTuple_New(count) : PyList_New(count);
-        for (Py_ssize_t i = 0; copy != NULL && i < count; i++) {
-            PyObject *item = substituted(PySequence_Fast_GET_ITEM(value, i), handed, depth + 1);
-            if (item == NULL)
-                Py_CLEAR(copy);
-            else if (tuple)
-                PyTuple_SET_ITEM(copy, i, item);
-            else
-                PyList_SET_ITEM(copy, i, item);
-        }
-        return copy;
-    }
+    if ((PyTuple_CheckExact(value) || PyList_CheckExact(value)) && depth < 4)
+        return mapped_items(value, substituted, handed, depth);
     return plain_argument(value) ? Py_NewRef(value) : NULL;
 }
 
@@ -1751,24 +1760,12 @@ static int large_result(PyObject *made, Py_ssize_t limit)
     return 0;
 }
 
-/* NumPy's result as direct.numpy_call gives it (``made`` borrowed). */
-static PyObject *as_lazy(PyObject *made, Handed *handed)
+/* NumPy's result as direct.numpy_call gives it (``made`` borrowed), tuples and lists at any
+   ``depth`` (which only mapped_items counts). */
+static PyObject *as_lazy(PyObject *made, Handed *handed, int depth)
 {
-    int tuple = PyTuple_CheckExact(made);
-    if (tuple || PyList_CheckExact(made)) {
-        Py_ssize_t count = PySequence_Fast_GET_SIZE(made);
-        PyObject *wrapped = tuple ? PyTuple_New(count) : PyList_New(count);
-        for (Py_ssize_t i = 0; wrapped != NULL && i < count; i++) {
-            PyObject *item = as_lazy(PySequence_Fast_GET_ITEM(made, i), handed);
-            if (item == NULL)
-                Py_CLEAR(wrapped);
-            else if (tuple)
-                PyTuple_SET_ITEM(wrapped, i, item);
-            else
-                PyList_SET_ITEM(wrapped, i, item);
-        }
-        return wrapped;
-    }
+    if (PyTuple_CheckExact(made) || PyList_CheckExact(made))
+        return mapped_items(made, as_lazy, handed, depth);
     if (!PyArray_Check(made))
         return Py_NewRef(made);
     PyObject *owner = PyArray_BASE((PyArrayObject *)made);
@@ -1820,7 +1817,7 @@ static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     tallies[TALLY_DIRECT_OPS]++;
-    PyObject *wrapped = as_lazy(made, &handed);
+    PyObject *wrapped = as_lazy(made, &handed, 0);
     Py_DECREF(made);
     return wrapped;
 }
