@@ -153,13 +153,8 @@ def getitem(array: Any, index: Any) -> Any:
     if node.inputs or node.device is not HOST or not limit:
         return DECLINED
     if not _is_view_index(index):
-        items = index if type(index) is tuple else (index,)
-        values = host_values([item for item in items if type(item) is LazyArray])
-        if values is None:
-            return DECLINED
-        replaced = iter(values)
-        items = tuple(next(replaced) if type(item) is LazyArray else item for item in items)
-        return result(node.buffer[items if type(index) is tuple else items[0]])
+        computed = _computed_index(index)
+        return DECLINED if computed is DECLINED else result(node.buffer[computed])
     viewed = node.buffer[index]
     if not isinstance(viewed, np.ndarray):  # NumPy's scalar: one element, copied
         return viewed
@@ -216,6 +211,9 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
             return False
         written = value  # a nested list of numbers, as NumPy converts it
     if not _is_view_index(index):
+        # A list may hold lazy arrays, which NumPy would compute in the middle of the write
+        if any(isinstance(item, list) for item in (index if type(index) is tuple else (index,))):
+            return False
         index = _computed_index(index)
         if index is DECLINED:
             return False
@@ -235,10 +233,8 @@ def _before_write(buffer: np.ndarray) -> None:
 
 def _computed_index(index: Any) -> Any:
     """``index`` with each lazy array in it (a mask, an index array) replaced by its buffer; DECLINED
-    where one is pending or on a device, or the index holds a list (which may hold lazy arrays)."""
+    where one is pending or on a device."""
     items = index if type(index) is tuple else (index,)
-    if any(isinstance(item, list) for item in items):
-        return DECLINED
     items = tuple(host_value(item) if type(item) is LazyArray else item for item in items)
     if any(item is DECLINED for item in items):
         return DECLINED
