@@ -23,7 +23,7 @@ from . import execute, stats, views
 from .devices import HOST
 from .ops import Op, OpKind
 from .tiers import direct_elements
-from .trace import Node, dependent_sinks, pending_readers
+from .trace import Node
 
 # The lazy array class; ``array`` defines it and sets it here as it is imported (as in ``record``).
 LazyArray: Any = None
@@ -138,7 +138,7 @@ def call_into(function: Callable, operands: Sequence[Any], target: Any, kwargs: 
     if values is None or buffer is DECLINED or _elements([buffer, *values]) >= direct_elements():
         return DECLINED
     with execute.lock:
-        _before_write(buffer)
+        execute.materialize_readers(buffer)
         function(*values, out=buffer, **kwargs)
     stats.count("direct_ops")
     return target
@@ -218,17 +218,9 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
         if index is DECLINED:
             return False
     with execute.lock:
-        _before_write(buffer)
+        execute.materialize_readers(buffer)
         buffer[index] = written
     return True
-
-
-def _before_write(buffer: np.ndarray) -> None:
-    """Compute the pending nodes that read ``buffer``'s memory, and theirs, until none is left."""
-    while readers := pending_readers(buffer, HOST):
-        sinks = dependent_sinks(readers)
-        del readers  # the next search must not find these alive through this list
-        execute.materialize(sinks)
 
 
 def _computed_index(index: Any) -> Any:

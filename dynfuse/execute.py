@@ -32,7 +32,15 @@ from .launch import launch, leaf_value, library_call, read
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
 from .tiers import Tier, kernel_tier, repeated_enough, tiny
-from .trace import Node, held_intermediates, held_outside, references_within, topological_order
+from .trace import (
+    Node,
+    dependent_sinks,
+    held_intermediates,
+    held_outside,
+    pending_readers,
+    references_within,
+    topological_order,
+)
 
 # Materializing mutates nodes shared between arrays; one plan runs at a time. A process forked while
 # another thread held it starts with it free (that thread does not exist there).
@@ -91,6 +99,16 @@ def materialize(nodes: Sequence[Node]) -> None:
         for node in [*outputs, *held]:
             node.become_leaf(results[node] if place is memory else move(results[node], place, memory))
         _counters()["materializations"] += 1
+
+
+def materialize_readers(buffer: Any, memory: Memory = HOST) -> None:
+    """Compute what a write into ``buffer`` (an array of ``memory``) must not disturb: the pending
+    nodes that read its memory (``trace.pending_readers``), fused with what depends on them
+    (``trace.dependent_sinks``), until none is left: a computed reader may itself be a view of it."""
+    while readers := pending_readers(buffer, memory):
+        sinks = dependent_sinks(readers)
+        del readers  # the next search must not find these alive through this list
+        materialize(sinks)
 
 
 def backend_for(memory: Memory) -> Backend | None:

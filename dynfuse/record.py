@@ -26,7 +26,7 @@ from . import config, devices, direct, dtypes, execute, ops, pressure, registry,
 from .devices import HOST
 from .ops import OpKind
 from .tiers import direct_elements
-from .trace import Node, dependent_sinks, mixed_devices, pending_readers
+from .trace import Node, mixed_devices
 
 # NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
@@ -570,11 +570,7 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
     """Materialize what a write into ``target`` must not disturb; return the buffer to write."""
     execute.materialize([target._node, *also])
     buffer = target._node.buffer
-    # A materialized reader may itself be a view of this memory; its readers are next, until none.
-    while readers := pending_readers(buffer, target._node.memory):
-        sinks = dependent_sinks(readers)
-        del readers  # the next search must not find these alive through this list
-        execute.materialize(sinks)
+    execute.materialize_readers(buffer, target._node.memory)
     return buffer
 
 
