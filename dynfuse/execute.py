@@ -96,9 +96,29 @@ def materialize(nodes: Sequence[Node]) -> None:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
             results = run_planned(order, outputs, backend, key, small, moved, held)
-        for node in [*outputs, *held]:
-            node.become_leaf(results[node] if place is memory else move(results[node], place, memory))
+        kept = [*outputs, *held]
+        if place is not memory:
+            results = _moved_results(results, kept, place, memory)
+        for node in kept:
+            node.become_leaf(results[node])
         _counters()["materializations"] += 1
+
+
+def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memory) -> dict:
+    """The results of ``kept`` computed in ``place`` (interpreted on the host), moved to
+    ``memory``: a view is taken again of its viewed node's moved buffer, so that the two share
+    memory there as they did here, and a later write through either is seen by both."""
+    moved: dict = {}
+
+    def value(node: Node) -> Any:
+        if node not in moved:
+            if node.op.kind is OpKind.VIEW and _viewed(node) in results:
+                moved[node] = node.op.reference(value(node.inputs[0]), **dict(node.params))
+            else:
+                moved[node] = move(results[node], place, memory)
+        return moved[node]
+
+    return {node: value(node) for node in kept}
 
 
 def materialize_readers(buffer: Any, memory: Memory = HOST) -> None:

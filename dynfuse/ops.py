@@ -102,6 +102,11 @@ def _to_numpy_index(index: tuple) -> tuple:
     return (*items, Ellipsis)
 
 
+def _reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The array's own method, for every array type: CuPy's function names the shape ``newshape``."""
+    return a.reshape(shape)
+
+
 def _getitem(a: np.ndarray, index: tuple) -> np.ndarray:
     return a[_to_numpy_index(index)]
 
@@ -365,7 +370,7 @@ SCANS: dict[str, Op] = {
 }
 
 VIEWS: dict[str, Op] = {
-    "reshape": Op("reshape", OpKind.VIEW, np.reshape),
+    "reshape": Op("reshape", OpKind.VIEW, _reshape),
     "transpose": Op("transpose", OpKind.VIEW, np.transpose),
     "broadcast_to": Op("broadcast_to", OpKind.VIEW, np.broadcast_to),
     "getitem": Op("getitem", OpKind.VIEW, _getitem, bind=_bind_getitem),

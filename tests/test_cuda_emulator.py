@@ -163,6 +163,24 @@ def _reductions(dtype):
     return reductions
 
 
+@pytest.mark.parametrize(
+    "dtype", [np.dtype(name) for name in ("bool", "int8", "uint64", "float16", "float64")], ids=str
+)
+def test_reductions_over_leading_axes_of_many_columns_take_a_thread_per_column(dtype, monkeypatch):
+    """Columns enough (``COLUMN_ROWS``, lowered here): each kept index, a column, is one thread's
+    row, so a warp reads adjacent columns; every reduction, and a later pass reading a column's
+    value, as NumPy computes them."""
+    monkeypatch.setattr(cuda_codegen, "COLUMN_ROWS", 64)
+    replay.clear_kernels()
+    x = sample(dtype, (5, 7, 30))  # 210 columns along axis 0, 30 along axes 0 and 1
+    lazy = dynfuse.asarray(x)
+    layouts = [_layout(lazy.sum(axis=axis))[0] for axis in (0, (0, 1), 2)]
+    assert [layout.threads_per_row >= cuda_codegen.WARP for layout in layouts] == [False, True, True]
+    run(lambda a: _reductions(dtype)(a, axis=0), x, close=True)
+    if dtype.kind == "f":
+        run(lambda a: (a - a.mean(axis=0), a.std(axis=0)), x, close=True)
+
+
 @pytest.fixture
 def eight_multiprocessors(monkeypatch):
     """A larger emulated device, on which a few rows leave it idle, and fresh launchers for it."""

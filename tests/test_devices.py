@@ -252,6 +252,34 @@ def test_writes_on_the_device_keep_numpy_aliasing(device):
     assert_same(x, expected + 1)
 
 
+@pytest.mark.parametrize("tiers", [True, False], ids=["interpreted on the host", "planned"])
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_views_computed_with_their_base_see_later_writes_to_it(device, monkeypatch, tiers, shape):
+    """Views materialized with their base share its memory on the device, however they were
+    computed (small work runs on the host and comes back): a later write reaches them, as in NumPy."""
+    monkeypatch.setattr(config, "tiers", tiers)
+    base = on_device(np.zeros(shape, np.float32), device).copy()
+    expected = np.zeros(shape, np.float32)
+    views = [base.T, np.expand_dims(base, 0), base.reshape(-1), np.squeeze(base)]
+    expected_views = [expected.T, np.expand_dims(expected, 0), expected.reshape(-1), np.squeeze(expected)]
+    for view, expected_view in zip(views, expected_views, strict=True):
+        assert_same(view, expected_view)
+    base += 1
+    expected += 1
+    for view, expected_view in zip(views, expected_views, strict=True):
+        assert_same(view, expected_view)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_negative_zeros_keep_their_sign_on_the_way_to_the_device_and_back(device, dtype):
+    for shape in [(), (3,)]:
+        zeros = np.full(shape, -0.0, dtype)
+        there = on_device(zeros, device)
+        assert np.signbit(np.asarray(there)).all()
+        assert_same(np.negative(np.negative(there)), zeros)  # through a kernel
+        assert_same(there * on_device(np.ones(shape, bool), device), zeros * np.ones(shape, bool))
+
+
 # ---- mixing devices -------------------------------------------------------------------------------
 
 

@@ -77,6 +77,9 @@ class EmulatedArray:
         return _device_result(type(self), result, outs if isinstance(outs, tuple) else (outs,))
 
     def __array_function__(self, function: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        refused = sorted(kwargs.keys() & _NAMED_OTHERWISE_IN_CUPY.get(function, set()))
+        if refused:
+            raise TypeError(f"{function.__name__}() got an unexpected keyword argument '{refused[0]}'")
         return _device_result(type(self), function(*_device_data(args), **_device_data(kwargs)))
 
     def __getitem__(self, index: Any) -> EmulatedArray:
@@ -90,6 +93,10 @@ class EmulatedArray:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({np.array2string(self._data, separator=', ')}, dtype={self.dtype})"
+
+
+# NumPy's keyword parameters that CuPy's function of the same name calls otherwise, and so refuses
+_NAMED_OTHERWISE_IN_CUPY = {np.reshape: {"shape"}}
 
 
 def _device_data(value: Any) -> Any:

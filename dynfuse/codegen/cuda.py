@@ -71,6 +71,10 @@ WARP = 32
 # Elements each thread of a split reduction's block accumulates in one chunk of a row: a row's value
 # is then a tree over sums of this many, as accurate as NumPy's pairwise sum, on any grid.
 CHUNK_PER_THREAD = 32
+# A reduction along leading axes whose kept (trailing) axes have at least this many rows gives each
+# row one thread: rows are then columns of the array, and a warp reads 32 adjacent ones at a time,
+# where a group of threads along one column would read 32 elements a row apart.
+COLUMN_ROWS = 8192
 
 PRELUDE = (Path(__file__).with_name("cuda_prelude.cu")).read_text()
 
@@ -464,6 +468,7 @@ FLOAT_CODE: dict[str, Code] = {
     "deg2rad": _scaled(to_radians=True),
     "rad2deg": _scaled(to_radians=False),
     "cube": _prelude("df_cube"),
+    "hypot": _prelude("df_hypot"),
     "logaddexp": _prelude("df_logaddexp"),
     "logaddexp2": _prelude("df_logaddexp2"),
     "power_by_one_value": _prelude("df_power_by_one_value"),
@@ -584,9 +589,10 @@ class _Generator(KernelFacts):
             for acc in self.accumulators.values()
         )
         ordered = in_order or bool(self.scans)
+        columns = bool(self.kept_axes) and max(self.reduce_axes, default=0) < min(self.kept_axes, default=0)
         if not self.reduce_axes:
             self.threads_per_row = 0
-        elif ordered:
+        elif ordered or (columns and self.rows >= COLUMN_ROWS):
             self.threads_per_row = 1
         else:
             wanted = 1 << max(self.row_elements - 1, 1).bit_length()
@@ -595,7 +601,7 @@ class _Generator(KernelFacts):
         self.rows_per_block = self.block_threads // self.threads_per_row if self.threads_per_row else 0
         # A one-pass kernel whose rows are longer than a chunk can share each row between blocks.
         chunk = self.threads_per_row * CHUNK_PER_THREAD
-        splittable = self.reduce_axes and not ordered and kernel.passes == 1 and self.row_elements > chunk
+        splittable = self.threads_per_row > 1 and kernel.passes == 1 and self.row_elements > chunk
         self.chunks = -(-self.row_elements // chunk) if splittable else 0
         # Packs of 16 bytes of the narrowest array (8 elements at most, for registers' sake)
         self.packed_loads = [inst for inst in self.loads if not dict(inst.params)["zero_dim"]]

@@ -208,6 +208,17 @@ template <typename T> __device__ __forceinline__ T df_float_floor_divide(T x, T 
   return df_copysign((T)0, x / y);
 }
 
+// CUDA's double hypot overflows to inf near DBL_MAX where the result is finite (hypot(DBL_MAX, 1));
+// there the larger magnitude times sqrt(1 + r * r), r the smaller one's ratio to it, is within 2 ulp.
+__device__ __forceinline__ float df_hypot(float x, float y) { return hypotf(x, y); }
+__device__ __forceinline__ double df_hypot(double x, double y) {
+  const double result = hypot(x, y);
+  if (!(result > 1.7976931348623157e308) || x - x != 0.0 || y - y != 0.0) return result;  // inf or NaN in
+  const double ax = fabs(x), ay = fabs(y);
+  const double big = ax > ay ? ax : ay, ratio = (ax > ay ? ay : ax) / big;
+  return big * sqrt(1.0 + ratio * ratio);
+}
+
 // NumPy's npy_logaddexp / npy_logaddexp2, branch for branch
 __device__ __forceinline__ float df_log1p(float x) { return log1pf(x); }
 __device__ __forceinline__ double df_log1p(double x) { return log1p(x); }
