@@ -182,7 +182,9 @@ def run_planned(
         stats.count_fallback("plan")
         return _on(backend.memory, interpret.run(order, computed, moved_leaves(order, HOST)))
     kept = None
-    if key is not None and not moved:  # made before the run, while the trace is whole
+    # A replay reads its leaves where they are: none may have been moved but a converted NumPy
+    # scalar, which goes with any device (``launch.leaf_value`` puts it there at each replay)
+    if key is not None and all(leaf.device is None for leaf in moved or ()):  # made while the trace is whole
         node = outputs[0]
         positions = trace.held_positions(node, list(held))
         kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)

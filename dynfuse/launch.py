@@ -19,9 +19,12 @@ from .trace import Node
 
 
 def leaf_value(node: Node, memory: Memory = HOST) -> Any:
-    """A leaf's value as an array: its buffer, or its weak scalar as a 0-d array of ``memory``."""
+    """A leaf's value as an array of ``memory``: its buffer; a weak scalar, or a converted NumPy
+    scalar (which go with any device), put there."""
     if node.op.kind is OpKind.SCALAR:
         return move(np.asarray(node.buffer), HOST, memory)
+    if node.device is None and memory is not HOST:
+        return move(node.buffer, HOST, memory)
     return node.buffer
 
 

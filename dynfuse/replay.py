@@ -205,11 +205,16 @@ class KernelReplay:
     ) -> KernelReplay | None:
         """The replay of ``plan`` (over the numbered ``nodes`` of ``node``'s trace) or None if the
         plan does more than one kernel over leaves and their views, or reads a leaf from another
-        memory than ``memory``, where the kernel runs. (The structure holds where each leaf is,
-        so what holds for this trace holds for every replay.)"""
+        memory than ``memory``, where the kernel runs, but a converted NumPy scalar, which each
+        launch puts there. (The structure holds where each leaf is, so what holds for this trace
+        holds for every replay.)"""
         if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
             return None
-        if any(leaf.memory is not memory for leaf in node.leaves if leaf.op.kind is OpKind.BUFFER):
+        if any(
+            leaf.memory is not memory and leaf.device is not None
+            for leaf in node.leaves
+            if leaf.op.kind is OpKind.BUFFER
+        ):
             return None
         step = plan.steps[0]
         if any(source.views or number not in step.stores for number, source in plan.outputs):
@@ -324,7 +329,10 @@ def _reshape(step: KernelStep, output: int, shape: tuple[int, ...]) -> tuple[int
 def _read_as_it_is(
     leaf: Node, load: Source, shape: tuple[int, ...], contiguous: bool, memory: Memory
 ) -> bool:
-    """Whether a kernel reads this leaf's buffer itself: no strided view, no contiguous copy."""
+    """Whether a kernel reads this leaf's buffer itself: no strided view, no contiguous copy, no
+    move to the device."""
     if leaf.op.kind is not OpKind.BUFFER or (contiguous and not leaf.buffer.flags.c_contiguous):
+        return False
+    if leaf.memory is not memory:
         return False
     return read(leaf.buffer, load, shape, memory) is leaf.buffer

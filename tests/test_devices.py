@@ -163,6 +163,19 @@ def test_repeated_traces_replay_on_the_device(device):
     assert dynfuse.stats()["replays"] > 0
 
 
+def test_traces_with_numpy_scalars_replay_on_the_device(device):
+    """A NumPy scalar (``mean``'s count, a float32 factor) is put on the device at each launch: the
+    trace still replays, with each call's own scalar."""
+    host = data((6, 5))
+    x = on_device(host, device)
+    for factor in (2.0, 3.0, 4.0):
+        dynfuse.reset_stats()
+        normalized = (x - x.mean(axis=1, keepdims=True)) * np.float32(factor)
+        expected = (host - host.mean(axis=1, keepdims=True)) * np.float32(factor)
+        np.testing.assert_allclose(np.asarray(normalized), expected, rtol=1e-5, atol=1e-5)
+    assert dynfuse.stats()["replays"] == 1
+
+
 def test_numpy_scalars_and_python_scalars_go_with_the_device(device):
     x = on_device(data(), device)
     result = x * np.float32(2) + np.sqrt(np.float64(2)) - 1
