@@ -50,7 +50,7 @@ os.register_at_fork(after_in_child=lock._at_fork_reinit)
 _counters = stats.thread_counters
 
 
-def _viewed(node: Node) -> Node:
+def viewed(node: Node) -> Node:
     """The first node under a chain of views: the one whose memory the views share."""
     while node.op.kind is OpKind.VIEW:
         node = node.inputs[0]
@@ -112,7 +112,7 @@ def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memor
 
     def value(node: Node) -> Any:
         if node not in moved:
-            if node.op.kind is OpKind.VIEW and _viewed(node) in results:
+            if node.op.kind is OpKind.VIEW and viewed(node) in results:
                 moved[node] = node.op.reference(value(node.inputs[0]), **dict(node.params))
             else:
                 moved[node] = move(results[node], place, memory)
@@ -377,7 +377,7 @@ def wanted_nodes(nodes: Sequence[Node]) -> list[Node]:
     for node in nodes:
         if not node.is_materialized:
             wanted[id(node)] = node
-            viewed = _viewed(node)
-            if viewed is not node and not viewed.is_materialized:
-                wanted[id(viewed)] = viewed
+            under = viewed(node)
+            if under is not node and not under.is_materialized:
+                wanted[id(under)] = under
     return list(wanted.values())

@@ -567,8 +567,15 @@ def assign(target: Any, value: Node) -> None:
 
 
 def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
-    """Materialize what a write into ``target`` must not disturb; return the buffer to write."""
-    execute.materialize([target._node, *also])
+    """Materialize what a write into ``target`` must not disturb; return the buffer to write.
+    Where the target's memory exists already (a buffer, or views of one), what is written is
+    computed alone: a statement repeated in a loop then replays its kernel."""
+    node = target._node
+    if node.inputs and execute.viewed(node).inputs:
+        execute.materialize([node, *also])
+    else:
+        execute.materialize(list(also))
+        execute.materialize([node])
     buffer = target._node.buffer
     execute.materialize_readers(buffer, target._node.memory)
     return buffer

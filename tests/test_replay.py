@@ -179,3 +179,21 @@ def _shared(x, w):
 
 def _unshared(x, w):
     return np.exp(x @ w + x @ w)
+
+
+def test_a_statement_writing_into_an_array_replays_its_value(monkeypatch):
+    """``ey[1:] -= ...`` (and ``a[...] = ...``) in a loop: the value is computed alone, replayed from
+    the second step on, then written; the result is NumPy's. (Views recorded, as large ones are.)"""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.config, "direct", False)
+    rng = np.random.default_rng(1)
+    ey_host, hz_host = rng.standard_normal((2, 30, 20))
+    ey, hz = dynfuse.array(ey_host), dynfuse.asarray(hz_host)
+    for step in range(4):
+        before = dynfuse.stats()["replays"]
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+        assert (dynfuse.stats()["replays"] > before) == (step > 0)
+        ey_host[1:, :] -= 0.5 * (hz_host[1:, :] - hz_host[:-1, :])
+        ey[0] = ey[1] * 2
+        ey_host[0] = ey_host[1] * 2
+    assert_same(ey, ey_host)
