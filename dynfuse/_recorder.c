@@ -624,7 +624,7 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
     /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
-    return node == NULL ? NULL : array_over(node, base, is_scalar(array));
+    return node == NULL ? NULL : array_over(node, base, is_scalar(array) && PyArray_NDIM((PyArrayObject *)viewed) == 0);
 }
 
 /* direct.viewed_by_numpy(node): whether a NumPy array besides the node's own may see its buffer's
@@ -1105,7 +1105,9 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 {
     PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
-    if (node == NULL || !plain_index(index, 1) || (value = host_operand(value)) == NULL)
+    if (node == NULL || is_scalar(self) || (Py_IS_TYPE(value, S.array_type) && is_scalar(value)))
+        return 0; /* a scalar takes no item, and is written as a scalar: record.setitem */
+    if (!plain_index(index, 1) || (value = host_operand(value)) == NULL)
         return 0;
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
@@ -1270,7 +1272,7 @@ static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, Py
             Py_DECREF(node);
             goto done;
         }
-        result = new_array(node, base, is_scalar(array));
+        result = new_array(node, base, is_scalar(array) && PyTuple_GET_SIZE(shape) == 0);
     } else {
         PyObject *cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
         PyObject *cast = cast_params == NULL ? NULL : node_over(S.astype_op, node, cast_params, shape, dtype);

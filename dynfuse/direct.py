@@ -175,7 +175,7 @@ def view(array: Any, viewed: np.ndarray) -> Any:
     ``array``'s base as a recorded view is."""
     base = array._base if array._base is not None else array
     stats.count("direct_ops")
-    made = LazyArray(Node.leaf(viewed, exposed=False), base, array._scalar)
+    made = LazyArray(Node.leaf(viewed, exposed=False), base, array._scalar and not viewed.ndim)
     base._add_view(made)
     return made
 

@@ -105,15 +105,23 @@ def materialize(nodes: Sequence[Node]) -> None:
 
 
 def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memory) -> dict:
-    """The results of ``kept`` computed in ``place`` (interpreted on the host), moved to
-    ``memory``: a view is taken again of its viewed node's moved buffer, so that the two share
-    memory there as they did here, and a later write through either is seen by both."""
+    """The results of ``kept`` computed in ``place``, moved to ``memory``: a view is taken again of
+    what it views there (the moved buffer of a node computed with it, or a leaf's own buffer, of
+    that memory), so that the two share memory as in NumPy, and a later write through either is
+    seen by both."""
     moved: dict = {}
+
+    def shared(node: Node) -> bool:
+        """Whether ``node``'s value in ``memory`` is memory of its own there, which views share."""
+        under = viewed(node)
+        return under in results or (not under.inputs and under.memory is memory)
 
     def value(node: Node) -> Any:
         if node not in moved:
-            if node.op.kind is OpKind.VIEW and viewed(node) in results:
+            if node.op.kind is OpKind.VIEW and shared(node):
                 moved[node] = node.op.reference(value(node.inputs[0]), **dict(node.params))
+            elif not node.inputs and node.memory is memory:
+                moved[node] = node.buffer
             else:
                 moved[node] = move(results[node], place, memory)
         return moved[node]

@@ -471,12 +471,13 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
     """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics,
-    an element read: a scalar. A scalar's view is a scalar, as its methods give."""
+    an element read: a scalar. A scalar's 0-d view is a scalar, as its methods give; one with axes
+    (``reshape(1, 1)``, keepdims) is an array."""
     node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
     if not is_view:
         return new_array(_cast_node(node, array.dtype), scalar=True)
     base = array._base if array._base is not None else array
-    result = LazyArray(node, base, array._scalar)
+    result = LazyArray(node, base, array._scalar and not shape)
     base._add_view(result)
     return bound_depth(result)
 
@@ -584,6 +585,12 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
 def setitem(target: Any, index: Any, value: Any) -> None:
     """``target[index] = value``; on a device, host values (NumPy arrays, lists) are copied there,
     lazy arrays must be on it."""
+    if target._scalar:
+        raise TypeError(f"'numpy.{target.dtype.type.__name__}' object does not support item assignment")
+    if type(value) is LazyArray and value._scalar and value.dtype.kind in "iuf" and target.dtype.kind in "iu":
+        # NumPy writes a number scalar into integers through Python's int(): OverflowError out of
+        # range, ValueError for NaN, where a 0-d array's values are cast as they are
+        value = host_value(value._node)[()]
     if direct.setitem(target, index, value):
         return
     memory = target._node.memory

@@ -340,6 +340,19 @@ def test_host_arrays_run_on_device_copies_under_a_device_backend(device, monkeyp
     assert_same(result, np.exp(data()).sum(axis=1), max_ulp=64)
 
 
+def test_views_of_host_arrays_under_a_device_backend_stay_views(device, monkeypatch):
+    """A view of a host array computed with kernels on the device is still a view of the host
+    array: a later write into the array reaches it."""
+    monkeypatch.setattr(registry, "backend", device.name)
+    host = data((4, 3))
+    x = dynfuse.asarray(host)
+    flipped = x.T[::-1]
+    largest = flipped.max()
+    x[...] *= largest
+    assert_same(flipped, host.T[::-1])
+    assert np.shares_memory(np.asarray(flipped), host)
+
+
 def test_stats_and_warnings_are_clean_on_the_device(device):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

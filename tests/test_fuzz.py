@@ -144,7 +144,37 @@ def test_the_strategies_keep_to_their_parameters(case):
 def test_unknown_families_are_refused():
     with pytest.raises(ValueError, match="families must be some of"):
         programs(families=("elementwise", "loops"))
-    assert set(FAMILIES) == {"elementwise", "reduction", "view", "barrier"}
+    assert set(FAMILIES) == {"elementwise", "reduction", "view", "barrier", "write"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=60, deadline=None)
+@given(case=cases(max_depth=8, families=("elementwise", "view", "write")))
+def test_programs_that_write_keep_numpys_aliasing(backend, case):
+    """Writes into inputs, new arrays and views of either, with views made before and results
+    computed before read after: NumPy's values, on every backend."""
+    program, arrays = case
+    assert_matches_numpy(program, arrays, backend=backend)
+
+
+def test_a_written_program_prints_as_python_that_runs_it():
+    program = Program(
+        inputs=(Input((2, 3), "float64"),),
+        steps=(
+            Step("v0", "call", "transpose", (Ref("x0"), (1, 0))),
+            Step("v1", "operator", "*", (Ref("x0"), 2.0)),
+            Step("x0", "write", "+=", (Ref("x0"), (slice(None, None, -1), Ellipsis), Ref("v1"))),
+        ),
+        outputs=("v0", "v1", "x0"),
+    )
+    assert "    x0[::-1, ...] += v1" in program.source()
+    x0 = np.arange(6.0).reshape(2, 3)
+    expected = x0.copy()
+    outputs = program(np, x0)
+    assert outputs[0].base is not None and not np.shares_memory(outputs[1], x0)
+    expected[::-1, ...] += expected * 2
+    np.testing.assert_array_equal(outputs[2], expected)
+    assert_matches_numpy(program, [np.arange(6.0).reshape(2, 3)])
 
 
 def softmax(x):

@@ -280,3 +280,34 @@ def test_reduction_axes_are_recorded_in_order_as_numpy_walks_them(axis):
     assert dict(product._node.params)["axis"] == (1, 2)
     with np.errstate(all="ignore"):
         assert_same(product, np.prod(values, axis=axis))
+
+
+@pytest.mark.parametrize("index", [0, slice(0, 1), Ellipsis], ids=["element", "slice", "all"])
+def test_a_number_scalar_written_into_integers_is_converted_as_numpy_converts_it(index):
+    """A float or integer *scalar* goes through int(): out of range is OverflowError, NaN
+    ValueError (a 0-d array's values are cast as they are); the array is left as it was."""
+    for total, error in [(300.0, OverflowError), (np.nan, ValueError), (3.75, None)]:
+        expected = np.array([1, 2], np.int8)
+        target = dynfuse.asarray(expected.copy()) + 0
+        value = dynfuse.asarray(np.array([total, 0.0])).sum()  # a lazy float scalar
+        if error is None:
+            target[index] = value
+            expected[index] = np.float64(total)
+        else:
+            with pytest.raises(error):
+                target[index] = value
+            with pytest.raises(error):
+                expected[index] = np.float64(total)
+        np.testing.assert_array_equal(np.asarray(target), expected)
+    target = dynfuse.asarray(np.array([1, 2], np.int8)) + 0
+    with pytest.raises(OverflowError):  # an integer scalar too: np.int64(300) is out of int8's range
+        target[index] = dynfuse.asarray(np.array([200, 100])).sum()
+
+
+def test_a_scalar_takes_no_item_assignment_as_numpys_scalars():
+    total = dynfuse.asarray(np.arange(4.0)).sum()
+    with pytest.raises(TypeError, match=r"'numpy\.float64' object does not support item assignment"):
+        total[...] = 1.0
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        total.astype(np.float32)[()] = 2.0
+    assert float(total) == 6.0

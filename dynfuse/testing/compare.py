@@ -134,6 +134,7 @@ def _outcome_name(outcome: Any) -> str:
 def _reference(program: Any, arrays: list, after_step: Any = None) -> tuple | type:
     """NumPy's outputs (as arrays), or the type of the exception it raises."""
     hook = after_step or _undefined_casts_raise
+    arrays = [_fresh(value) for value in arrays]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -162,10 +163,11 @@ def _lazy(program: Any, arrays: list, backend: str | None) -> tuple[tuple | type
     warnings of any fault inside dynfuse (a kernel that failed and fell back to NumPy)."""
     import dynfuse
 
+    fresh = [_fresh(value) for value in arrays]
     with compiling(backend), np.errstate(all="ignore"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in arrays]
+            lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in fresh]
             outputs = _as_tuple(program(dynfuse.numpy, *lazy))
             dynfuse.evaluate(*[output for output in outputs if isinstance(output, dynfuse.LazyArray)])
             result: tuple | type = tuple(np.asarray(output) for output in outputs)
@@ -177,6 +179,21 @@ def _lazy(program: Any, arrays: list, backend: str | None) -> tuple[tuple | type
         if message.startswith("dynfuse:") and FAULT_MARK not in message  # injected ones are expected
     ]
     return result, faults
+
+
+def _fresh(value: Any) -> Any:
+    """An input array for one run, laid out in memory as it is (the same strides, so views and
+    copies are made as for the original), in memory of its own: a program that writes into its
+    inputs changes neither the caller's arrays nor the next run's."""
+    if not isinstance(value, np.ndarray) or not value.size:
+        return value.copy() if isinstance(value, np.ndarray) else value
+    offsets = [(extent - 1) * stride for extent, stride in zip(value.shape, value.strides, strict=True)]
+    low = sum(offset for offset in offsets if offset < 0)
+    high = sum(offset for offset in offsets if offset > 0)
+    memory = np.empty((high - low) // value.itemsize + 1, value.dtype)
+    fresh = np.lib.stride_tricks.as_strided(memory[-low // value.itemsize :], value.shape, value.strides)
+    fresh[...] = value
+    return fresh
 
 
 def _as_tuple(outputs: Any) -> tuple:
@@ -220,15 +237,16 @@ def _moving(direction: Any, max_ulp: int) -> Callable[..., Any]:
 
     def move(step: Any, value: Any, values: dict) -> Any:
         _undefined_casts_raise(step, value, values)
-        value = np.asarray(value)
-        if step.reproducible or value.dtype.kind != "f" or not value.size:
-            return value
+        if step.reproducible or np.asarray(value).dtype.kind != "f" or not np.size(value):
+            return value  # itself: a view stays a view of its base, a scalar a scalar
+        array = np.asarray(value)
         sign = (
-            direction.choice([-1.0, 1.0], size=value.shape)
+            direction.choice([-1.0, 1.0], size=array.shape)
             if isinstance(direction, np.random.Generator)
             else direction
         )
-        return (value + sign * _rounding(step, value, values, max_ulp)).astype(value.dtype)
+        moved = (array + sign * _rounding(step, array, values, max_ulp)).astype(array.dtype)
+        return moved[()] if isinstance(value, np.generic) else moved
 
     return move
 

@@ -4,7 +4,9 @@ Python that a failing test can paste.
 A program is a list of steps over named values: its inputs ``x0, x1, ...`` and one value ``v0, v1,
 ...`` per step. Steps are calls into the namespace (``xp.exp(x0)``), methods (``v1.sum(axis=0)``),
 operators (``v2 * 0.5``) and basic indexing (``v3[::-1, None]``), so the one program exercises both
-what NumPy's functions and what its operators do (Python scalars promote differently there).
+what NumPy's functions and what its operators do (Python scalars promote differently there). Writes
+(``v2[1:, ::2] += v0``, ``x1[...] = 3``) change a value in place, and with it every view of its
+memory, while results computed from it before keep the values from before: NumPy's aliasing.
 
 Each step is drawn against stand-ins of the values it reads (arrays of their shapes and dtypes), so
 NumPy accepts every step for its shapes and dtypes; what depends on the data (an integer raised to
@@ -29,7 +31,7 @@ from hypothesis.extra import numpy as hnp
 
 from .. import dtypes, ops
 
-FAMILIES = ("elementwise", "reduction", "view", "barrier")
+FAMILIES = ("elementwise", "reduction", "view", "barrier", "write")
 LAYOUTS = ("contiguous", "reversed", "strided")
 
 _UNARY = sorted(name for name, op in ops.ELEMENTWISE.items() if getattr(op.reference, "nin", 0) == 1)
@@ -59,6 +61,9 @@ _UNARY_OPERATORS = {
     "~": (operator.invert, "invert"),
     "abs": (abs, "absolute"),
 }
+# Writes: an assignment, or an augmented one (``a[key] += b`` is Python's ``a[key] = a[key].__iadd__(b)``),
+# of ops that round correctly, so a write is reproducible where what it writes is
+_WRITES = {"=": None, "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul}
 _REDUCTIONS = sorted(ops.REDUCTIONS)
 _SCALARS = st.sampled_from([0, 1, 2, -1, 3, 0.5, -2.0, 1.5, 1e-3, 100.0, True, False])
 
@@ -83,8 +88,10 @@ class Ref:
 class Step:
     """``target = <form of name>(args, kwargs)``; ``reproducible``: see the module's docstring."""
 
-    target: str
-    form: str  # "call": xp.name(...); "method": args[0].name(...); "operator"; "index": args[0][key]
+    target: str  # a write's is the name of the value it writes into
+    # "call": xp.name(...); "method": args[0].name(...); "operator"; "index": args[0][key];
+    # "write": args[0][args[1]] name args[2], name one of ``_WRITES``
+    form: str
     name: str
     args: tuple = ()
     kwargs: tuple[tuple[str, Any], ...] = ()
@@ -100,6 +107,11 @@ class Step:
             return getattr(args[0], self.name)(*args[1:], **kwargs)
         if self.form == "index":
             return args[0][args[1]]
+        if self.form == "write":
+            target, key, value = args
+            in_place = _WRITES[self.name]
+            target[key] = value if in_place is None else in_place(target[key], value)
+            return target
         if len(args) == 1:
             return _UNARY_OPERATORS[self.name][0](args[0])
         return _BINARY_OPERATORS[self.name][0](*args)
@@ -113,6 +125,8 @@ class Step:
             return f"{self.target} = {args[0]}.{self.name}({', '.join(args[1:] + keywords)})"
         if self.form == "index":
             return f"{self.target} = {args[0]}[{_index_source(self.args[1])}]"
+        if self.form == "write":
+            return f"{args[0]}[{_index_source(self.args[1])}] {self.name} {args[2]}"
         if len(args) == 1:
             return (
                 f"{self.target} = abs({args[0]})"
@@ -151,19 +165,24 @@ class Program:
         return all(step.signed_zeros for step in self._ancestry(name))
 
     def _ancestry(self, name: str) -> list[Step]:
-        by_target = {step.target: step for step in self.steps}
-        found, stack = {}, [name]
+        """The steps ``name``'s value may depend on: those it is computed from, and every write with
+        what it writes (a write reaches every value sharing the memory it writes, which this does
+        not follow: all of them count)."""
+        by_target = {step.target: step for step in self.steps if step.form != "write"}
+        writes = [step for step in self.steps if step.form == "write"]
+        found: dict[int, Step] = {}
+        stack = [name, *(arg.name for step in writes for arg in step.args if isinstance(arg, Ref))]
         while stack:
             step = by_target.get(stack.pop())
-            if step is not None and step.target not in found:
-                found[step.target] = step
+            if step is not None and id(step) not in found:
+                found[id(step)] = step
                 stack.extend(arg.name for arg in step.args if isinstance(arg, Ref))
-        return list(found.values())
+        return [*found.values(), *writes]
 
     def pruned(self) -> Program:
-        """The program without the steps that no output reads."""
-        needed = {step.target for name in self.outputs for step in self._ancestry(name)}
-        return Program(self.inputs, tuple(step for step in self.steps if step.target in needed), self.outputs)
+        """The program without the steps that no output reads (every write is kept)."""
+        needed = {id(step) for name in self.outputs for step in self._ancestry(name)}
+        return Program(self.inputs, tuple(step for step in self.steps if id(step) in needed), self.outputs)
 
     def source(self, name: str = "program") -> str:
         """The program as a Python function of a namespace and the inputs."""
@@ -207,6 +226,7 @@ class _Value:
     name: str
     stand_in: np.ndarray  # zeros of the value's shape and dtype: what NumPy checks a step against
     reproducible: bool
+    writable: bool = False  # an array NumPy lets a program write into (no scalar, no broadcast view)
 
     @property
     def float_like(self) -> bool:
@@ -253,7 +273,7 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
         for shape in shapes
     )
     values = [
-        _Value(f"x{number}", _stand_in(spec.shape, np.dtype(spec.dtype)), True)
+        _Value(f"x{number}", _stand_in(spec.shape, np.dtype(spec.dtype)), True, writable=True)
         for number, spec in enumerate(program_inputs)
     ]
     steps: list[Step] = []
@@ -267,13 +287,22 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
             _jumps(step) or _casts_to_integer(step)
         ):
             continue
-        stand_in = _probe(step, values)
-        if stand_in is None:
+        probed = _probe(step, values)
+        if probed is None:
             continue
+        stand_in, is_array = probed
         reproducible = step.reproducible and all(value.reproducible for value in reads)
-        values.append(_Value(step.target, stand_in, reproducible))
         steps.append(step)
-    computed = [value.name for value in values[len(program_inputs) :]]
+        if step.form == "write":
+            if not reproducible:  # what shares the written memory is not known here: every value
+                for value in values:
+                    value.reproducible = False
+            continue
+        # A view writes where its base does (a broadcast view nowhere); a new array anywhere
+        writable = is_array and (step.name != "broadcast_to") and (family != "view" or reads[0].writable)
+        values.append(_Value(step.target, stand_in, reproducible, writable))
+    written_inputs = {step.target for step in steps if step.form == "write" and step.target.startswith("x")}
+    computed = [value.name for value in values[len(program_inputs) :]] + sorted(written_inputs)
     if not computed:
         return Program(program_inputs, (), ("x0",))
     outputs = draw(st.lists(st.sampled_from(computed), min_size=1, max_size=3, unique=True))
@@ -295,9 +324,10 @@ def _casts_to_integer(step: Step) -> bool:
     return step.name == "astype" and np.dtype(step.args[1]).kind in "biu"
 
 
-def _probe(step: Step, values: list[_Value]) -> np.ndarray | None:
-    """The step's result on stand-ins, as an array of its shape and dtype; None if NumPy refuses it."""
-    stand_ins = {value.name: value.stand_in for value in values}
+def _probe(step: Step, values: list[_Value]) -> tuple[np.ndarray, bool] | None:
+    """The step's result on stand-ins (copies: a write changes its own), as an array of its shape and
+    dtype, and whether NumPy gives an array rather than a scalar; None if NumPy refuses the step."""
+    stand_ins = {value.name: value.stand_in.copy() for value in values}
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -306,8 +336,9 @@ def _probe(step: Step, values: list[_Value]) -> np.ndarray | None:
         return None
     if not isinstance(result, np.ndarray | np.generic):
         return None
+    is_array = isinstance(result, np.ndarray)
     result = np.asarray(result)
-    return _stand_in(result.shape, result.dtype) if result.dtype.kind in "biuf" else None
+    return (_stand_in(result.shape, result.dtype), is_array) if result.dtype.kind in "biuf" else None
 
 
 def _pick(draw, values: list[_Value]) -> _Value:
@@ -443,7 +474,36 @@ def _barrier(draw, values: list[_Value], target: str):
     return Step(target, "call", "concatenate", ((Ref(a.name), Ref(b.name)),), (("axis", axis),)), [a, b]
 
 
-_DRAWERS = {"elementwise": _elementwise, "reduction": _reduction, "view": _view, "barrier": _barrier}
+def _write(draw, values: list[_Value], target: str):
+    """A write into a value NumPy lets a program write (an input, a new array, a view of either):
+    part of it (a basic index) or all of it, by another value or a scalar. A plain assignment casts
+    as NumPy's does only where that is defined for every value (no float into an integer: NaN)."""
+    writable = [value for value in values if value.writable]
+    if not writable:
+        return None
+    a = _pick(draw, writable)
+    key = tuple(_index_item(draw, side) for side in a.stand_in.shape[: draw(st.integers(0, a.stand_in.ndim))])
+    name = draw(st.sampled_from(sorted(_WRITES)))
+    if draw(st.booleans()):
+        written: Any = draw(_SCALARS)
+        reads = [a]
+    else:
+        b = _pick(draw, values)
+        written, reads = Ref(b.name), [a, b]
+        if name == "=" and not np.can_cast(b.stand_in.dtype, a.stand_in.dtype, "same_kind"):
+            return None
+        if b.float_like and not b.reproducible and a.stand_in.dtype.kind in "biu":
+            return None  # a float that may differ in its last bit, cast to an integer: any bit may differ
+    return Step(a.name, "write", name, (Ref(a.name), key or (Ellipsis,), written)), reads
+
+
+_DRAWERS = {
+    "elementwise": _elementwise,
+    "reduction": _reduction,
+    "view": _view,
+    "barrier": _barrier,
+    "write": _write,
+}
 
 
 # ---- drawing inputs ----------------------------------------------------------------------------
