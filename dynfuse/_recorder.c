@@ -614,9 +614,10 @@ static PyObject *direct_result(PyObject *made)
     return lazy;
 }
 
-/* direct.view(array, viewed): a lazy array over a leaf of ``viewed``, a NumPy view of the array's
-   buffer, with the array's base as its base. */
-static PyObject *direct_view(PyObject *array, PyObject *viewed)
+/* direct.view(array, viewed, keeps_scalar): a lazy array over a leaf of ``viewed``, a NumPy view of the
+   array's buffer, with the array's base as its base; a scalar's 0-d view is a scalar where
+   ``keeps_scalar`` (a method's: ``s.T``), an array where not (NumPy's ``s[...]``). */
+static PyObject *direct_view(PyObject *array, PyObject *viewed, int keeps_scalar)
 {
     PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
     if (base == NULL || base == Py_None)
@@ -624,7 +625,8 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed)
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *node = host_leaf(viewed);
     /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
-    return node == NULL ? NULL : array_over(node, base, is_scalar(array) && PyArray_NDIM((PyArrayObject *)viewed) == 0);
+    int scalar = keeps_scalar && is_scalar(array) && PyArray_NDIM((PyArrayObject *)viewed) == 0;
+    return node == NULL ? NULL : array_over(node, base, scalar);
 }
 
 /* direct.viewed_by_numpy(node): whether a NumPy array besides the node's own may see its buffer's
@@ -1016,7 +1018,7 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     PyObject *item = PyObject_GetItem(NODE_SLOT(node, BUFFER), index);
     if (item == NULL || !PyArray_Check(item))
         return item; /* the element, or NumPy's IndexError */
-    PyObject *view = PyArray_SIZE((PyArrayObject *)item) < limit ? direct_view(self, item) : NULL;
+    PyObject *view = PyArray_SIZE((PyArrayObject *)item) < limit ? direct_view(self, item, 0) : NULL;
     Py_DECREF(item); /* too large: recorded by the Python method */
     return view;
 }
@@ -1272,7 +1274,8 @@ static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, Py
             Py_DECREF(node);
             goto done;
         }
-        result = new_array(node, base, is_scalar(array) && PyTuple_GET_SIZE(shape) == 0);
+        /* a scalar's 0-d view stays a scalar, but NumPy's s[...] is an array */
+        result = new_array(node, base, is_scalar(array) && PyTuple_GET_SIZE(shape) == 0 && op != S.getitem_op);
     } else {
         PyObject *cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
         PyObject *cast = cast_params == NULL ? NULL : node_over(S.astype_op, node, cast_params, shape, dtype);
@@ -1677,7 +1680,7 @@ static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
         return made;
     PyObject *base = PyArray_BASE((PyArrayObject *)made), *buffer_base = PyArray_BASE((PyArrayObject *)buffer);
     if (base != NULL && (base == buffer || base == buffer_base)) { /* NumPy's view of it */
-        PyObject *view = direct_view(args[0], made);
+        PyObject *view = direct_view(args[0], made, 1);
         Py_DECREF(made);
         return view;
     }
@@ -1777,7 +1780,7 @@ static PyObject *as_lazy(PyObject *made, Handed *handed, int depth)
         if (made == array)
             return lazy != NULL ? Py_NewRef(lazy) : leaf_array(made, 1);
         if (owner != NULL && (owner == array || (array_base != NULL && owner == array_base)))
-            return lazy != NULL ? direct_view(lazy, made) : leaf_array(made, 1);
+            return lazy != NULL ? direct_view(lazy, made, 1) : leaf_array(made, 1);
     }
     /* memory of another array's: whoever holds that sees writes to it; else NumPy's new memory */
     return leaf_array(made, owner != NULL);
@@ -2512,15 +2515,16 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-/* direct.view(array, viewed) */
+/* direct.view(array, viewed, keeps_scalar=True) */
 static PyObject *view(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
-    if (nargs != 2 || !Py_IS_TYPE(args[0], S.array_type) || !PyArray_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "view takes a LazyArray and an ndarray");
+    if (nargs < 2 || nargs > 3 || !Py_IS_TYPE(args[0], S.array_type) || !PyArray_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "view takes a LazyArray, an ndarray and whether a scalar stays one");
         return NULL;
     }
-    return direct_view(args[0], args[1]);
+    int keeps_scalar = nargs == 3 ? PyObject_IsTrue(args[2]) : 1;
+    return keeps_scalar < 0 ? NULL : direct_view(args[0], args[1], keeps_scalar);
 }
 
 /* tiers.direct_elements(), kept while the settings it reads are unchanged (direct_limit) */

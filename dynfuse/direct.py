@@ -160,7 +160,7 @@ def getitem(array: Any, index: Any) -> Any:
         return viewed
     if viewed.size >= limit:
         return DECLINED
-    return view(array, viewed)
+    return view(array, viewed, False)
 
 
 def viewed_by_numpy(node: Node) -> bool:
@@ -170,12 +170,15 @@ def viewed_by_numpy(node: Node) -> bool:
     return False
 
 
-def view(array: Any, viewed: np.ndarray) -> Any:
+def view(array: Any, viewed: np.ndarray, keeps_scalar: bool = True) -> Any:
     """A lazy array over ``viewed``, a NumPy view of ``array``'s buffer, registered as a view of
-    ``array``'s base as a recorded view is."""
+    ``array``'s base as a recorded view is. A scalar's 0-d view is a scalar where ``keeps_scalar``
+    (a method's: ``s.T``), an array where not (NumPy's ``s[...]``)."""
     base = array._base if array._base is not None else array
     stats.count("direct_ops")
-    made = LazyArray(Node.leaf(viewed, exposed=False), base, array._scalar and not viewed.ndim)
+    made = LazyArray(
+        Node.leaf(viewed, exposed=False), base, keeps_scalar and array._scalar and not viewed.ndim
+    )
     base._add_view(made)
     return made
 

@@ -471,13 +471,13 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
     """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics,
-    an element read: a scalar. A scalar's 0-d view is a scalar, as its methods give; one with axes
-    (``reshape(1, 1)``, keepdims) is an array."""
+    an element read: a scalar. A scalar's 0-d view is a scalar, as its methods give (``s.T``); one
+    with axes (``reshape(1, 1)``, keepdims) is an array, and so is NumPy's ``s[...]``."""
     node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
     if not is_view:
         return new_array(_cast_node(node, array.dtype), scalar=True)
     base = array._base if array._base is not None else array
-    result = LazyArray(node, base, array._scalar and not shape)
+    result = LazyArray(node, base, array._scalar and not shape and op_name != "getitem")
     base._add_view(result)
     return bound_depth(result)
 

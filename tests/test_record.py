@@ -311,3 +311,15 @@ def test_a_scalar_takes_no_item_assignment_as_numpys_scalars():
     with pytest.raises(TypeError, match="does not support item assignment"):
         total.astype(np.float32)[()] = 2.0
     assert float(total) == 6.0
+
+
+@pytest.mark.parametrize("size", [2, 40000], ids=["computed at once", "recorded"])
+def test_a_scalars_ellipsis_view_is_an_array_as_numpys(recorder, size):
+    """``s[...]`` of a NumPy scalar is a 0-d array (its ``** 2`` squares: bool gives int8), where
+    ``s.T`` is the scalar (its ``** 2`` is the scalar power: int64)."""
+    host = np.ones(size, bool)
+    total = dynfuse.asarray(host) if size > 2 else dynfuse.asarray(host) | False
+    every = total.all()
+    for got, wanted in [(every[...] ** 2, host.all()[...] ** 2), (every.T**2, host.all().T ** 2)]:
+        assert np.asarray(got).dtype == np.asarray(wanted).dtype
+        assert getattr(got, "_scalar", True) == isinstance(wanted, np.generic)
