@@ -167,12 +167,7 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     inputs = [device.put(rng.standard_normal(shape, dtype=np.float32)) for _ in range(count)]
     operands = (inputs * 2)[:2]  # (x, y); y is x where a case reads one input
 
-    def fused():
-        result = function(np, *operands)
-        dynfuse.evaluate(result)
-        return result
-
-    contenders = {"dynfuse": fused}
+    contenders = {"dynfuse": evaluated(function, operands)}
     for peer, build in device.peers.items():
         made = build(function, operands, rows)
         if made is not None:
@@ -181,6 +176,17 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     timings = checked_timings(device, name, contenders, expected, repeats, copied=inputs[0])
     copy_bandwidth = 2 * inputs[0].nbytes / timings.pop("copy").median if "copy" in timings else None
     return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth)
+
+
+def evaluated(function: Callable, operands: list) -> Callable:
+    """A call of ``function`` recorded by dynfuse on ``operands`` and computed, each time."""
+
+    def call():
+        result = function(np, *operands)
+        dynfuse.evaluate(result)
+        return result
+
+    return call
 
 
 def checked_timings(device: Device, name: str, contenders: dict, expected, repeats: int, copied=None) -> dict:
@@ -243,12 +249,7 @@ def column_modes(device: Device, size: str, repeats: int) -> str:
                     generator.COLUMN_ROWS = rows
                     replay.clear_kernels()
 
-                    def fused(function=function, x=x):
-                        result = function(np, x, x)
-                        dynfuse.evaluate(result)
-                        return result
-
-                    contenders = {"dynfuse": fused}
+                    contenders = {"dynfuse": evaluated(function, [x, x])}
                     if device.name == "cuda":
                         native = x.cupy()
                         contenders["CuPy"] = lambda function=function, native=native: function(

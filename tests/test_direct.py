@@ -15,7 +15,8 @@ from hypothesis import given, settings
 import dynfuse
 import dynfuse.numpy as dnp
 from dynfuse import accelerate, config, registry
-from dynfuse.testing.programs import cases, laid_out
+from dynfuse.testing.compare import fresh
+from dynfuse.testing.programs import cases
 
 
 @pytest.fixture(autouse=True)
@@ -156,18 +157,16 @@ def test_random_small_programs_give_numpys_results_bit_for_bit(case):
     same exception type."""
     program, arrays = case
 
-    def fresh() -> list[np.ndarray]:  # each run its own inputs, laid out alike: programs write
-        return [
-            laid_out(np.array(array), spec.layout) for array, spec in zip(arrays, program.inputs, strict=True)
-        ]
+    def inputs() -> list[np.ndarray]:  # each run its own inputs, laid out alike: programs write
+        return [fresh(array) for array in arrays]
 
     with np.errstate(all="ignore"):
         try:
-            expected = tuple(np.asarray(output) for output in program(np, *fresh()))
+            expected = tuple(np.asarray(output) for output in program(np, *inputs()))
         except Exception as error:
             expected = type(error)
         try:
-            lazy = [dnp.asarray(array) for array in fresh()]
+            lazy = [dnp.asarray(array) for array in inputs()]
             actual = tuple(np.asarray(output) for output in program(dnp, *lazy))
         except Exception as error:
             actual = type(error)

@@ -134,7 +134,7 @@ def _outcome_name(outcome: Any) -> str:
 def _reference(program: Any, arrays: list, after_step: Any = None) -> tuple | type:
     """NumPy's outputs (as arrays), or the type of the exception it raises."""
     hook = after_step or _undefined_casts_raise
-    arrays = [_fresh(value) for value in arrays]
+    arrays = [fresh(value) for value in arrays]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -163,11 +163,11 @@ def _lazy(program: Any, arrays: list, backend: str | None) -> tuple[tuple | type
     warnings of any fault inside dynfuse (a kernel that failed and fell back to NumPy)."""
     import dynfuse
 
-    fresh = [_fresh(value) for value in arrays]
+    copies = [fresh(value) for value in arrays]
     with compiling(backend), np.errstate(all="ignore"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in fresh]
+            lazy = [dynfuse.asarray(value) if isinstance(value, np.ndarray) else value for value in copies]
             outputs = _as_tuple(program(dynfuse.numpy, *lazy))
             dynfuse.evaluate(*[output for output in outputs if isinstance(output, dynfuse.LazyArray)])
             result: tuple | type = tuple(np.asarray(output) for output in outputs)
@@ -181,12 +181,14 @@ def _lazy(program: Any, arrays: list, backend: str | None) -> tuple[tuple | type
     return result, faults
 
 
-def _fresh(value: Any) -> Any:
+def fresh(value: Any) -> Any:
     """An input array for one run, laid out in memory as it is (the same strides, so views and
     copies are made as for the original), in memory of its own: a program that writes into its
-    inputs changes neither the caller's arrays nor the next run's."""
-    if not isinstance(value, np.ndarray) or not value.size:
-        return value.copy() if isinstance(value, np.ndarray) else value
+    inputs changes neither the caller's arrays nor the next run's. Other values as they are."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if not value.size:
+        return value.copy()
     offsets = [(extent - 1) * stride for extent, stride in zip(value.shape, value.strides, strict=True)]
     low = sum(offset for offset in offsets if offset < 0)
     high = sum(offset for offset in offsets if offset > 0)

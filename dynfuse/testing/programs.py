@@ -301,7 +301,8 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
         # A view writes where its base does (a broadcast view nowhere); a new array anywhere
         writable = is_array and (step.name != "broadcast_to") and (family != "view" or reads[0].writable)
         values.append(_Value(step.target, stand_in, reproducible, writable))
-    written_inputs = {step.target for step in steps if step.form == "write" and step.target.startswith("x")}
+    input_names = {value.name for value in values[: len(program_inputs)]}
+    written_inputs = {step.target for step in steps if step.form == "write" and step.target in input_names}
     computed = [value.name for value in values[len(program_inputs) :]] + sorted(written_inputs)
     if not computed:
         return Program(program_inputs, (), ("x0",))
