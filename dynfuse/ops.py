@@ -58,8 +58,9 @@ class Op:
     # libraries) nor float sums and products (their rounding depends on the order of the terms).
     # What a differential test may compare exactly, and feed to a comparison or a floor.
     reproducible: bool = True
-    # Whether every correct implementation gives a zero result NumPy's sign. Not a max or min
-    # reduction: which of equal 0.0 and -0.0 it keeps, NumPy's own loops decide by their vector width.
+    # Whether every correct implementation gives a zero result NumPy's sign. Not a max or min, as a
+    # reduction or elementwise (and clip): which of equal 0.0 and -0.0 it keeps, NumPy's own loops
+    # decide by their vector width and the element's place in the array.
     signed_zeros: bool = True
     # Whether NumPy gives a 0-d result as a scalar, as every ufunc does; ``where`` gives a 0-d array.
     scalar_results: bool = True
@@ -229,6 +230,7 @@ _JUMPING_NAMES = (
     "greater_equal logical_and logical_or logical_xor logical_not isfinite isinf isnan signbit heaviside"
 )
 _JUMPING = frozenset(_JUMPING_NAMES.split())
+_TIES_OF_ZEROS = frozenset({"maximum", "minimum", "fmax", "fmin"})  # ``Op.signed_zeros``
 
 
 def _cost(name: str) -> float:
@@ -244,6 +246,7 @@ ELEMENTWISE: dict[str, Op] = {
         cost=_cost(name),
         reproducible=name not in _TRANSCENDENTAL,
         jumps=name in _JUMPING,
+        signed_zeros=name not in _TIES_OF_ZEROS,
     )
     for name in UFUNC_NAMES
 }
@@ -256,7 +259,7 @@ def _cube(a: Any) -> Any:
 
 
 ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0, reproducible=False)
-ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip)
+ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip, signed_zeros=False)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
 
@@ -300,8 +303,11 @@ def _mean_dtype(dtype: np.dtype, requested: np.dtype | None) -> np.dtype | None:
 
 
 def _divide_by_count(emit: Any, total: Any, count: Any) -> Any:
-    """``true_divide(total, count, out=total, casting='unsafe')``, as NumPy's ``_methods`` do it."""
-    return emit.cast(emit.apply("divide", total, count), total.dtype)
+    """``true_divide(total, count, out=total, casting='unsafe')``, as NumPy's ``_methods`` do it: in
+    the dtype the NumPy count promotes the total to, the count given as a weak float (exact to 2**53)
+    so that kernels take it as a parameter, where a 0-d array would be put on a device at each call."""
+    promoted = emit.cast(total, np.result_type(total.dtype, count))
+    return emit.cast(emit.apply("divide", promoted, float(count)), total.dtype)
 
 
 def _count(operand: Any, axes: tuple[int, ...]) -> np.intp:

@@ -17,7 +17,9 @@ import argparse
 import datetime
 import math
 import platform
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +81,9 @@ CASES = {
     "x - x.mean(0)": (centered_columns, 1, True),
 }
 # Reductions along the leading axis, on many columns and on few: the evidence for the CUDA
-# generator's COLUMN_ROWS (one thread per column from that many columns on)
+# generator's COLUMN_ROWS (column tiles from that many columns on)
 COLUMN_SHAPES = {
-    "full": [(1 << 16, 1024), (8192, 8192), (1024, 1 << 16), (256, 1 << 20)],
+    "full": [(1 << 18, 256), (1 << 16, 1024), (8192, 8192), (1024, 1 << 16), (256, 1 << 20)],
     "tiny": [(256, 16)],
 }
 COLUMN_CASES = ("column sum", "x - x.mean(0)")
@@ -158,6 +160,7 @@ class Measured:
     timings: dict[str, Timing]  # by contender
     traffic: int  # bytes a fused kernel reads and writes
     copy_bandwidth: float | None  # bytes a second of a device-to-device copy, read and written
+    host: float | None  # dynfuse's seconds on the host per call (``host_time``)
 
 
 def run_case(device: Device, name: str, elements: int, side: int, repeats: int) -> Measured:
@@ -175,7 +178,22 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     expected = device.reference(function, operands)
     timings = checked_timings(device, name, contenders, expected, repeats, copied=inputs[0])
     copy_bandwidth = 2 * inputs[0].nbytes / timings.pop("copy").median if "copy" in timings else None
-    return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth)
+    host = host_time(contenders["dynfuse"], device.synchronize) if "dynfuse" in timings else None
+    return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth, host)
+
+
+def host_time(call: Callable, synchronize: Callable, calls: int = 10, rounds: int = 7) -> float:
+    """The host's time per call (recording, finding the replay, launching): calls issued one after
+    another without waiting for the device, which runs them meanwhile; the median of the rounds."""
+    times = []
+    for _ in range(rounds):
+        synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        times.append((time.perf_counter() - start) / calls)
+    synchronize()
+    return statistics.median(times)
 
 
 def evaluated(function: Callable, operands: list) -> Callable:
@@ -221,17 +239,18 @@ def checked_timings(device: Device, name: str, contenders: dict, expected, repea
 
 
 def column_modes(device: Device, size: str, repeats: int) -> str:
-    """Reductions along the leading axis with one thread per column (a warp reads 32 adjacent
-    columns) against a group of threads per column, each against CuPy's own in the same rounds."""
+    """Reductions along the leading axis in column tiles (a warp reads 32 adjacent columns, warps
+    share a column's elements) against a group of threads along each column, each against CuPy's
+    own in the same rounds."""
     from dynfuse import replay
     from dynfuse.codegen import cuda as generator
 
     chosen = generator.COLUMN_ROWS
-    modes = {"a thread per column": 0, "threads per column": 1 << 62}
+    modes = {"column tiles": 0, "a group along each column": 1 << 62}
     lines = [
         "",
-        f"Reductions along the leading axis, float32, by the CUDA generator's choice of threads per column "
-        f"(dynfuse's time; `COLUMN_ROWS` = {chosen:,} chooses one thread per column from that many columns"
+        f"Reductions along the leading axis, float32, by the CUDA generator's layout of threads "
+        f"(dynfuse's time; `COLUMN_ROWS` = {chosen:,} chooses column tiles from that many columns"
         f" on){'; CuPy unfused as the peer' if device.name == 'cuda' else ''}:",
         "",
         "| case | shape | " + " | ".join(modes) + " | CuPy |",
@@ -274,7 +293,7 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
     peers = [
         peer for peer in ("cupy.fuse", "torch.compile") if any(peer in m.timings for m in results.values())
     ]
-    header = "| case | dynfuse | GB/s | of copy's GB/s |" + "".join(
+    header = "| case | dynfuse | of it, host | GB/s | of copy's GB/s |" + "".join(
         f" {peer} | dynfuse speedup |" for peer in peers
     )
     lines = [
@@ -282,14 +301,15 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
         "",
         f"`python perf/bench_gpu.py --size {size} --repeats {repeats}` on {device.description}: "
         f"the median of {repeats} interleaved rounds (± half the interquartile range), each run ended by a "
-        "synchronize. "
+        "synchronize. The host's share is dynfuse's time per call issuing calls without waiting for the "
+        "device (recording, finding the replay, launching). "
         "GB/s counts each input read and the output written once; the copy is `cupy.copyto` of the "
         "first input, read and written. Chains have "
         f"{SIZES[size][0]:,} float32 elements; rows are {SIZES[size][1]}x{SIZES[size][1]} float32. "
         f"Python {platform.python_version()}, NumPy {np.__version__}.",
         "",
         header,
-        "| --- |" + " ---: |" * (3 + 2 * len(peers)),
+        "| --- |" + " ---: |" * (4 + 2 * len(peers)),
     ]
     for name, measured in results.items():
         ours = measured.timings.get("dynfuse")
@@ -298,8 +318,9 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
             continue
         bandwidth = measured.traffic / ours.median
         fraction = f"{bandwidth / measured.copy_bandwidth:.0%}" if measured.copy_bandwidth else "-"
-        row = f"| {name} | {ours.median * 1e3:.3f} ms (±{ours.spread / 2:.0%}) | {bandwidth / 1e9:.0f} |"
-        row += f" {fraction} |"
+        host = f"{measured.host * 1e6:.0f} µs" if measured.host is not None else "-"
+        row = f"| {name} | {ours.median * 1e3:.3f} ms (±{ours.spread / 2:.0%}) | {host} |"
+        row += f" {bandwidth / 1e9:.0f} | {fraction} |"
         for peer in peers:
             theirs = measured.timings.get(peer)
             row += (

@@ -128,11 +128,12 @@ def test_every_reduction_along_each_axis_in_one_kernel(dtype, axis):
     run(reductions, x, close=True)
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (7, 1000), (2, 40000)], ids=str)
+@pytest.mark.parametrize("shape", [(3, 5), (7, 1000), (3, 2500), (2, 40000)], ids=str)
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
 def test_softmax_and_layernorm_over_rows(dtype, shape):
-    """A row in one block of several passes, up to a block of 1024 threads; past the backend's
-    persistent row length the reduction is a kernel of its own."""
+    """A row in one block of several passes, up to a block of 1024 threads, its elements kept in
+    registers where they fit (3 a thread for 2500); past the backend's persistent row length the
+    reduction is a kernel of its own."""
     x = sample(dtype, shape) / 10
 
     def softmax(a):
@@ -166,19 +167,59 @@ def _reductions(dtype):
 @pytest.mark.parametrize(
     "dtype", [np.dtype(name) for name in ("bool", "int8", "uint64", "float16", "float64")], ids=str
 )
-def test_reductions_over_leading_axes_of_many_columns_take_a_thread_per_column(dtype, monkeypatch):
-    """Columns enough (``COLUMN_ROWS``, lowered here): each kept index, a column, is one thread's
-    row, so a warp reads adjacent columns; every reduction, and a later pass reading a column's
-    value, as NumPy computes them."""
+@pytest.mark.parametrize("shape", [(5, 7, 30), (45, 70)], ids=str)
+def test_reductions_over_leading_axes_of_many_columns_take_column_tiles(dtype, shape, monkeypatch):
+    """Columns enough (``COLUMN_ROWS``, lowered here): a warp takes 32 adjacent columns, and warps
+    share each column's elements where it has more than a thread's share (their states meet in
+    shared memory); every reduction, and a later pass reading a column's value, as NumPy's."""
     monkeypatch.setattr(cuda_codegen, "COLUMN_ROWS", 64)
     replay.clear_kernels()
-    x = sample(dtype, (5, 7, 30))  # 210 columns along axis 0, 30 along axes 0 and 1
+    x = sample(dtype, shape)
     lazy = dynfuse.asarray(x)
-    layouts = [_layout(lazy.sum(axis=axis))[0] for axis in (0, (0, 1), 2)]
-    assert [layout.threads_per_row >= cuda_codegen.WARP for layout in layouts] == [False, True, True]
+    if len(shape) == 3:  # 210 columns along axis 0 (5 elements: one thread each), 30 along axes 0, 1
+        layouts = [_layout(lazy.sum(axis=axis))[0] for axis in (0, (0, 1), 2)]
+        assert [layout.threads_per_row >= cuda_codegen.WARP for layout in layouts] == [False, True, True]
+    else:  # 70 columns of 45 elements: 8 threads each, in 8 warps
+        layout = _layout(lazy.max(axis=0))[0]
+        assert (layout.threads_per_row, layout.block_threads) == (8, 256)
     run(lambda a: _reductions(dtype)(a, axis=0), x, close=True)
     if dtype.kind == "f":
         run(lambda a: (a - a.mean(axis=0), a.std(axis=0)), x, close=True)
+
+
+def test_ties_between_warps_of_a_column_tile_give_the_first_index(monkeypatch):
+    """argmax and argmin over equal values held by different warps of a column: the first index, as
+    NumPy's."""
+    monkeypatch.setattr(cuda_codegen, "COLUMN_ROWS", 64)
+    replay.clear_kernels()
+    x = np.zeros((60, 96), np.float32)
+    x[[7, 20, 41], :] = 1.0
+    x[[3, 50], :] = -1.0
+    run(lambda a: (a.argmax(axis=0), a.argmin(axis=0)), x)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "shape", "kept"),
+    [(np.float32, (3, 2500), 3), (np.float64, (3, 2500), 3), (np.float32, (2, 40000), 0)],
+    ids=str,
+)
+def test_a_thread_keeps_the_elements_it_loaded_for_later_passes(dtype, shape, kept):
+    """A kernel of several passes keeps the row elements each thread loaded in registers, where
+    they fit ``CACHED_WORDS`` (test_softmax_and_layernorm_over_rows runs such kernels)."""
+    lazy = dynfuse.asarray(sample(np.dtype(dtype), shape))
+    _, plan = execute.explain_plan(
+        [(lazy - lazy.mean(axis=1, keepdims=True))._node], registry.BACKENDS["cuda"]
+    )
+    generator = cuda_codegen._Generator(plan.kernels[0].kernel)
+    assert (generator.threads_per_row, generator.cached_per_thread) == (1024, kept)
+    assert len(generator.cached_loads) == (1 if kept else 0)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0)], ids=str)
+def test_kernels_of_several_passes_over_empty_rows(shape):
+    """Rows of no elements: nothing to keep in registers; every pass's value is NumPy's."""
+    x = np.zeros(shape, np.float32)
+    run(lambda a: (a.var(axis=-1), a.std(axis=-1, keepdims=True), a - a.mean(axis=-1, keepdims=True)), x)
 
 
 @pytest.fixture

@@ -23,8 +23,11 @@ scalar parameter converted to its loop's dtype (and, for an int compared exactly
   to a block when they are short. Each pass walks the row with the group's threads, accumulates in
   registers, and combines the threads' states with warp shuffles (and shared memory across the
   warps of a long row's block); per-row values are then known to every thread of the row, for the
-  next pass. A grid-stride loop over groups of rows lets any grid cover any count of rows. That is
-  ``ENTRY``. A scan (cumsum), a float product and a float16 sum rounded at every step have one
+  next pass, which reads the elements the thread loaded from registers where they fit
+  (``CACHED_WORDS``). Reductions along leading axes of many columns run in column tiles
+  (``COLUMN_ROWS``): a warp takes 32 adjacent rows, which are columns of the array, and warps share
+  each one's elements. A grid-stride loop over groups of rows lets any grid cover any count of rows.
+  That is ``ENTRY``. A scan (cumsum), a float product and a float16 sum rounded at every step have one
   thread per row, going along it in NumPy's order: a product in another order may overflow or
   underflow where NumPy's does not.
 - Rows too few to fill the device (a whole-array sum has one) are shared between blocks, where the
@@ -71,10 +74,17 @@ WARP = 32
 # Elements each thread of a split reduction's block accumulates in one chunk of a row: a row's value
 # is then a tree over sums of this many, as accurate as NumPy's pairwise sum, on any grid.
 CHUNK_PER_THREAD = 32
-# A reduction along leading axes whose kept (trailing) axes have at least this many rows gives each
-# row one thread: rows are then columns of the array, and a warp reads 32 adjacent ones at a time,
-# where a group of threads along one column would read 32 elements a row apart.
-COLUMN_ROWS = 8192
+# A reduction along leading axes whose kept (trailing) axes have at least this many rows lays its
+# threads out in column tiles: rows are then columns of the array, a warp takes 32 adjacent ones and
+# reads them at once, and the warps of a block share each column's elements (at least
+# COLUMN_ELEMENTS_PER_THREAD each), where a group of threads along one column would read 32
+# elements a row apart.
+COLUMN_ROWS = 1024
+COLUMN_ELEMENTS_PER_THREAD = 8
+# A kernel of several passes over rows its threads can hold keeps each element it loads in registers
+# (at most this many 32-bit words a thread), so later passes read registers, not memory.
+CACHED_WORDS = 16
+SHARED_BYTES = 48 * 1024  # static shared memory a block may declare
 
 PRELUDE = (Path(__file__).with_name("cuda_prelude.cu")).read_text()
 
@@ -590,23 +600,45 @@ class _Generator(KernelFacts):
         )
         ordered = in_order or bool(self.scans)
         columns = bool(self.kept_axes) and max(self.reduce_axes, default=0) < min(self.kept_axes, default=0)
+        self.column_tiles = bool(self.reduce_axes) and not ordered and columns and self.rows >= COLUMN_ROWS
         if not self.reduce_axes:
             self.threads_per_row = 0
-        elif ordered or (columns and self.rows >= COLUMN_ROWS):
+        elif ordered:
             self.threads_per_row = 1
+        elif self.column_tiles:
+            per_column = -(-self.row_elements // COLUMN_ELEMENTS_PER_THREAD)
+            threads = min(WARP, 1 << max(per_column - 1, 0).bit_length())
+            # each thread's states in shared memory: as many threads as a block's static share holds
+            state_bytes = sum(
+                register_dtype(a.dtype).itemsize + 8 * a.arg for a in self.accumulators.values()
+            )
+            while threads > 1 and max(BLOCK_THREADS, WARP * threads) * state_bytes > SHARED_BYTES:
+                threads //= 2
+            self.threads_per_row = threads
         else:
             wanted = 1 << max(self.row_elements - 1, 1).bit_length()
             self.threads_per_row = min(MAX_ROW_THREADS, max(WARP, wanted))
-        self.block_threads = max(BLOCK_THREADS, self.threads_per_row)
+        self.block_threads = max(
+            BLOCK_THREADS, WARP * self.threads_per_row if self.column_tiles else self.threads_per_row
+        )
         self.rows_per_block = self.block_threads // self.threads_per_row if self.threads_per_row else 0
+        # The row's threads combine their states through shared memory: across the warps of a long
+        # row, or of a column tile.
+        self.shares_memory = self.threads_per_row > (1 if self.column_tiles else WARP)
         # A one-pass kernel whose rows are longer than a chunk can share each row between blocks.
         chunk = self.threads_per_row * CHUNK_PER_THREAD
-        splittable = self.threads_per_row > 1 and kernel.passes == 1 and self.row_elements > chunk
+        splittable = (
+            self.threads_per_row > 1
+            and not self.column_tiles
+            and kernel.passes == 1
+            and self.row_elements > chunk
+        )
         self.chunks = -(-self.row_elements // chunk) if splittable else 0
         # Packs of 16 bytes of the narrowest array (8 elements at most, for registers' sake)
         self.packed_loads = [inst for inst in self.loads if not dict(inst.params)["zero_dim"]]
         narrowest = min((value.dtype.itemsize for value in [*self.packed_loads, *kernel.outputs]), default=16)
         self.pack = 0 if self.reduce_axes or self.strided else min(8, 16 // narrowest)
+        self.cached_loads, self.cached_per_thread = self.row_cache()
 
     # -- arguments --
 
@@ -845,17 +877,50 @@ class _Generator(KernelFacts):
 
     # -- reducing kernels: ENTRY walks whole rows; PARTIAL and FINISH share each row between blocks --
 
+    def pass_work(self, stage: int) -> tuple[list[int], list[tuple[int, Output]], list[int]]:
+        """Pass ``stage``'s reductions, its elementwise outputs (with their positions), and the
+        per-element values it computes for them."""
+        accumulating = [
+            n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage
+        ]
+        outputs = [
+            (position, output)
+            for position, output in enumerate(self.kernel.outputs)
+            if not output.row and self.instructions[output.value].stage == stage
+        ]
+        roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
+        return accumulating, outputs, self.needed(stage, roots)
+
+    def row_cache(self) -> tuple[frozenset[int], int]:
+        """The loads that more than one pass reads, kept in registers by a thread for the elements of
+        the row it takes, and how many elements those are; none where they exceed CACHED_WORDS."""
+        if self.kernel.passes < 2 or not self.threads_per_row or not self.row_elements:
+            return frozenset(), 0
+        per_thread = -(-self.row_elements // self.threads_per_row)
+        read: set[int] = set()
+        reread: set[int] = set()
+        for stage in range(self.kernel.passes):
+            for number in self.pass_work(stage)[2]:
+                inst = self.instructions[number]
+                if inst.op.kind is OpKind.BUFFER and not dict(inst.params)["zero_dim"]:
+                    (reread if number in read else read).add(number)
+        words = per_thread * sum(-(-register_dtype(self.instructions[n].dtype).itemsize // 4) for n in reread)
+        return (frozenset(reread), per_thread) if reread and words <= CACHED_WORDS else (frozenset(), 0)
+
     def rows_body(self) -> list[str]:
         """Each group of threads takes rows, and makes every pass over each."""
         body, row_coordinates = self.row_header(chunked=False)
         body += self.scan_declarations()
+        body += [
+            f"{register_type(self.instructions[n].dtype)} cache{n}[{self.cached_per_thread}];"
+            for n in sorted(self.cached_loads)
+        ]
         done: set[int] = set()
+        cached: set[int] = set()
         for stage in range(self.kernel.passes):
             body += self.row_values(stage, done, row_coordinates)
-            accumulating = [
-                n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage
-            ]
-            body += self.element_pass(stage, accumulating, row_coordinates, "lane", str(self.row_elements))
+            accumulating = self.pass_work(stage)[0]
+            body += self.element_pass(stage, row_coordinates, "lane", str(self.row_elements), cached)
             for number in accumulating:
                 body += self.reduce_across_threads(self.accumulators[number])
                 body += self.reduction_result(self.accumulators[number])
@@ -872,7 +937,7 @@ class _Generator(KernelFacts):
         chunk = self.threads_per_row * CHUNK_PER_THREAD
         body.append(f"const df_i64 chunk_end = chunk * {chunk} + {chunk};")
         end = f"(chunk_end < {self.row_elements} ? chunk_end : {self.row_elements})"
-        body += self.element_pass(0, self.reductions, row_coordinates, f"chunk * {chunk} + lane", end)
+        body += self.element_pass(0, row_coordinates, f"chunk * {chunk} + lane", end, set())
         for accumulator in self.accumulators.values():
             body += self.reduce_across_threads(accumulator)
             number = accumulator.number
@@ -928,12 +993,20 @@ class _Generator(KernelFacts):
         """``body`` in a grid-stride loop over units of work: chunks of rows, or groups of rows."""
         threads = self.threads_per_row
         units = self.rows * self.chunks if chunked else -(-self.rows // self.rows_per_block)
-        lines = [
-            f"const int lane = threadIdx.x % {threads};  // this thread's place in its row's group",
-            f"const int row_in_block = threadIdx.x / {threads};",
-        ]
-        if threads > WARP:
-            slots = self.block_threads // WARP
+        # ``lane``: this thread's place in its row's group. A column tile's warp takes adjacent rows
+        # (columns), so that its threads read adjacent elements.
+        if self.column_tiles:
+            lines = [
+                f"const int lane = threadIdx.x / {self.rows_per_block};",
+                f"const int row_in_block = threadIdx.x % {self.rows_per_block};",
+            ]
+        else:
+            lines = [
+                f"const int lane = threadIdx.x % {threads};",
+                f"const int row_in_block = threadIdx.x / {threads};",
+            ]
+        if self.shares_memory:
+            slots = self.block_threads if self.column_tiles else self.block_threads // WARP
             for accumulator in self.accumulators.values():
                 lines.append(f"__shared__ {accumulator.type} shared{accumulator.number}[{slots}];")
                 if accumulator.arg:
@@ -956,31 +1029,44 @@ class _Generator(KernelFacts):
         return [f"{register_type(self.instructions[n].dtype)} scan{n};" for n in self.scans]
 
     def element_pass(
-        self, stage: int, accumulating: list[int], row_coordinates: dict[int, str], begin: str, end: str
+        self, stage: int, row_coordinates: dict[int, str], begin: str, end: str, cached: set[int]
     ) -> list[str]:
         """One pass of the row's threads over elements ``[begin, end)`` of the row: accumulating the
-        reductions of this stage's values, and writing the elementwise outputs of this stage."""
-        outputs = [
-            (position, output)
-            for position, output in enumerate(self.kernel.outputs)
-            if not output.row and self.instructions[output.value].stage == stage
-        ]
+        reductions of this stage's values, and writing the elementwise outputs of this stage. Loads
+        in ``cached`` are read from registers, where an earlier pass left them; this pass's first
+        reads of ``cached_loads`` are left there (and added to ``cached``)."""
+        accumulating, outputs, computed = self.pass_work(stage)
         if not accumulating and not outputs:
             return []
         lines = [line for number in accumulating for line in self.accumulators[number].declare()]
-        roots = [self.instructions[n].args[0] for n in accumulating] + [o.value for _, o in outputs]
-        computed = self.needed(stage, roots)
         for number in self.scans:  # each scan this pass computes starts each row from its identity
             if number in computed:
                 inst = self.instructions[number]
                 lines.append(f"scan{number} = {literal(inst.dtype, scan_identity(inst))};")
-        lines.append(f"for (df_i64 e = {begin}; e < {end}; e += {self.threads_per_row}) {{")
-        inner: list[str] = ["if (!valid) break;"]
+        if self.cached_per_thread:  # unrolled, so that each ``cache[k]`` is a register
+            lines += ["#pragma unroll", f"for (int k = 0; k < {self.cached_per_thread}; ++k) {{"]
+            inner = [
+                f"const df_i64 e = {begin} + (df_i64)k * {self.threads_per_row};",
+                f"if (!valid || e >= {end}) continue;",
+            ]
+        else:
+            if self.column_tiles:  # a column's thread walks many elements: loads of several in flight
+                lines.append("#pragma unroll 4")
+            lines.append(f"for (df_i64 e = {begin}; e < {end}; e += {self.threads_per_row}) {{")
+            inner = ["if (!valid) break;"]
         split, element_coordinates = self.coordinates("e", self.reduce_axes, "r")
         inner += split
         coordinates = {**row_coordinates, **element_coordinates}
         for number in computed:
+            if number in cached:
+                inner.append(
+                    f"const {register_type(self.instructions[number].dtype)} v{number} = cache{number}[k];"
+                )
+                continue
             inner += self.compute(number, None, coordinates)
+            if number in self.cached_loads:
+                inner.append(f"cache{number}[k] = v{number};")
+        cached.update(self.cached_loads.intersection(computed))
         for number in accumulating:
             accumulator = self.accumulators[number]
             operand = self.instructions[number].args[0]
@@ -1001,7 +1087,7 @@ class _Generator(KernelFacts):
             lines.append("if (valid && lane == 0) {")
             lines += ["  " + self.store(position, output, address) for position, output in row_outputs]
             lines.append("}")
-        if self.threads_per_row > WARP:
+        if self.shares_memory:
             lines.append("__syncthreads();  // the shared states are free for the next unit of work")
         return lines
 
@@ -1010,6 +1096,8 @@ class _Generator(KernelFacts):
         threads = self.threads_per_row
         if threads == 1:
             return []
+        if self.column_tiles:
+            return self.reduce_across_warps(accumulator)
         value, index, t = accumulator.value, accumulator.index, accumulator.type
         lines = [f"for (int offset = {WARP // 2}; offset > 0; offset /= 2) {{"]
         lines += ["  " + line for line in self.combine_shuffled(accumulator, "offset")]
@@ -1050,6 +1138,33 @@ class _Generator(KernelFacts):
             if accumulator.arg:
                 lines.append(f"{index} = __shfl_sync(0xffffffffu, {index}, 0, {WARP});")
         return lines
+
+    def reduce_across_warps(self, accumulator: _Accumulator) -> list[str]:
+        """A column tile's combine: the row's threads are in different warps, so their states meet in
+        shared memory, halved in a tree; every thread of the row ends with the result."""
+        number, value, index, t = accumulator.number, accumulator.value, accumulator.index, accumulator.type
+        rows = self.rows_per_block
+        slot = f"lane * {rows} + row_in_block"
+        other = f"(lane + half) * {rows} + row_in_block"
+        stores = [f"shared{number}[{slot}] = {value};"]
+        reads = [f"const {t} other = shared{number}[{other}];"]
+        results = [f"{value} = shared{number}[row_in_block];"]
+        if accumulator.arg:
+            stores.append(f"shared{number}_index[{slot}] = {index};")
+            reads.append(f"const df_i64 other_index = shared{number}_index[{other}];")
+            results.append(f"{index} = shared{number}_index[row_in_block];")
+        return [
+            *stores,
+            "__syncthreads();",
+            f"for (int half = {self.threads_per_row // 2}; half > 0; half /= 2) {{",
+            "  if (lane < half) {",
+            *("    " + line for line in [*reads, *accumulator.update("other", "other_index"), *stores]),
+            "  }",
+            "  __syncthreads();",
+            "}",
+            *results,
+            "__syncthreads();",
+        ]
 
     @staticmethod
     def combine_shuffled(accumulator: _Accumulator, offset: str) -> list[str]:
