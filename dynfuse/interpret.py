@@ -3,7 +3,7 @@
 It is the correctness oracle for every backend and the path for work too small to compile.
 Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
 scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
-last consumer has run.
+last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it.
 """
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ def run(
     wanted = set(outputs)
     computed_here = set(order)
     uses = Counter(child for node in order for child in node.inputs if child in computed_here)
+    reusable = _reusable(order, wanted)
     values: dict[Node, Any] = dict(known or {})
     for node in order:
         args = [values.get(child, child.buffer) for child in node.inputs]
+        into = _written_over(node, args, reusable, uses)
         # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
-        values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
+        if into is None:
+            values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
+        else:
+            values[node] = node.op.reference(*args, out=into)
         if node.op.kind is OpKind.BARRIER:
             # A library call costs far more than reading its result: the node keeps it (as a leaf),
             # so what is recorded over it and materialized later reads it rather than call again.
@@ -48,3 +53,41 @@ def run(
                     del values[child]
     stats.count("interpreted_ops", len(order))
     return {node: values[node] for node in wanted}
+
+
+def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
+    """Intermediates whose memory the last op reading them may write its result into, as NumPy's own
+    ``var`` squares in place: a fresh array of a large intermediate then costs its page faults
+    again at every run. Not an output, nor a library call's result (a leaf then), and read only by
+    elementwise ops and reductions, which never keep a view of what they read."""
+    readers_ok: dict[Node, bool] = {}
+    for node in order:
+        keeps_no_view = node.op.kind in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
+        for child in node.inputs:
+            readers_ok[child] = readers_ok.get(child, True) and keeps_no_view
+    return {
+        node
+        for node in order
+        if readers_ok.get(node)
+        and node not in wanted
+        and node.op.kind in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
+    }
+
+
+def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) -> np.ndarray | None:
+    """An operand's array that ``node``, a ufunc of the same dtype and shape as it, may compute into:
+    one only ``node`` still reads, which owns its memory."""
+    if not isinstance(node.op.reference, np.ufunc) or node.params:
+        return None
+    for child, value in zip(node.inputs, args, strict=True):
+        if (
+            child in reusable
+            and uses[child] == node.inputs.count(child)
+            and isinstance(value, np.ndarray)
+            and value.base is None
+            and value.flags.writeable
+            and value.dtype == node.dtype
+            and value.shape == node.shape
+        ):
+            return value
+    return None

@@ -109,6 +109,40 @@ def test_interpreter_frees_intermediates_at_last_use():
     assert peak < 4 * 8_000_000, peak
 
 
+def test_interpreter_computes_into_an_intermediate_only_the_op_reads(monkeypatch):
+    """As NumPy's own var squares in place: a chain of 20 ops over 8 MB, interpreted, computes into
+    one buffer (a fresh one a step would cost its page faults again at each run)."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
+    x = dynfuse.array(np.ones(1_000_000))
+    y = x
+    for _ in range(20):
+        y = y * 2.0
+    tracemalloc.start()
+    dynfuse.evaluate(y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 1.5 * 8_000_000, peak
+    assert_same(y, np.full(1_000_000, 2.0**20))
+
+
+def test_interpreter_never_computes_into_what_a_view_or_an_output_holds(monkeypatch):
+    """An intermediate that a view reads, or an output, keeps its values whatever reads it last."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
+    values = np.arange(12.0).reshape(3, 4)
+    x = dynfuse.asarray(values)
+    viewed = x - 1
+    flipped = viewed.T
+    squared = viewed * viewed
+    kept = x + 1
+    doubled = kept * 2
+    dynfuse.evaluate(flipped, squared, kept, doubled)
+    assert_same(flipped, (values - 1).T)
+    assert_same(squared, (values - 1) ** 2)
+    assert_same(kept, values + 1)
+    assert_same(doubled, (values + 1) * 2)
+    np.testing.assert_array_equal(values, np.arange(12.0).reshape(3, 4))
+
+
 def test_long_loop_has_bounded_depth_and_memory():
     x = dynfuse.array(np.ones(8))
     limit = sys.getrecursionlimit()
