@@ -286,10 +286,40 @@ _thread = threading.local()  # .recording: this thread's _Recording
 _pending = _PendingNodes()
 
 
+# Arrays that no pending node read at the last search, with the pending lists' state then (each
+# list, its length and its last reference). While no node is recorded none can come to read one:
+# a pending node's inputs never change, and what it computes is fresh memory or a view of what it
+# reads. So a loop's writes into arrays nothing pending reads (boundary rows written between
+# statements, while earlier statements' values stay pending) skip the search.
+_unread: dict[int, tuple[weakref.ref, Memory, tuple]] = {}
+_UNREAD_KEPT = 16
+
+
+def _pending_state() -> tuple:
+    return tuple(
+        (recording, len(recording.refs), recording.refs[-1] if recording.refs else None)
+        for recording in _pending._recordings
+    )
+
+
+def _unchanged(state: tuple) -> bool:
+    now = _pending._recordings
+    if len(state) != len(now):
+        return False
+    for recording, (then, length, last) in zip(now, state, strict=True):
+        refs = recording.refs
+        if recording is not then or len(refs) != length or (refs[-1] if length else None) is not last:
+            return False
+    return True
+
+
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
     Each leaf is asked once: many pending nodes read the same few arrays."""
     if _pending.empty():
+        return []
+    known = _unread.get(id(memory))
+    if known is not None and known[0]() is memory and known[1] is device and _unchanged(known[2]):
         return []
     shares: dict[int, bool] = {}
     readers = []
@@ -304,7 +334,19 @@ def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
             if shared:
                 readers.append(node)
                 break
+    if not readers:
+        _remember_unread(memory, device)
     return readers
+
+
+def _remember_unread(memory: Any, device: Memory) -> None:
+    try:
+        reference = weakref.ref(memory)
+    except TypeError:  # an array type without weak references: searched each time
+        return
+    if len(_unread) >= _UNREAD_KEPT:
+        _unread.clear()
+    _unread[id(memory)] = (reference, device, _pending_state())
 
 
 def dependent_sinks(readers: list[Node]) -> list[Node]:

@@ -14,6 +14,8 @@ from dynfuse.backends import cuda
 from dynfuse.devices import HOST
 from dynfuse.trace import Node, topological_order
 
+from .helpers import assert_same
+
 NEGATIVE = ops.elementwise_op("negative")
 ADD = ops.elementwise_op("add")
 FLOAT = np.dtype(np.float64)
@@ -270,6 +272,24 @@ def test_pending_readers_are_the_unmaterialized_nodes_reading_overlapping_memory
     del through_a_view
     gc.collect()
     assert readers(values) == set()
+
+
+def test_an_array_nothing_read_is_searched_again_once_a_node_is_recorded(monkeypatch):
+    """A write finds no reader of an array: the next finds none without a search while nothing is
+    recorded, and finds what is recorded after."""
+    values = np.arange(6.0)
+    held = dynfuse.asarray(np.ones(6)) * 3  # pending, elsewhere: the search is not skipped as empty
+    assert trace.pending_readers(values) == []
+    searched = []
+    with monkeypatch.context() as patch:
+        patch.setattr(trace._pending, "alive", lambda: searched.append(1) or [held._node])
+        assert trace.pending_readers(values) == [] and not searched
+    reader = dynfuse.asarray(values[2:]) * 2
+    assert [id(node) for node in trace.pending_readers(values)] == [id(reader._node)]
+    array = dynfuse.asarray(values)
+    array[:2] = 7.0  # the reader is computed before the write, and keeps the values from before it
+    assert_same(reader, np.arange(2.0, 6.0) * 2)
+    assert values[:2].tolist() == [7.0, 7.0]
 
 
 def test_every_recorded_op_is_counted():
