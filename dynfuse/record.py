@@ -282,10 +282,16 @@ def reduction(
     **unsupported_kwargs: Any,
 ) -> Any:
     op = ops.REDUCTIONS[name]
+    expansion = None
     if out is None and not unsupported_kwargs:
         made = direct.reduce(op, value, axis, dtype, keepdims, ddof)
         if made is not direct.DECLINED:
             return made
+        if op.expand is not None and type(value) is LazyArray:
+            expansion = _expansion_key(name, value._node, axis, dtype, keepdims, ddof)
+            program = _EXPANSIONS.get(expansion) if expansion is not None else None
+            if program is not None:
+                return new_array(_replayed_expansion(program, value._node))
     node = as_node(value)
     given = {
         "axis": axis,
@@ -327,8 +333,11 @@ def reduction(
     if not dtypes.is_supported(result_dtype):
         return fallback(name, op.reference, (value,), kwargs)
     if op.expand is not None:
+        warned = Emitter.warnings
         result = op.expand(Emitter, node, axes, bool(keepdims), dtype, ddof)
         assert result.dtype == result_dtype, (name, result.dtype, result_dtype)
+        if expansion is not None and Emitter.warnings == warned:  # a warning is given each time
+            _keep_expansion(expansion, result, node)
     else:
         result = _reduction_node(op, node, tuple(params), axes, bool(keepdims), result_dtype)
     return new_array(result)
@@ -353,8 +362,70 @@ def _reduction_node(
     return Node(op, (node,), params, views.reduced_shape(node.shape, axes, keepdims), dtype)
 
 
+# Composite reductions (mean, var, std) by their arguments: the primitives their expansion records,
+# as steps that make the same nodes again without validating and expanding (their structure
+# depends on these arguments alone; recording them anew costs what recording ten primitives does).
+# A step is a weak scalar's value, or (op, positions of its inputs, params, shape, dtype), where
+# position 0 is the operand and position k the k-th step's node.
+_EXPANSIONS: dict[tuple, tuple] = {}
+_EXPANSIONS_KEPT = 256
+
+
+def _expansion_key(name: str, node: Node, axis: Any, dtype: Any, keepdims: Any, ddof: Any) -> tuple | None:
+    """The arguments as a key, where they are plain (1.0 would equal 1 as a key, where NumPy refuses a
+    float axis); None where they are not, or the operand is a scalar."""
+    axes = axis if type(axis) is tuple else (axis,)
+    plain = (
+        all(item is None or type(item) is int for item in axes)
+        and (ddof is None or type(ddof) is int)
+        and type(keepdims) is bool
+        and (dtype is None or isinstance(dtype, (np.dtype, type, str)))
+    )
+    if not plain or node.op is ops.SCALAR:
+        return None
+    return (name, node.shape, node.dtype, node.device, axis, dtype, keepdims, ddof)
+
+
+def _keep_expansion(key: tuple, result: Node, operand: Node) -> None:
+    positions = {id(operand): 0}
+    steps: list = []
+    stack = [(result, False)]
+    while stack:  # inputs before the nodes that read them, each once
+        node, ready = stack.pop()
+        if id(node) in positions:
+            continue
+        if ready:
+            if node.op is ops.SCALAR:
+                steps.append(node.buffer)
+            else:
+                inputs = tuple(positions[id(source)] for source in node.inputs)
+                steps.append((node.op, inputs, node.params, node.shape, node.dtype))
+            positions[id(node)] = len(steps)
+            continue
+        if not node.inputs and node.op is not ops.SCALAR:
+            return  # a buffer the expansion made (not the operand): kept out
+        stack.append((node, True))
+        stack.extend((source, False) for source in node.inputs if id(source) not in positions)
+    if len(_EXPANSIONS) >= _EXPANSIONS_KEPT:
+        _EXPANSIONS.clear()
+    _EXPANSIONS[key] = tuple(steps)
+
+
+def _replayed_expansion(steps: tuple, operand: Node) -> Node:
+    nodes = [operand]
+    for step in steps:
+        if type(step) is tuple:
+            op, inputs, params, shape, dtype = step
+            nodes.append(Node(op, tuple(nodes[position] for position in inputs), params, shape, dtype))
+        else:
+            nodes.append(Node.scalar(step))
+    return nodes[-1]
+
+
 class Emitter:
     """What a composite op's ``expand`` records its primitives with (inputs already validated)."""
+
+    warnings = 0  # how many it gave: an expansion that warns is recorded anew each time
 
     @staticmethod
     def reduce(name: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype | None) -> Node:
@@ -378,6 +449,7 @@ class Emitter:
 
     @staticmethod
     def warn(message: str) -> None:
+        Emitter.warnings += 1
         warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 

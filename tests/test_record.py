@@ -179,6 +179,29 @@ def test_mean_and_var_warn_as_numpy_at_the_line_that_records_them(call, message)
         call(values)
 
 
+def test_a_composite_reduction_recorded_again_makes_the_same_primitives_over_its_operand(monkeypatch):
+    """mean, var and std, recorded again with the same arguments on another operand of the same
+    shape and dtype, make the primitives they made the first time, over the new operand (no
+    expansion again), and NumPy's results; arguments NumPy refuses are refused every time, and
+    warnings come every time."""
+    first, second = np.arange(12.0).reshape(3, 4), np.linspace(-1.0, 5.0, 12).reshape(3, 4)
+    calls = [("mean", {"axis": 1}), ("var", {"axis": 0, "ddof": 1}), ("std", {"keepdims": True})]
+    expanded = []
+    for again, values in enumerate((first, second, first)):
+        lazy = dynfuse.asarray(values) * 1.0
+        with monkeypatch.context() as patch:
+            if again:  # recorded before: nothing is expanded again
+                patch.setattr(record.Emitter, "reduce", lambda *arguments: expanded.append(arguments))
+            for name, kwargs in calls:
+                assert_same(getattr(lazy, name)(**kwargs), getattr(values, name)(**kwargs))
+        with pytest.raises(TypeError):
+            lazy.mean(axis=1.0)
+    assert expanded == []
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+            dynfuse.asarray(np.ones((0, 3))).mean(axis=0)
+
+
 def test_std_warns_as_numpy_when_it_is_recorded():
     with pytest.warns(RuntimeWarning, match="Degrees of freedom <= 0 for slice"):
         dynfuse.asarray(np.ones(2)).std(ddof=5)
