@@ -77,7 +77,8 @@ def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
 def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) -> np.ndarray | None:
     """An operand's array that ``node``, a ufunc of the same dtype and shape as it, may compute into:
     one only ``node`` still reads, which owns its memory."""
-    if not isinstance(node.op.reference, np.ufunc) or node.params:
+    reference = node.op.reference
+    if not isinstance(reference, np.ufunc) or reference.nout != 1 or node.params:
         return None
     for child, value in zip(node.inputs, args, strict=True):
         if (
