@@ -1103,13 +1103,22 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
 }
 
 /* x[index] = value into a computed host array while nothing is pending: NumPy's assignment
-   (direct.setitem). 1 written, 0 where it does not apply, -1 with NumPy's error. */
+   (direct.setitem), through a plain index or a computed lazy array (a mask, an index array). 1
+   written, 0 where it does not apply, -1 with NumPy's error. */
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 {
     PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
     if (node == NULL || is_scalar(self) || (Py_IS_TYPE(value, S.array_type) && is_scalar(value)))
         return 0; /* a scalar takes no item, and is written as a scalar: record.setitem */
-    if (!plain_index(index, 1) || (value = host_operand(value)) == NULL)
+    if (Py_IS_TYPE(index, S.array_type)) {
+        PyObject *index_node = host_node(index);
+        if (index_node == NULL)
+            return 0;
+        index = NODE_SLOT(index_node, BUFFER);
+    } else if (!plain_index(index, 1)) {
+        return 0;
+    }
+    if ((value = host_operand(value)) == NULL)
         return 0;
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
@@ -1690,8 +1699,9 @@ static PyObject *view_now(long order, PyObject *const *args, Py_ssize_t nargs)
 /* direct.numpy_call: NumPy's function called now on the buffers of the small computed lazy arrays
    among its arguments (in lists and tuples too), its array results wrapped as direct.numpy_call
    wraps them. What it may not take (a pending or large array, another library's array, a dict, a
-   call with out=, device= or like=, a writing function, a large result) it
-   declines: NULL without an error; NumPy's function has no effect besides its result. */
+   call with device= or like=, or with out= while a node is pending, a writing function, a large
+   result) it declines: NULL without an error; NumPy's function has no effect besides its result
+   and what it writes into out=, which no pending node can read. */
 enum { MAX_HANDED = 32 };
 typedef struct {
     PyObject *arrays[MAX_HANDED], *lazies[MAX_HANDED]; /* borrowed: the arrays NumPy gets, their lazy arrays or NULL */
@@ -1791,8 +1801,8 @@ static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < keywords; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        if (PyUnicode_CompareWithASCIIString(name, "out") == 0 || PyUnicode_CompareWithASCIIString(name, "device") == 0
-            || PyUnicode_CompareWithASCIIString(name, "like") == 0)
+        if ((PyUnicode_CompareWithASCIIString(name, "out") == 0 && !nothing_pending())
+            || PyUnicode_CompareWithASCIIString(name, "device") == 0 || PyUnicode_CompareWithASCIIString(name, "like") == 0)
             return NULL;
     }
     int writes = PySet_Contains(S.writers, function);

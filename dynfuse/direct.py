@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import execute, stats, views
+from . import execute, stats, trace, views
 from .devices import HOST
 from .ops import Op, OpKind
 from .tiers import direct_elements
@@ -282,8 +282,9 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     lists and tuples too), where each is a small computed host array: what dynfuse's own function
     would compute, by NumPy, without its general path (or what a creation function makes).
     ``DECLINED`` for a lazy array that is pending or large, another library's array or a dict among
-    the arguments, ``out=``, ``device=`` or ``like=``, a function that writes into an argument, and
-    a large result (NumPy's function has no other effect: the general path calls it again).
+    the arguments, ``device=`` or ``like=``, ``out=`` while any node is pending (one might read
+    it), a function that writes into an argument, and a large result (NumPy's function has no
+    other effect: the general path calls it again).
 
     A result that is an argument's memory (``asarray``, ``atleast_1d``) or a view of it
     (``ravel``, ``split``) is that lazy array, or its view; one over an ndarray argument's memory,
@@ -291,7 +292,7 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     limit = direct_elements()
     if (
         not limit
-        or "out" in kwargs
+        or ("out" in kwargs and not trace.nothing_pending())
         or "device" in kwargs
         or "like" in kwargs
         or _writes_argument(function)

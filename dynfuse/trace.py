@@ -313,6 +313,12 @@ def _unchanged(state: tuple) -> bool:
     return True
 
 
+def nothing_pending() -> bool:
+    """Whether no node is pending in any thread (a list not swept since its nodes were computed
+    answers no)."""
+    return _pending.empty()
+
+
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
     Each leaf is asked once: many pending nodes read the same few arrays."""

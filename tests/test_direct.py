@@ -298,8 +298,8 @@ def test_a_function_giving_an_arguments_memory_gives_that_array_or_its_view(reco
 
 
 def test_numpy_calls_it_cannot_take_go_the_general_way(recorder):
-    """A pending argument, a large result, a writing function and ``out=`` are not direct calls, and
-    give NumPy's results all the same."""
+    """A pending argument, a large result, a writing function and ``out=`` while a node is pending
+    are not direct calls, and give NumPy's results all the same."""
     x = np.linspace(0, 1, 10)
     a = dnp.asarray(x.copy())
     before = dynfuse.stats()["ops_recorded"]
@@ -314,6 +314,24 @@ def test_numpy_calls_it_cannot_take_go_the_general_way(recorder):
     out = dnp.zeros(10)
     dnp.clip(a, 0.2, 0.8, out=out)
     same(out[...], np.clip(x, 0.2, 0.8))
+
+
+def test_a_numpy_call_into_out_is_direct_while_nothing_is_pending(recorder):
+    """``np.clip(x, lo, hi, out=x)`` with nothing pending is NumPy's call into the buffer, returning
+    ``out`` itself; while a node is pending, one that reads ``out`` keeps the values from before."""
+    values = np.linspace(-2, 2, 12)
+    x = dnp.asarray(values.copy())
+    before = dynfuse.stats()
+    returned = dnp.clip(x, -1.0, 1.0, out=x)
+    after = dynfuse.stats()
+    assert returned is x and after["ops_recorded"] == before["ops_recorded"]
+    assert after["direct_ops"] == before["direct_ops"] + 1
+    same(x[...], np.clip(values, -1.0, 1.0))
+    reader = (dnp.asarray(np.ones(20000)) * 1.0)[:12] + x  # large work, so recorded: it reads x
+    assert reader._node.inputs
+    dnp.clip(x, -0.5, 0.5, out=x)
+    same(reader[...], 1 + np.clip(values, -1.0, 1.0))
+    same(x[...], np.clip(values, -0.5, 0.5))
 
 
 def test_a_host_leaf_key_is_its_description_id_whatever_it_last_saw(recorder):
