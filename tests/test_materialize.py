@@ -96,33 +96,31 @@ def test_materialized_node_releases_the_graph_above_it():
     assert result._node.inputs == ()
 
 
-def test_interpreter_frees_intermediates_at_last_use():
-    """A chain of 20 ops over 8 MB holds a few buffers at a time, not 20."""
-    x = dynfuse.array(np.ones(1_000_000))
-    y = x
-    for _ in range(20):
-        y = y * 1.0
-    tracemalloc.start()
-    dynfuse.evaluate(y)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert peak < 4 * 8_000_000, peak
-
-
-def test_interpreter_computes_into_an_intermediate_only_the_op_reads(monkeypatch):
-    """As NumPy's own var squares in place: a chain of 20 ops over 8 MB, interpreted, computes into
-    one buffer (a fresh one a step would cost its page faults again at each run)."""
-    monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
-    x = dynfuse.array(np.ones(1_000_000))
-    y = x
+def evaluated_chain():
+    """A chain of 20 ops over 8 MB, evaluated: its result, and the most memory held meanwhile."""
+    y = dynfuse.array(np.ones(1_000_000))
     for _ in range(20):
         y = y * 2.0
     tracemalloc.start()
     dynfuse.evaluate(y)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert peak < 1.5 * 8_000_000, peak
     assert_same(y, np.full(1_000_000, 2.0**20))
+    return peak
+
+
+def test_interpreter_frees_intermediates_at_last_use():
+    """A chain of 20 ops over 8 MB holds a few buffers at a time, not 20."""
+    peak = evaluated_chain()
+    assert peak < 4 * 8_000_000, peak
+
+
+def test_interpreter_computes_into_an_intermediate_only_the_op_reads(monkeypatch):
+    """As NumPy's own var squares in place: the chain, interpreted, computes into one buffer (a
+    fresh one a step would cost its page faults again at each run)."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
+    peak = evaluated_chain()
+    assert peak < 1.5 * 8_000_000, peak
 
 
 def test_interpreter_never_computes_into_what_a_view_or_an_output_holds(monkeypatch):
