@@ -273,10 +273,14 @@ class _PendingNodes:
         (``alive`` sweeps dead ones away, so a loop of writes finds its lists empty again)."""
         return not any(recording.refs for recording in self._recordings)
 
-    def alive(self) -> list[Node]:
+    def sweep_own(self) -> None:
+        """Sweep this thread's list, so that the next reading reads only what was recorded since."""
         own = getattr(_thread, "recording", None)
-        if own is not None:  # swept now, so the next call reads only what was recorded since
+        if own is not None:
             own.sweep()
+
+    def alive(self) -> list[Node]:
+        self.sweep_own()
         with self._lock:
             lists = [recording.refs for recording in self._recordings]
         return [node for refs in lists for ref in list(refs) if (node := ref()) is not None and node.inputs]
@@ -326,6 +330,9 @@ def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
         return []
     known = _unread.get(id(memory))
     if known is not None and known[0]() is memory and known[1] is device and _unchanged(known[2]):
+        return []
+    _pending.sweep_own()  # a statement's nodes, computed since they were recorded, often leave none
+    if _pending.empty():
         return []
     shares: dict[int, bool] = {}
     readers = []
