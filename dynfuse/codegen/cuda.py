@@ -638,6 +638,10 @@ class _Generator(KernelFacts):
         self.packed_loads = [inst for inst in self.loads if not dict(inst.params)["zero_dim"]]
         narrowest = min((value.dtype.itemsize for value in [*self.packed_loads, *kernel.outputs]), default=16)
         self.pack = 0 if self.reduce_axes or self.strided else min(8, 16 // narrowest)
+        # Each pass over a reducing kernel's rows: its reductions, elementwise outputs and values
+        self.pass_plans = (
+            [self.pass_work(stage) for stage in range(kernel.passes)] if self.reduce_axes else []
+        )
         self.cached_loads, self.cached_per_thread = self.row_cache()
 
     # -- arguments --
@@ -899,8 +903,8 @@ class _Generator(KernelFacts):
         per_thread = -(-self.row_elements // self.threads_per_row)
         read: set[int] = set()
         reread: set[int] = set()
-        for stage in range(self.kernel.passes):
-            for number in self.pass_work(stage)[2]:
+        for _, _, computed in self.pass_plans:
+            for number in computed:
                 inst = self.instructions[number]
                 if inst.op.kind is OpKind.BUFFER and not dict(inst.params)["zero_dim"]:
                     (reread if number in read else read).add(number)
@@ -919,7 +923,7 @@ class _Generator(KernelFacts):
         cached: set[int] = set()
         for stage in range(self.kernel.passes):
             body += self.row_values(stage, done, row_coordinates)
-            accumulating = self.pass_work(stage)[0]
+            accumulating = self.pass_plans[stage][0]
             body += self.element_pass(stage, row_coordinates, "lane", str(self.row_elements), cached)
             for number in accumulating:
                 body += self.reduce_across_threads(self.accumulators[number])
@@ -1035,7 +1039,7 @@ class _Generator(KernelFacts):
         reductions of this stage's values, and writing the elementwise outputs of this stage. Loads
         in ``cached`` are read from registers, where an earlier pass left them; this pass's first
         reads of ``cached_loads`` are left there (and added to ``cached``)."""
-        accumulating, outputs, computed = self.pass_work(stage)
+        accumulating, outputs, computed = self.pass_plans[stage]
         if not accumulating and not outputs:
             return []
         lines = [line for number in accumulating for line in self.accumulators[number].declare()]
