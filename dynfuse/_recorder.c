@@ -21,7 +21,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 6
+#define INTERFACE_VERSION 7
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -56,6 +56,9 @@ static struct {
     PyObject *pending;         /* trace._pending */
     PyObject *registry_module; /* for backend, read when used */
     PyObject *matmul, *dot;    /* ops.BARRIERS["matmul"], ops.BARRIERS["dot"] */
+    PyObject *held_ancestors;  /* trace.held_ancestors, the Python reference: for what C does not take */
+    PyObject *package_path;    /* dynfuse's directory: code there is no site of the program's */
+    PyObject *materialize_carried; /* execute.materialize_carried */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -132,8 +135,13 @@ static PyObject *intern_structure(PyObject *description)
 
 /* Counts kept here rather than in stats' per-thread dicts, as they come once per op: stats adds
    them to its own (``tallies``) and resets them with its own. The GIL orders the increments. */
-enum { TALLY_DIRECT_OPS, TALLY_OPS_RECORDED, TALLIES };
-static const char *const tally_names[TALLIES] = {"direct_ops", "ops_recorded"};
+enum {
+    TALLY_DIRECT_OPS, TALLY_OPS_RECORDED, TALLY_REPLAYS, TALLY_KERNELS_LAUNCHED, TALLY_FUSED_OPS,
+    TALLY_MATERIALIZATIONS, TALLIES
+};
+static const char *const tally_names[TALLIES] = {
+    "direct_ops", "ops_recorded", "replays", "kernels_launched", "fused_ops", "materializations",
+};
 static Py_ssize_t tallies[TALLIES];
 
 /* The calling thread's trace._Recording and its list of weak references (swept in place, so the
@@ -790,6 +798,297 @@ static Py_ssize_t broadcast_size(PyObject *first, PyObject *second)
     return size;
 }
 
+/* A Python int's value (not a bool's, not NumPy's), where it fits: 1, else 0. */
+static int int_value(PyObject *value, Py_ssize_t *result)
+{
+    if (!PyLong_CheckExact(value))
+        return 0;
+    *result = PyLong_AsSsize_t(value);
+    if (*result == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Sites: where the program calls an elementwise op (its Python code object and the instruction),
+   and whether what it computes there is recorded though its operands are small computed arrays,
+   which direct execution would run at once (tiers.py's recording policy). A site runs its op
+   directly, counting, until ``trial_at`` runs; then it records once (a trial) and runs directly
+   again until the materialization that computes what it recorded gives a verdict (give_verdict):
+   it records from then on (each run noted, and settled again), or runs directly until twice as
+   many runs again (a compile not yet paid for, which the tier policy pays from the runs counted:
+   ``site_repeats``), or until ``most_trial_at`` runs (recording cannot pay there). A noted site
+   reached again while what it recorded is still pending had its value carried into the loop's
+   next run: that value is computed then (``end_carried``), so a trial costs one run of the loop,
+   not every run left. What a site does depends only on how often the program ran it, never on
+   timing. dynfuse's own code is no site: its frames stand for every caller. */
+enum { SITE_DIRECT, SITE_WAITING, SITE_RECORDING };
+enum { SITE_TABLE = 1024, RECENT_SITES = 16 };
+typedef struct {
+    PyObject *code; /* strong reference; NULL: an empty entry */
+    int lasti, ours, state;
+    Py_ssize_t runs, trial_at; /* runs since the last trial or verdict, and the next trial's */
+    Py_ssize_t repeats;        /* the runs its last noted recording stands for */
+    PyObject *last;            /* a weak reference to the node its last noted run recorded; NULL: none */
+} Site;
+static Site site_table[SITE_TABLE];
+/* The sites noted (a trial, or a recording run) and not settled since (``settle``) */
+static Site *recent_sites[RECENT_SITES];
+static int recent_count;
+static Py_ssize_t first_trial_at = 0; /* tiers.SITE_TRIAL_AT, bound; 0: sites off */
+static Py_ssize_t most_trial_at = 0;
+static Site *noted_site; /* the site noted by the op being recorded, for its ``last`` */
+
+static int code_is_ours(PyCodeObject *code)
+{
+    PyObject *filename = code->co_filename;
+    return S.package_path != NULL && PyUnicode_Check(filename)
+           && PyUnicode_Tailmatch(filename, S.package_path, 0, PY_SSIZE_T_MAX, -1) == 1;
+}
+
+static void forget_recent(Site *site)
+{
+    for (int i = 0; i < recent_count; i++)
+        if (recent_sites[i] == site) {
+            memmove(recent_sites + i, recent_sites + i + 1, sizeof(Site *) * (recent_count - i - 1));
+            recent_count--;
+            return;
+        }
+}
+
+static void set_state(Site *site, int state)
+{
+    if (state == SITE_DIRECT) {
+        Py_CLEAR(site->last);
+        forget_recent(site);
+    }
+    site->state = state;
+}
+
+/* The entry where a site belongs: its own, another's, or an empty one. */
+static Site *site_entry(PyCodeObject *code, int lasti)
+{
+    size_t hash = ((size_t)code >> 4) * 1000003u ^ (size_t)lasti;
+    return &site_table[(hash ^ (hash >> 13)) % SITE_TABLE];
+}
+
+static Site *site_of(PyCodeObject *code, int lasti)
+{
+    Site *site = site_entry(code, lasti);
+    if (site->code == (PyObject *)code && site->lasti == lasti)
+        return site;
+    /* A new site, or another in its place (forgotten: counted afresh if it comes back) */
+    set_state(site, SITE_DIRECT);
+    Py_XSETREF(site->code, Py_NewRef((PyObject *)code));
+    site->lasti = lasti;
+    site->ours = code_is_ours(code);
+    site->runs = site->repeats = 0;
+    site->trial_at = first_trial_at;
+    return site;
+}
+
+/* The calling frame's site: NULL where there is no frame. */
+static Site *calling_site(void)
+{
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    if (frame == NULL)
+        return NULL;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    Site *site = site_of(code, PyFrame_GetLasti(frame));
+    Py_DECREF(code);
+    return site;
+}
+
+static void note(Site *site)
+{
+    forget_recent(site);
+    if (recent_count == RECENT_SITES) /* the oldest goes unsettled: it stays as it is */
+        forget_recent(recent_sites[0]);
+    recent_sites[recent_count++] = site;
+    noted_site = site;
+}
+
+/* Whether the op the calling Python frame runs now is recorded though direct execution would take
+   it. */
+static int site_records(void)
+{
+    if (first_trial_at <= 0)
+        return 0;
+    Site *site = calling_site();
+    if (site == NULL || site->ours)
+        return 0;
+    site->runs++;
+    if (site->state == SITE_RECORDING) {
+        site->repeats = 1;
+        note(site);
+        return 1;
+    }
+    if (site->runs < site->trial_at)
+        return 0;
+    /* A trial, which stands for the runs since the last (one never settled included) */
+    set_state(site, SITE_WAITING);
+    site->repeats = site->runs;
+    site->runs = 0;
+    note(site);
+    return 1;
+}
+
+/* The node a site last noted, where it is still pending (borrowed); NULL otherwise. */
+static PyObject *pending_last(Site *site)
+{
+    PyObject *node = site->last == NULL ? Py_None : PyWeakref_GetObject(site->last);
+    return node != Py_None && PyTuple_GET_SIZE(NODE_SLOT(node, INPUTS)) > 0 ? node : NULL;
+}
+
+/* A site's verdict (``tiers.recording_verdict``): recording paid (1: it records from now on), not
+   yet (0: the trace ran interpreted, its kernels' compile not yet paid for; it runs directly, and
+   tries again after twice as many runs), or it cannot (-1: the trace fuses too few ops a kernel,
+   or the loop carries its value; it runs directly, and tries again only after ``most_trial_at``
+   runs). */
+static void give_verdict(Site *site, int verdict)
+{
+    Py_CLEAR(site->last);
+    if (verdict > 0) {
+        site->state = SITE_RECORDING;
+    } else {
+        site->state = SITE_DIRECT;
+        Py_ssize_t doubled = site->trial_at * 2 < most_trial_at ? site->trial_at * 2 : most_trial_at;
+        site->trial_at = verdict < 0 ? most_trial_at : doubled;
+    }
+    site->runs = 0;
+}
+
+/* Where the calling frame's site is noted and what it recorded is still pending, the program's
+   loop carried that value into its next run: it is computed now, with what depends on it
+   (execute.materialize_carried), and recording cannot pay there: each run of the loop would
+   record onto the last. -1 with an error set. */
+static int end_carried(void)
+{
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    if (frame == NULL)
+        return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    Site *site = site_entry(code, lasti);
+    int own = site->code == (PyObject *)code && site->lasti == lasti;
+    PyObject *node = own ? pending_last(site) : NULL;
+    if (node == NULL) {
+        Py_DECREF(code);
+        return 0;
+    }
+    Py_INCREF(node);
+    PyObject *done = PyObject_CallOneArg(S.materialize_carried, node);
+    Py_DECREF(node);
+    if (site->code == (PyObject *)code && site->lasti == lasti) { /* still this site's entry */
+        forget_recent(site);
+        give_verdict(site, -1);
+    }
+    Py_DECREF(code);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Whether ``node`` is one of ``members``' items, or, with ``ancestors``, ``members`` itself or one of
+   the tuple ``ancestors``' items. */
+static int among(PyObject *node, PyObject *members, PyObject *ancestors)
+{
+    if (ancestors != NULL) {
+        if (node == members)
+            return 1;
+        members = ancestors;
+    }
+    PyObject *fast = PySequence_Fast(members, "the members of a materialization are a sequence");
+    if (fast == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int found = 0;
+    for (Py_ssize_t i = 0; !found && i < PySequence_Fast_GET_SIZE(fast); i++)
+        found = PySequence_Fast_GET_ITEM(fast, i) == node;
+    Py_DECREF(fast);
+    return found;
+}
+
+/* A materialization's verdict (give_verdict), for each noted site whose recorded node it computed
+   (among its nodes: ``members``, or ``members`` and its ``ancestors``) or that is gone: a site whose
+   node lives on outside it waits for the materialization that computes it. */
+static void settle(int verdict, PyObject *members, PyObject *ancestors)
+{
+    int kept = 0;
+    for (int i = 0; i < recent_count; i++) {
+        Site *site = recent_sites[i];
+        PyObject *node = site->last == NULL ? Py_None : PyWeakref_GetObject(site->last);
+        if (node != Py_None && !among(node, members, ancestors)) {
+            recent_sites[kept++] = site;
+            continue;
+        }
+        give_verdict(site, verdict);
+    }
+    recent_count = kept;
+}
+
+/* tiers.sites(): each site known, as (code, instruction offset, state, runs, next trial's run). */
+static PyObject *site_states(PyObject *module, PyObject *unused)
+{
+    static const char *const names[] = {"direct", "waiting", "recording"};
+    PyObject *found = PyList_New(0);
+    for (int i = 0; found != NULL && i < SITE_TABLE; i++) {
+        Site *site = &site_table[i];
+        if (site->code == NULL || site->ours)
+            continue;
+        PyObject *row = Py_BuildValue("(Oisnn)", site->code, site->lasti, names[site->state], site->runs, site->trial_at);
+        if (row == NULL || PyList_Append(found, row) < 0)
+            Py_CLEAR(found);
+        Py_XDECREF(row);
+    }
+    return found;
+}
+
+/* tiers.settle_sites(verdict, nodes) */
+static PyObject *settle_sites(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "settle_sites(verdict, nodes)");
+        return NULL;
+    }
+    long value = PyLong_AsLong(args[0]);
+    if (value == -1 && PyErr_Occurred())
+        return NULL;
+    if (recent_count)
+        settle(value > 0 ? 1 : value < 0 ? -1 : 0, args[1], NULL);
+    Py_RETURN_NONE;
+}
+
+/* tiers.site_repeats(): how many runs the sites that recorded since the last materialization stand
+   for (the most of them; 0 where none did): the runs their trace would have had recorded. */
+static PyObject *site_repeats(PyObject *module, PyObject *unused)
+{
+    Py_ssize_t most = 0;
+    for (int i = 0; i < recent_count; i++)
+        if (recent_sites[i]->repeats > most)
+            most = recent_sites[i]->repeats;
+    return PyLong_FromSsize_t(recent_count ? (most > 1 ? most : 1) : 0);
+}
+
+/* tiers.set_site_trials(first, most): when a site's first trial comes, and the most runs between
+   trials; 0 turns sites off. Every site is forgotten. */
+static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t first, most;
+    if (nargs != 2 || !int_value(args[0], &first) || !int_value(args[1], &most) || first < 0 || most < first) {
+        PyErr_SetString(PyExc_TypeError, "set_site_trials(first, most) takes ints, 0 <= first <= most");
+        return NULL;
+    }
+    for (int i = 0; i < SITE_TABLE; i++) {
+        set_state(&site_table[i], SITE_DIRECT);
+        Py_CLEAR(site_table[i].code);
+    }
+    first_trial_at = first;
+    most_trial_at = most;
+    Py_RETURN_NONE;
+}
+
 /* record.record_common(op, first[, second]) */
 static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -801,6 +1100,9 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
     PyObject *op = args[0], *operands[2] = {args[1], nargs == 3 ? args[2] : S.unary};
     if (operands[1] == S.unary)
         nargs = 2;
+    if (recent_count > 0 && end_carried() < 0)
+        return NULL;
+    noted_site = NULL;
     PyObject *nodes[2] = {NULL, NULL}, *kinds[2] = {NULL, NULL}, *result = NULL;
     PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
     Py_ssize_t count = nargs - 1;
@@ -842,7 +1144,7 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         Py_ssize_t limit = direct_limit();
         if (limit == -1 && PyErr_Occurred())
             return NULL;
-        if (size < limit)
+        if (size < limit && (numpy_scalars || !same_shapes || !site_records()))
             return run_direct(op, operands, count);
     }
     if (numpy_scalars || !same_shapes || has_zero_extent(NODE_SLOT(array, SHAPE)))
@@ -873,6 +1175,12 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         goto release;
     }
     PyObject *shape = NODE_SLOT(array, SHAPE), *node = new_node(op, inputs, S.empty, shape, dtype);
+    if (node != NULL && noted_site != NULL) {
+        Py_XSETREF(noted_site->last, PyWeakref_NewRef(node, NULL));
+        if (noted_site->last == NULL)
+            Py_CLEAR(node);
+        noted_site = NULL;
+    }
     if (node != NULL)
         result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
 release:
@@ -920,19 +1228,6 @@ static int plain_index(PyObject *index, int slices)
 static PyObject *declined(void)
 {
     return Py_NewRef(Py_None);
-}
-
-/* A Python int's value (not a bool's, not NumPy's), where it fits: 1, else 0. */
-static int int_value(PyObject *value, Py_ssize_t *result)
-{
-    if (!PyLong_CheckExact(value))
-        return 0;
-    *result = PyLong_AsSsize_t(value);
-    if (*result == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
 }
 
 /* Whether no node is pending in any thread: each recording's list of references is empty (a
@@ -2451,6 +2746,179 @@ static PyObject *replay_key(PyObject *module, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
+/* trace.held_ancestors(node, deep): the positions in node.ancestors of the deep intermediates the
+   program holds, each referenced more often than its trace itself references it. (Python's
+   ``sys.getrefcount`` sees one reference more, its argument's.) */
+static PyObject *held_ancestors(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 2 || !PyObject_TypeCheck(args[0], S.node_type) || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "held_ancestors takes a node and a tuple of (position, count) pairs");
+        return NULL;
+    }
+    PyObject *ancestors = NODE_SLOT(args[0], ANCESTORS), *deep = args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(deep), held = 0, positions[64];
+    if (ancestors == NULL || !PyTuple_CheckExact(ancestors) || count > 64)
+        return PyObject_CallFunctionObjArgs(S.held_ancestors, args[0], deep, NULL);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(deep, i);
+        Py_ssize_t position, inside;
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !int_value(PyTuple_GET_ITEM(pair, 0), &position) || !int_value(PyTuple_GET_ITEM(pair, 1), &inside)
+            || position < 0 || position >= PyTuple_GET_SIZE(ancestors)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "held_ancestors: a position outside the node's ancestors");
+            return NULL;
+        }
+        if (Py_REFCNT(PyTuple_GET_ITEM(ancestors, position)) > inside)
+            positions[held++] = position;
+    }
+    PyObject *found = PyTuple_New(held);
+    for (Py_ssize_t i = 0; found != NULL && i < held; i++) {
+        PyObject *position = PyLong_FromSsize_t(positions[i]);
+        if (position == NULL)
+            Py_CLEAR(found);
+        else
+            PyTuple_SET_ITEM(found, i, position);
+    }
+    return found;
+}
+
+/* Node.become_leaf(buffer, key) for a node the caller holds. */
+static void become_leaf(PyObject *node, PyObject *buffer, PyObject *key)
+{
+    PyObject *values[NODE_SLOTS] = {NULL};
+    values[OP] = S.buffer_op;
+    values[INPUTS] = values[PARAMS] = values[LEAVES] = values[ANCESTORS] = S.empty;
+    values[BUFFER] = buffer;
+    values[DEPTH] = S.zero;
+    values[KEY] = key;
+    for (int slot = 0; slot < NODE_SLOTS; slot++)
+        if (values[slot] != NULL)
+            set_slot(node, S.node_offsets[slot], Py_NewRef(values[slot]));
+}
+
+/* A fresh C-contiguous array of ``layout``, a (shape, dtype) pair; NULL with an error set. */
+static PyObject *empty_of(PyObject *layout)
+{
+    npy_intp dims[NPY_MAXDIMS];
+    PyObject *shape, *dtype;
+    if (!PyTuple_CheckExact(layout) || PyTuple_GET_SIZE(layout) != 2 || !PyTuple_CheckExact(shape = PyTuple_GET_ITEM(layout, 0))
+        || !PyArray_DescrCheck(dtype = PyTuple_GET_ITEM(layout, 1)) || PyTuple_GET_SIZE(shape) > NPY_MAXDIMS) {
+        PyErr_SetString(PyExc_TypeError, "launch_replay: an output layout is not a (shape, dtype) pair");
+        return NULL;
+    }
+    int ndim = (int)PyTuple_GET_SIZE(shape);
+    for (int axis = 0; axis < ndim; axis++)
+        if (!int_value(PyTuple_GET_ITEM(shape, axis), &dims[axis]) || dims[axis] < 0) {
+            PyErr_SetString(PyExc_TypeError, "launch_replay: a shape that is not of non-negative ints");
+            return NULL;
+        }
+    Py_INCREF(dtype); /* PyArray_Empty steals it */
+    return PyArray_Empty(ndim, dims, (PyArray_Descr *)dtype, 0);
+}
+
+/* replay.KernelReplay.materialize's launch, for a replay whose launch ``plan`` (``launch_plan``) is
+   (positions, loads, run, layouts, stores, result_keys, fused_ops, verdict): the buffers of the node's leaves
+   at ``positions`` (the first ``loads`` the kernel's inputs, the rest its parameters), fresh
+   outputs of ``layouts``, ``run(inputs, params, outputs)`` (the kernel's C call on one thread), and
+   each (output, position) of ``stores`` made the leaf of the node (-1) or of its ancestor there;
+   the sites whose nodes it computed told ``verdict``. False where ``run`` declined: nothing changed. */
+static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    PyObject *node, *plan;
+    if (nargs != 2 || !PyObject_TypeCheck(node = args[0], S.node_type) || !PyTuple_CheckExact(plan = args[1])
+        || PyTuple_GET_SIZE(plan) != 8) {
+        PyErr_SetString(PyExc_TypeError, "launch_replay takes a node and a launch plan");
+        return NULL;
+    }
+    PyObject *positions = PyTuple_GET_ITEM(plan, 0), *run = PyTuple_GET_ITEM(plan, 2);
+    PyObject *layouts = PyTuple_GET_ITEM(plan, 3), *stores = PyTuple_GET_ITEM(plan, 4);
+    PyObject *keys = PyTuple_GET_ITEM(plan, 5), *leaves = NODE_SLOT(node, LEAVES);
+    PyObject *ancestors = NODE_SLOT(node, ANCESTORS);
+    Py_ssize_t loads, fused, verdict;
+    if (!int_value(PyTuple_GET_ITEM(plan, 1), &loads) || !int_value(PyTuple_GET_ITEM(plan, 6), &fused)
+        || !int_value(PyTuple_GET_ITEM(plan, 7), &verdict)
+        || !PyTuple_CheckExact(positions) || !PyTuple_CheckExact(layouts) || !PyTuple_CheckExact(stores)
+        || !PyTuple_CheckExact(keys) || PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(stores) || leaves == NULL
+        || !PyTuple_CheckExact(leaves) || ancestors == NULL || !PyTuple_CheckExact(ancestors) || loads < 0
+        || loads > PyTuple_GET_SIZE(positions)) {
+        PyErr_SetString(PyExc_TypeError, "launch_replay: a malformed launch plan");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(positions), stored = PyTuple_GET_SIZE(stores);
+    PyObject *inputs = PyList_New(loads), *params = PyList_New(count - loads);
+    PyObject *outputs = PyList_New(PyTuple_GET_SIZE(layouts)), *result = NULL;
+    PyObject **targets = PyMem_Calloc(stored ? stored : 1, sizeof(PyObject *));
+    Py_ssize_t *slots = PyMem_Calloc(stored ? stored : 1, sizeof(Py_ssize_t));
+    if (inputs == NULL || params == NULL || outputs == NULL || targets == NULL || slots == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t position = -1;
+        int_value(PyTuple_GET_ITEM(positions, i), &position);
+        PyObject *buffer = position >= 0 && position < PyTuple_GET_SIZE(leaves)
+                               ? NODE_SLOT(PyTuple_GET_ITEM(leaves, position), BUFFER) : NULL;
+        if (buffer == NULL) {
+            PyErr_SetString(PyExc_ValueError, "launch_replay: a leaf position without a buffer");
+            goto done;
+        }
+        PyList_SET_ITEM(i < loads ? inputs : params, i < loads ? i : i - loads, Py_NewRef(buffer));
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layouts); i++) {
+        PyObject *made = empty_of(PyTuple_GET_ITEM(layouts, i));
+        if (made == NULL)
+            goto done;
+        PyList_SET_ITEM(outputs, i, made);
+    }
+    for (Py_ssize_t i = 0; i < stored; i++) {
+        PyObject *store = PyTuple_GET_ITEM(stores, i);
+        Py_ssize_t output, at;
+        if (!PyTuple_CheckExact(store) || PyTuple_GET_SIZE(store) != 2 || !int_value(PyTuple_GET_ITEM(store, 0), &output)
+            || !int_value(PyTuple_GET_ITEM(store, 1), &at) || output < 0 || output >= PyList_GET_SIZE(outputs)
+            || at < -1 || at >= PyTuple_GET_SIZE(ancestors)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "launch_replay: a store outside the kernel's outputs or the trace");
+            goto done;
+        }
+        slots[i] = output;
+        /* Held here: a node made a leaf first lets go of the ancestors the later stores name */
+        targets[i] = Py_NewRef(at < 0 ? node : PyTuple_GET_ITEM(ancestors, at));
+    }
+    PyObject *call[3] = {inputs, params, outputs};
+    PyObject *ran = PyObject_Vectorcall(run, call, 3, NULL);
+    if (ran == NULL)
+        goto done;
+    int launched = PyObject_IsTrue(ran);
+    Py_DECREF(ran);
+    if (launched < 0)
+        goto done;
+    if (launched) {
+        if (recent_count) /* the trace's nodes: before they let go of it */
+            settle(verdict > 0 ? 1 : verdict < 0 ? -1 : 0, node, ancestors);
+        for (Py_ssize_t i = 0; i < stored; i++)
+            become_leaf(targets[i], PyList_GET_ITEM(outputs, slots[i]), PyTuple_GET_ITEM(keys, i));
+        tallies[TALLY_REPLAYS]++;
+        tallies[TALLY_KERNELS_LAUNCHED]++;
+        tallies[TALLY_MATERIALIZATIONS]++;
+        tallies[TALLY_FUSED_OPS] += fused;
+    }
+    result = PyBool_FromLong(launched);
+done:
+    if (targets != NULL)
+        for (Py_ssize_t i = 0; i < stored; i++)
+            Py_XDECREF(targets[i]);
+    PyMem_Free(targets);
+    PyMem_Free(slots);
+    Py_XDECREF(inputs);
+    Py_XDECREF(params);
+    Py_XDECREF(outputs);
+    return result;
+}
+
 static PyObject *structure_id(PyObject *module, PyObject *description)
 {
     BIND_CHECK();
@@ -2498,6 +2966,9 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"registry_module", &S.registry_module, NULL},
         {"matmul", &S.matmul, NULL},
         {"dot", &S.dot, NULL},
+        {"held_ancestors", &S.held_ancestors, NULL},
+        {"package_path", &S.package_path, &PyUnicode_Type},
+        {"materialize_carried", &S.materialize_carried, NULL},
     };
     enum { COUNT = sizeof(objects) / sizeof(objects[0]) };
     PyObject *values[COUNT];
@@ -2600,6 +3071,15 @@ static PyMethodDef methods[] = {
     {"fast_function", fast_function, METH_VARARGS,
      "fast_function(op, ufunc table or None; order; python_function): the function or method whose common case runs in C."},
     {"replay_key", (PyCFunction)(void (*)(void))replay_key, METH_FASTCALL, "trace.replay_key in C."},
+    {"held_ancestors", (PyCFunction)(void (*)(void))held_ancestors, METH_FASTCALL, "trace.held_ancestors in C."},
+    {"settle_sites", (PyCFunction)(void (*)(void))settle_sites, METH_FASTCALL,
+     "tiers.settle_sites: a materialization's verdict, for the recent sites whose nodes it computed."},
+    {"sites", site_states, METH_NOARGS, "tiers.sites: each site known, its state and counts."},
+    {"site_repeats", site_repeats, METH_NOARGS, "tiers.site_repeats: the runs the recent sites stand for."},
+    {"set_site_trials", (PyCFunction)(void (*)(void))set_site_trials, METH_FASTCALL,
+     "tiers.set_site_trials(first, most): when sites try recording; 0 turns them off."},
+    {"launch_replay", (PyCFunction)(void (*)(void))launch_replay, METH_FASTCALL,
+     "replay.KernelReplay.materialize's launch on one thread, in C."},
     {NULL, NULL, 0, NULL},
 };
 

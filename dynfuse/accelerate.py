@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import warnings
 from collections.abc import Iterator
 from types import FunctionType, ModuleType
@@ -22,11 +23,11 @@ from typing import Any
 
 import numpy
 
-from . import array, config, devices, direct, ops, record, registry, stats, tiers, trace
+from . import array, config, devices, direct, execute, ops, record, registry, replay, stats, tiers, trace
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 6
+INTERFACE_VERSION = 7
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -34,6 +35,12 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (trace.Node, "__init__"): trace.Node.__init__,
     (trace, "structure_id"): trace.structure_id,
     (trace, "replay_key"): trace.replay_key,
+    (trace, "held_ancestors"): trace.held_ancestors,
+    (replay, "launch_replay"): replay.launch_replay,
+    (tiers, "settle_sites"): tiers.settle_sites,
+    (tiers, "site_repeats"): tiers.site_repeats,
+    (tiers, "set_site_trials"): tiers.set_site_trials,
+    (tiers, "sites"): tiers.sites,
     (record, "record_common"): record.record_common,
     (direct, "result"): direct.result,
     (direct, "view"): direct.view,
@@ -90,6 +97,9 @@ def _load() -> ModuleType | None:
             registry_module=registry,
             matmul=ops.BARRIERS["matmul"],
             dot=ops.BARRIERS["dot"],
+            held_ancestors=trace.held_ancestors,
+            package_path=os.path.dirname(__file__) + os.sep,
+            materialize_carried=execute.materialize_carried,
             getitem_op=ops.VIEWS["getitem"],
             transpose_op=ops.VIEWS["transpose"],
             reshape_op=ops.VIEWS["reshape"],
@@ -183,5 +193,6 @@ if _extension is not None:
     direct.viewed_by_numpy = _extension.viewed_by_numpy
     if not config.pure_python:
         _install(_accelerated)
+        tiers.forget_sites()
 if not config.pure_python:
     cpu.KernelCall = _load_launch()

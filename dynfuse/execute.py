@@ -25,13 +25,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import cache, interpret, registry, replay, schedule, stats, trace
+from . import cache, interpret, registry, replay, schedule, stats, tiers, trace
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel
 from .launch import launch, leaf_value, library_call, read
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
-from .tiers import Tier, kernel_tier, repeated_enough, tiny
+from .tiers import Tier, kernel_tier, recording_verdict, repeated_enough, tiny
 from .trace import (
     Node,
     dependent_sinks,
@@ -57,51 +57,93 @@ def viewed(node: Node) -> Node:
     return node
 
 
+# The counters whose change over a materialization says whether recording paid (``tiers``' sites)
+_VERDICT = ("kernels_planned", "fused_ops", "interpreted_ops")
+
+
 def materialize(nodes: Sequence[Node]) -> None:
     """Compute every unmaterialized node in ``nodes`` together, sharing common work.
 
     A view is materialized together with the node it views, so that its buffer is a view of a
     buffer that node keeps: a later write through either is then seen by both, as in NumPy.
+
+    Where sites of the program recorded since the last materialization (``tiers.site_repeats``),
+    what ran settles whether recording pays there (``tiers.settle_sites``).
     """
     with lock:
-        if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, in line
-            outputs = [nodes[0]] if nodes[0].inputs else ()
-        else:
-            outputs = wanted_nodes(nodes)
-        if not outputs:
-            return
-        device = outputs[0].device
-        if len(outputs) > 1 and any(node.device is not device for node in outputs):
-            for group in _by_device(outputs):
-                materialize(group)
-            return
-        memory = device or HOST
-        backend = registry.BACKENDS[registry.backend] if memory is HOST else backend_for(memory)
-        key = None
-        if backend is not None and backend.memory is memory and len(outputs) == 1:
-            # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
-            runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
-            key = trace.replay_key(runs_on, outputs[0])
-            if key is not None:
-                kept = replay.find(key)
-                if kept is not None and _replayed(kept, outputs[0], key, backend):
-                    return
-        order = topological_order(outputs)
-        held = held_intermediates(order, outputs)
-        small = backend is not None and tiny(order, backend)
-        interpreted = backend is None or (small and not repeated_enough(key, backend))
-        place = HOST if interpreted else backend.memory
-        moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
+        _materialize(nodes, tiers.site_repeats())
+
+
+class _Verdict:
+    """Whether a materialization of ``nodes`` paid for what sites recorded among them
+    (``tiers.recording_verdict``), told them as it ends; where no site recorded (``repeats`` 0),
+    nothing is counted. Planned, or replayed as a plan, it is not yet what pays (at most 0): only a
+    kernel's launch in C costs less than NumPy's calls on small arrays (``replay.KernelReplay``
+    tells that verdict). Recording cannot pay (``possible`` False) for a trace without a replay key
+    (several outputs, or too large a structure: it is planned again every time), nor for one of
+    fewer ops than a kernel must fuse (``tiers.could_pay``)."""
+
+    def __init__(self, repeats: int, nodes: Sequence[Node], possible: bool = True) -> None:
+        self.counters = _counters() if repeats else None
+        self.before = [self.counters[name] for name in _VERDICT] if repeats else []
+        self.nodes = nodes
+        self.possible = possible
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exception: object) -> None:
+        if self.counters is not None and exception[0] is None:
+            changes = [self.counters[name] - was for name, was in zip(_VERDICT, self.before, strict=True)]
+            verdict = min(recording_verdict(*changes), 0) if self.possible else -1
+            tiers.settle_sites(verdict, self.nodes)
+
+
+def _materialize(nodes: Sequence[Node], repeats: int) -> None:
+    """``materialize``, for a trace that stands for ``repeats`` runs (a site's trial; 0 where no
+    site recorded). A replay launched as one kernel settles the sites itself
+    (``replay.KernelReplay``); any other run, here."""
+    if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, in line
+        outputs = [nodes[0]] if nodes[0].inputs else ()
+    else:
+        outputs = wanted_nodes(nodes)
+    if not outputs:
+        return
+    device = outputs[0].device
+    if len(outputs) > 1 and any(node.device is not device for node in outputs):
+        for group in _by_device(outputs):
+            _materialize(group, repeats)
+        return
+    memory = device or HOST
+    backend = registry.BACKENDS[registry.backend] if memory is HOST else backend_for(memory)
+    key = None
+    if backend is not None and backend.memory is memory and len(outputs) == 1:
+        # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
+        runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
+        key = trace.replay_key(runs_on, outputs[0])
+        if key is not None:
+            kept = replay.find(key)
+            if kept is not None and _replayed(kept, outputs[0], key, backend, repeats):
+                return
+    order = topological_order(outputs)
+    held = held_intermediates(order, outputs)
+    small = backend is not None and tiny(order, backend)
+    # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
+    pays = bool(repeats) and key is not None and tiers.could_pay(order)
+    interpreted = backend is None or (small and not repeated_enough(key, backend, repeats if pays else 0))
+    place = HOST if interpreted else backend.memory
+    moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
+    with _Verdict(repeats, order, pays):
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
-            results = run_planned(order, outputs, backend, key, small, moved, held)
+            results = run_planned(order, outputs, backend, key, small, moved, held, repeats)
         kept = [*outputs, *held]
         if place is not memory:
             results = _moved_results(results, kept, place, memory)
         for node in kept:
             node.become_leaf(results[node])
-        _counters()["materializations"] += 1
+    _counters()["materializations"] += 1
 
 
 def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memory) -> dict:
@@ -127,6 +169,15 @@ def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memor
         return moved[node]
 
     return {node: value(node) for node in kept}
+
+
+def materialize_carried(node: Node) -> None:
+    """Compute ``node``, a site's trial value the program's loop carried into its next run, with
+    every pending node that depends on it (``trace.dependent_sinks``): the trial ends there, its
+    verdict with it (``tiers``), and the loop runs on from computed arrays."""
+    with lock:
+        if node.inputs:
+            materialize(dependent_sinks([node]))
 
 
 def materialize_readers(buffer: Any, memory: Memory = HOST) -> None:
@@ -175,10 +226,11 @@ def run_planned(
     compile_small: bool = False,
     moved: dict[Node, Any] | None = None,
     held: Sequence[Node] = (),
+    repeats: int = 0,
 ) -> dict[Node, Any]:
     """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
     intermediates the program ``held`` computed too; with a replay ``key`` (one output), what ran
-    is kept for replaying."""
+    is kept for replaying. ``repeats``: the runs a site's trial stands for (``tiers.kernel_tier``)."""
     computed = [*outputs, *held]
     numbered = schedule.number_trace(order, computed)
     try:
@@ -198,7 +250,7 @@ def run_planned(
         kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
         if kept is not None:
             replay.keep(key, node, order, positions, kept)
-    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {})
+    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats)
     if kept is not None and compiled is not None and kept.launchable:
         kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, compiled, node, backend)
     return {node: values[node] for node in computed}
@@ -223,7 +275,7 @@ def _keep_kernel(
     return True
 
 
-def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend) -> bool:
+def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend, repeats: int = 0) -> bool:
     """Compute ``node`` by what its structure kept, if it kept a run for the deep intermediates
     the program holds now; False where it did not, or that run cannot take this trace."""
     held = kept.held(node)
@@ -237,12 +289,13 @@ def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend) -> 
         return False
     memory = backend.memory
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
-    values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved)
-    outputs = [nodes[number] for number in run.outputs]
-    if compiled is not None and run.launchable:
-        run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
-    for output in outputs:
-        output.become_leaf(values[output])
+    with _Verdict(repeats, nodes):
+        values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats)
+        outputs = [nodes[number] for number in run.outputs]
+        if compiled is not None and run.launchable:
+            run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
+        for output in outputs:
+            output.become_leaf(values[output])
     counters = _counters()
     counters["replays"] += 1
     counters["materializations"] += 1
@@ -268,11 +321,12 @@ def run_plan(
     backend: Backend,
     compile_small: bool = False,
     moved: dict[Node, Any] | None = None,
+    repeats: int = 0,
 ) -> tuple[dict[Node, Any], CompiledKernel | None]:
     """Run ``plan`` over its numbered ``nodes`` on the backend's memory, step by step, each stored
     buffer freed after its last reader: the values of the plan's outputs, and the last kernel that
     ran compiled (what a replay launches again)."""
-    run = _Run(nodes, backend, compile_small, moved)
+    run = _Run(nodes, backend, compile_small, moved, repeats)
     stats.count("kernels_planned", len(plan.kernels))
     inside = None
     for step, release in zip(plan.steps, plan.release, strict=True):
@@ -303,8 +357,10 @@ class _Run:
         backend: Backend,
         compile_small: bool = False,
         moved: dict[Node, Any] | None = None,
+        repeats: int = 0,
     ) -> None:
         self.nodes = nodes
+        self.repeats = repeats  # the runs a site's trial stands for
         self.backend = backend
         self.memory: Memory = backend.memory  # where every buffer of the run is
         self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
@@ -332,7 +388,7 @@ class _Run:
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
         compiled = None
-        tier = kernel_tier(step, self.nodes, self.backend, self.compile_small)
+        tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats)
         if tier is Tier.COMPILING:
             # No thread to be had (Python is exiting): then it compiles when next asked for.
             with contextlib.suppress(RuntimeError):

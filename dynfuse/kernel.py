@@ -193,6 +193,9 @@ class Target:
     # dispatch and the executor's own bookkeeping, in the same units. On tiny arrays it is all
     # that interpreting costs, and what a compiled launch saves.
     interpreted_op_work: int = 0
+    # What NumPy's call of one op costs run directly (``direct``) besides its elements' work: the
+    # work a site's direct run of an op is credited with (``tiers.kernel_tier``).
+    direct_op_work: int = 0
     # The cost of computing one unit of op cost (an add), in loads or stores of one element: about
     # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
     # recomputing a shared node in several kernels against storing it once with this.

@@ -648,7 +648,8 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
         execute.materialize([node, *also])
     else:
         execute.materialize(list(also))
-        execute.materialize([node])
+        if node.inputs:
+            execute.materialize([node])
     buffer = target._node.buffer
     execute.materialize_readers(buffer, target._node.memory)
     return buffer

@@ -24,8 +24,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from . import cache, config, schedule, stats, trace
-from .devices import Memory
+from . import cache, config, host_pool, schedule, stats, tiers, trace, views
+from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
 from .ops import OpKind
@@ -39,6 +39,10 @@ _counters = stats.thread_counters
 # trace, and cachetools' LRU with its own lock costs microseconds there. Not counted here: a replay
 # is counted when it runs, and a miss is the planned path's to count.
 _replays: OrderedDict[tuple, Replay] = OrderedDict()
+
+# ``launch_replay(node, launch_plan)``: a ``KernelReplay``'s launch in C, where the C recorder is in
+# use (``accelerate``); None otherwise, and the launch below runs in Python.
+launch_replay: Callable[[Node, tuple], bool] | None = None
 
 
 def find(key: tuple) -> Replay | None:
@@ -159,11 +163,13 @@ class KernelReplay:
         "fused_ops",
         "gather",
         "kernel",
+        "launch_plan",
         "loads",
         "memory",
         "params",
         "result_keys",
         "stores",
+        "verdict",
     )
 
     def __init__(
@@ -176,8 +182,11 @@ class KernelReplay:
         fused_ops: int,
         direct: bool,
         memory: Memory,
+        verdict: int = 1,
     ) -> None:
         self.kernel = kernel
+        # What a launch of it tells the sites whose nodes it computes (``tiers.recording_verdict``)
+        self.verdict = verdict
         self.compiled = compiled
         self.memory = memory  # the backend's, which is the node's leaves' (``KernelReplay.of``)
         # Per load slot: its leaf's position, the views it is read through, and its source where
@@ -198,6 +207,9 @@ class KernelReplay:
         # Each result's ``structure_id(buffer_key(...))``, once known. Ids are never reused, so one
         # kept past a reset of the table is at worst a replay miss for what reads the result.
         self.result_keys: list[int | None] = [None] * len(stores)
+        # What ``launch_replay`` takes, once a launch in Python has found the result keys
+        # (``_launch_plan``); None until then, and for ever where C cannot launch it.
+        self.launch_plan: tuple | None = None
 
     @classmethod
     def of(
@@ -249,13 +261,18 @@ class KernelReplay:
                 )
                 for position, views, load in loads
             )
-        return cls(kernel, compiled, loads, params, tuple(stores), len(step.nodes), direct, memory)
+        verdict = tiers.recording_verdict(1, tiers.paying_ops([nodes[n] for n in step.nodes]), 0)
+        return cls(kernel, compiled, loads, params, tuple(stores), len(step.nodes), direct, memory, verdict)
 
     def materialize(self, node: Node, key: tuple) -> bool:
         """Compute ``node`` (and the held intermediates this replay was kept for) by this replay;
         False if that failed (then it is forgotten, and the planned path runs the trace again,
         warning and falling back if it must)."""
         try:
+            plan = self.launch_plan
+            if plan is not None and launch_replay is not None and launch_replay(node, plan):
+                return True  # counted, and the sites settled, in C
+            members = pool(node)  # the trace's nodes, for the sites' verdict
             leaves = node.leaves
             if self.direct:  # the common case: every cached small trace's launch
                 values = [leaf.buffer for leaf in self.gather(leaves)]
@@ -286,12 +303,37 @@ class KernelReplay:
         except Exception:
             forget(key)
             return False
+        if self.launch_plan is None and self.direct and launch_replay is not None:
+            self.launch_plan = self._launch_plan()
+        # Recording pays where the next replays launch in C (``launch_replay`` tells it from then on)
+        tiers.settle_sites(self.verdict if self.launch_plan is not None else -1, members)
         counters = _counters()
         counters["replays"] += 1
         counters["kernels_launched"] += 1
         counters["fused_ops"] += self.fused_ops
         counters["materializations"] += 1
         return True
+
+    def _launch_plan(self) -> tuple | None:
+        """What ``launch_replay`` takes: where every leaf is read as it is, the kernel runs on one
+        thread by its C call (``single_call``), and its outputs are small host arrays (a large one
+        comes from the pool), stored in its own shape. None where one of them does not hold."""
+        single_call = getattr(self.compiled, "single_call", None)
+        run = single_call() if single_call is not None else None
+        layouts = self.kernel.output_layouts
+        if (
+            run is None
+            or self.memory is not HOST
+            or None in self.result_keys
+            or any(shape is not None for _, _, shape in self.stores)
+            or any(views.size_of(shape) * dtype.itemsize >= host_pool.MIN_BYTES for shape, dtype in layouts)
+        ):
+            return None
+        positions = tuple(position for position, _, _ in self.loads) + self.params
+        stores = tuple((output, at) for output, at, _ in self.stores)
+        layouts = tuple((tuple(shape), dtype) for shape, dtype in layouts)
+        keys = tuple(self.result_keys)
+        return (positions, len(self.loads), run, layouts, stores, keys, self.fused_ops, self.verdict)
 
 
 Run = KernelReplay | PlanReplay

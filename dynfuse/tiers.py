@@ -11,12 +11,27 @@ cost, and the kernel stays interpreted until as much work again is interpreted (
 run's work takes a compile's time, ``Target.background_work``); later runs wait for the compile
 if it is not done. The compile is hidden behind the work, and which runs are interpreted depends
 only on the program, never on timing.
+
+Small work on computed arrays runs at once, by NumPy (``direct_elements``), unless the place in the
+program that calls it records (a site, kept by the C recorder): a statement a loop runs again and
+again costs a compiled replay of its trace, less than NumPy's calls, once recording it is seen to
+pay. A site runs its ops at once until ``SITE_TRIAL_AT`` runs, then records once (a trial); the
+materialization of what it recorded settles it (``settle_sites``, ``recording_verdict``): where the
+trace replays as one kernel launched in C that fuses ``RECORDING_PAYS_OPS`` ops or more
+(``paying_ops``), the site records from then on, as long as that keeps holding; where the trace
+was planned or ran as a plan (a compile not yet paid for), it runs at once again until twice as
+many runs; where it cannot pay (``could_pay``; no replay key; no C launch; its value carried into
+the loop's next run), until ``SITE_MOST_TRIAL_AT`` runs. A trial's trace stands for the runs its
+site ran at once since the last (``site_repeats``): it is planned as a repeated trace, and its
+kernels are credited with that work, so a kernel the loop would have paid a compile for compiles
+(in the background, where a core is free) while the loop runs on by NumPy. Where the C recorder is
+not in use, every small op runs at once.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import cachetools
 
@@ -26,6 +41,68 @@ from .kernel import Backend, Kernel, Target
 from .ops import OpKind
 from .schedule import KernelStep
 from .trace import Node
+
+# A site's first trial after this many runs: a trial costs about what planning and interpreting its
+# trace cost, some 300 us the first time (a 13-op 64x64 heat step), what 20 runs of it by NumPy cost.
+SITE_TRIAL_AT = 32
+SITE_MOST_TRIAL_AT = 1 << 16
+# A compiled trace pays for recording where its kernels fuse this many ops each: recording an op
+# costs about 0.4 us, and a NumPy call on a small array about 0.6 us more than a fused op.
+RECORDING_PAYS_OPS = 4
+
+
+# The C recorder's, where it is in use (``accelerate``); without it there are no sites, and these
+# stand in for them.
+def settle_sites(verdict: int, nodes: Sequence[Node]) -> None:
+    """Tell the sites that recorded since the last materialization, and whose nodes are among this
+    one's ``nodes``, its verdict (``recording_verdict``)."""
+
+
+def site_repeats() -> int:
+    """The runs the sites that recorded since the last materialization stand for; 0: none did."""
+    return 0
+
+
+def set_site_trials(first: int, most: int) -> None:
+    """Forget every site; each tries recording after ``first`` runs, then after at most ``most``."""
+
+
+def sites() -> list[tuple]:
+    """Each site known: its code, instruction, state ("direct", "waiting", "recording"), runs
+    counted and the run of its next trial."""
+    return []
+
+
+def forget_sites() -> None:
+    """Every site counts its runs afresh, as in a new process."""
+    set_site_trials(SITE_TRIAL_AT, SITE_MOST_TRIAL_AT)
+
+
+def recording_verdict(kernels: int, fused: float, interpreted: int) -> int:
+    """Whether a materialization paid for what sites recorded, from the ``kernels`` of its plan
+    (0: unplanned) and their ops, ``fused`` in compiled kernels (``paying_ops``, where known) and
+    ``interpreted``: 1 where they all ran compiled, ``RECORDING_PAYS_OPS`` ops a kernel or more; -1
+    where they fuse fewer, compiled or not; 0 where some ran interpreted (their compile not yet
+    paid for: a later trial may find them compiled), or nothing was planned."""
+    if not kernels:
+        return 0
+    if fused + interpreted < RECORDING_PAYS_OPS * kernels:
+        return -1
+    return 0 if interpreted else 1
+
+
+def could_pay(order: Sequence[Node]) -> bool:
+    """Whether a trace (its unmaterialized nodes) has the ops that recording it needs to pay, were
+    they all fused in one kernel (views move no elements: they are not counted)."""
+    return paying_ops([node for node in order if node.op.kind is not OpKind.VIEW]) >= RECORDING_PAYS_OPS
+
+
+def paying_ops(nodes: Sequence[Node]) -> float:
+    """The ops a kernel fuses, each as much as fusing it saves: an op on 1-byte elements (a mask's
+    ``&``) a quarter of one on 4 or 8, as NumPy's own loop over them is that much cheaper (a
+    100x100 mask's four ops take NumPy 1.8 us, a float64 chain's four 7.3 us)."""
+    return sum(min(node.dtype.itemsize, 4) / 4 for node in nodes)
+
 
 # How often each kernel signature has been seen, for the tier policy.
 _sightings: cachetools.LRUCache = cachetools.LRUCache(maxsize=4 * config.kernel_cache_size)
@@ -69,19 +146,23 @@ def tiny(order: list[Node], backend: Backend) -> bool:
     )
 
 
-def repeated_enough(key: tuple | None, backend: Backend) -> bool:
+def repeated_enough(key: tuple | None, backend: Backend, repeats: int = 0) -> bool:
     """A small trace seen ``Target.tiny_repeats`` times is planned (and its plan kept for replaying):
     its interpreted runs have cost what planning it costs. Its kernels then compile by their work
-    (``kernel_tier``): replayed, a launch costs less than interpreting them."""
-    repeats = backend.target.tiny_repeats
-    if key is None or not repeats:
+    (``kernel_tier``): replayed, a launch costs less than interpreting them. A site's trial stands
+    for its ``repeats`` runs (``site_repeats``)."""
+    needed = backend.target.tiny_repeats
+    if key is None or not needed:
         return False
-    return _sighted(key) >= repeats
+    return _sighted(key, max(repeats, 1)) >= needed
 
 
-def kernel_tier(step: KernelStep, nodes: list[Node], backend: Backend, compile_small: bool) -> Tier:
+def kernel_tier(
+    step: KernelStep, nodes: list[Node], backend: Backend, compile_small: bool, repeats: int = 0
+) -> Tier:
     """How ``step`` of a plan over the numbered ``nodes`` runs on ``backend`` this time
-    (``compile_small``: its trace is tiny and repeated, so its tiny kernels may compile too).
+    (``compile_small``: its trace is tiny and repeated, so its tiny kernels may compile too; a
+    site's trial stands for its ``repeats`` runs by NumPy, whose work counts too: ``_direct_work``).
 
     Interpreted until interpreting this kernel's signature has cost as much as getting its code
     would (compiling it, as the backend estimates; loading it, where the backend keeps it), then
@@ -114,7 +195,9 @@ def kernel_tier(step: KernelStep, nodes: list[Node], backend: Backend, compile_s
     if compiled and compiled_at is None:
         return Tier.COMPILED  # the common case, a loop's: nothing more to count
     work = sum(_interpreting_work(node, target) for node in group)
-    seen = _sighted(key, work)  # this run's work included
+    # A site's trial: its runs by NumPy since the last are work seen too
+    direct = repeats * sum(_direct_work(node, target) for node in group) if repeats else 0
+    seen = _sighted(key, work + direct)  # this run's work included
     if compiled:
         if seen < compiled_at:
             return Tier.INTERPRETED
@@ -157,10 +240,19 @@ def _code_cost(backend: Backend, kernel: Kernel, key: Hashable) -> tuple[float, 
     return found
 
 
-def _interpreting_work(node: Node, target: Target) -> float:
-    """What the reference executor's NumPy call for ``node`` costs: its elements (a reduction's
-    operand's), as dear as its op (an exp is ten adds) and its elements' bytes (float64 twice
-    float32), and the call itself (``Target.interpreted_op_work``)."""
+def _elements_work(node: Node) -> float:
+    """A node's elements (a reduction's operand's), as dear as its op (an exp is ten adds) and its
+    elements' bytes (float64 twice float32)."""
     counted = node.inputs[0] if node.op.kind is OpKind.REDUCTION else node
-    elements = views.size_of(counted.shape) * node.op.cost * max(node.dtype.itemsize, 4) / 4
-    return elements + target.interpreted_op_work
+    return views.size_of(counted.shape) * node.op.cost * max(node.dtype.itemsize, 4) / 4
+
+
+def _direct_work(node: Node, target: Target) -> float:
+    """What NumPy's call for ``node``, run directly, costs: its elements' work and the call."""
+    return _elements_work(node) + target.direct_op_work
+
+
+def _interpreting_work(node: Node, target: Target) -> float:
+    """What the reference executor's NumPy call for ``node`` costs: its elements' work and the call
+    itself (``Target.interpreted_op_work``)."""
+    return _elements_work(node) + target.interpreted_op_work

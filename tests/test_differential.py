@@ -252,6 +252,8 @@ def test_random_programs_with_shared_subexpressions(data, steps):
                     arguments = (i,)
                 else:
                     arguments = (i, j)
+                    if function is np.copysign and np.isnan(expected[j]).any():
+                        continue  # a NaN's sign is the implementation's: NumPy's SIMD loops and libm differ
             elif step == "where":
                 function, arguments = np.where, (i, j, k)
             elif step == "reduce":

@@ -6,6 +6,7 @@ is recorded, and writes keep NumPy's aliasing. Pending operands and large work a
 before; which path an op takes depends only on the program.
 """
 
+import itertools
 import warnings
 
 import numpy as np
@@ -14,17 +15,19 @@ from hypothesis import given, settings
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import accelerate, config, registry
+from dynfuse import accelerate, config, registry, tiers
 from dynfuse.testing.compare import fresh
 from dynfuse.testing.programs import cases
 
 
 @pytest.fixture(autouse=True)
 def direct_on(monkeypatch):
-    """As a user runs: tiers and direct execution on, the CPU backend (tiny below 16,384 elements)."""
+    """As a user runs: tiers and direct execution on, the CPU backend (tiny below 16,384 elements),
+    every site of the program counting its runs afresh."""
     monkeypatch.setattr(config, "tiers", True)
     monkeypatch.setattr(config, "direct", True)
     monkeypatch.setattr(registry, "backend", "cpu")
+    tiers.forget_sites()
 
 
 def same(actual, expected):
@@ -508,3 +511,66 @@ def test_many_numpy_functions_on_small_computed_arrays_give_numpys_results(name,
         except Exception as error:
             got = error
     assert _same_result(got, want), (got, want)
+
+
+def statement(np, x):
+    """Eight elementwise ops: a statement that pays for recording, replayed as one kernel."""
+    return np.minimum(np.abs(np.maximum(x * 2 + 1, 0) * x - 0.5) / 3 + x, 4)
+
+
+def runs_of(program, steps: int) -> list[str]:
+    """How each run of ``program()`` (one site's statement, materialized) ran: "direct" (NumPy's
+    calls), "replayed" (recorded, then a compiled replay) or "recorded" (recorded, then planned or
+    interpreted)."""
+    ways = []
+    for _ in range(steps):
+        before = dynfuse.stats()
+        program()
+        after = dynfuse.stats()
+        if after["ops_recorded"] == before["ops_recorded"]:
+            ways.append("direct")
+        else:
+            ways.append("replayed" if after["replays"] > before["replays"] else "recorded")
+    return ways
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_statement_a_loop_runs_again_and_again_is_recorded_once_that_pays():
+    """Run at once by NumPy until its site's trial; recorded from when its compiled replay pays
+    (its kernel compiled from the runs counted), NumPy's results bit for bit all along."""
+    values = np.random.default_rng(0).random(1000)
+    x = dnp.asarray(values.copy())
+    expected = statement(np, values)
+
+    def program():
+        same(statement(np, x), expected)
+
+    ways = runs_of(program, 5000)
+    assert ways[: tiers.SITE_TRIAL_AT - 1] == ["direct"] * (tiers.SITE_TRIAL_AT - 1)
+    assert ways[tiers.SITE_TRIAL_AT - 1] != "direct"  # the first trial
+    assert ways[-500:] == ["replayed"] * 500
+    # Before, trials of its nine sites, each after twice as many runs as its last
+    settled = len(ways) - ways[::-1].index("direct")
+    assert len(ways[:settled]) - ways[:settled].count("direct") < 100
+    tiers.forget_sites()  # its kernel at hand, the site records from its first trial on
+    at_hand = runs_of(program, 200)
+    trial = tiers.SITE_TRIAL_AT - 1
+    assert at_hand == ["direct"] * trial + ["replayed"] * (200 - trial)
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_statement_whose_recording_does_not_pay_runs_at_once():
+    """One op, its value read at once: each trial is a materialization of one op, and the site
+    runs at once again, its trials ever rarer."""
+    values = np.arange(100.0)
+    x = dnp.asarray(values.copy())
+
+    def program():
+        y = x * 3.0
+        assert float(y[7]) == 21.0
+
+    ways = runs_of(program, 2000)
+    trials = [step for step, way in enumerate(ways) if way != "direct"]
+    assert trials[0] == tiers.SITE_TRIAL_AT - 1
+    assert len(trials) <= 6
+    assert all(later - earlier >= 2 * tiers.SITE_TRIAL_AT for earlier, later in itertools.pairwise(trials))

@@ -95,6 +95,31 @@ def test_a_failing_replay_runs_the_planned_path(monkeypatch):
     assert dynfuse.stats()["fallbacks"] == 0
 
 
+def test_a_cached_small_trace_is_launched_in_c_and_a_declined_call_in_python(monkeypatch):
+    """Once a replay's launch in Python has found its results' keys, C launches it; where the
+    kernel's C call declines (it packs only the plain case), nothing changed and Python launches it."""
+    if replay.launch_replay is None:
+        pytest.skip("the C recorder is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+
+    def chain(x):
+        return np.abs(x * 2 - 1) + x
+
+    rng = np.random.default_rng(4)
+    assert not replayed(chain, rng.random(16))  # planned and compiled
+    assert replayed(chain, rng.random(16))  # launched in Python: the keys of its results found
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert kept.launch_plan is not None
+    for _ in range(3):
+        assert replayed(chain, rng.random(16))
+    positions, loads, _, *rest = kept.launch_plan
+    declined = []
+    kept.launch_plan = (positions, loads, lambda *arrays: declined.append(arrays) or False, *rest)
+    launched = dynfuse.stats()["kernels_launched"]
+    assert replayed(chain, rng.random(16))
+    assert declined and dynfuse.stats()["kernels_launched"] == launched + 1
+
+
 def plans_looked_up():
     stats = dynfuse.stats()
     return stats["plan_cache_hits"] + stats["plan_cache_misses"]

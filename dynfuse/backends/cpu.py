@@ -175,6 +175,14 @@ class _Launcher:
     def shares_rows(self, threads: int) -> bool:
         return _shares_rows(self.layout, threads)
 
+    def single_call(self) -> Callable[[list, list, list], bool] | None:
+        """The C call that runs every launch of this kernel, whatever the threads configured: its
+        work is below what threads split, it has rows, and ``KernelCall`` packs its cells. It
+        returns False where it declines (a parameter it does not pack): then ``__call__`` runs."""
+        if self.native is None or self.rows == 0 or self.work >= PARALLEL_ELEMENTS:
+            return None
+        return self.native.run
+
     def load_entry(self, counted: bool = True) -> None:
         from ..codegen.llvm import ENTRY
 
@@ -343,7 +351,8 @@ class CpuBackend:
     # Measured by perf/bench_tiers.py, perf/bench_compile_cost.py and perf/bench_tier_loops.py (see
     # perf/RESULTS.md). Interpreting costs about 0.5 ns a unit of work, and a NumPy call about 4 µs
     # more on tiny arrays (the reference executor's bookkeeping included: a 10-op chain on 1,000
-    # float32 is interpreted in 45 µs, a 64x64 heat step of 13 ops in 84 µs): 2**13 units an op. A
+    # float32 is interpreted in 45 µs, a 64x64 heat step of 13 ops in 84 µs): 2**13 units an op;
+    # run directly, a NumPy call costs about 1 µs (perf/bench_overhead.py): 2**11. A
     # compile costs a few ms plus 0.16 ms per line of the module's IR: 2**22 units, what a load
     # from the disk cache costs too, plus 2**18 a line (``compile_work``), from 2**24 for a short
     # chain to 2**29.5 for a kernel of hundreds of ops. A first sighting below 2**26 (a compile's
@@ -357,6 +366,7 @@ class CpuBackend:
         first_sight_work=1 << 22,
         tiny_repeats=4,
         interpreted_op_work=1 << 13,
+        direct_op_work=1 << 11,
         background_work=1 << 26,
     )
 
