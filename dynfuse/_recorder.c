@@ -64,6 +64,7 @@ static struct {
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
     PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
     PyObject *str_recording, *str_refs, *str_sweep_at, *str_sweep;
+    PyObject *str_move_to_end, *str_deep, *str_runs, *str_launch_plan, *str_sweep_own;
     PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend;
     PyObject *zero, *empty; /* 0 and () */
     int bound;
@@ -108,6 +109,28 @@ static Py_ssize_t module_int(PyObject *module, PyObject *name)
     Py_ssize_t result = PyLong_AsSsize_t(value);
     Py_DECREF(value);
     return result;
+}
+
+static uint64_t dict_version(PyObject *dict);
+
+/* module_int for a setting read on every recorded op, kept while the module's dict is unchanged
+   (its version tag: any assignment to the module's names changes it). -1 with an error set. */
+typedef struct {
+    uint64_t version;
+    Py_ssize_t value;
+} KeptInt;
+
+static Py_ssize_t kept_module_int(PyObject *module, PyObject *name, KeptInt *kept)
+{
+    uint64_t version = dict_version(PyModule_GetDict(module));
+    if (version && version == kept->version)
+        return kept->value;
+    Py_ssize_t value = module_int(module, name);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    kept->version = version;
+    kept->value = value;
+    return value;
 }
 
 /* trace.structure_id: a new reference to the id of ``description``. */
@@ -280,7 +303,8 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
             leaf_count += 1;
         }
     }
-    Py_ssize_t key_limit = module_int(S.trace_module, S.str_key_limit);
+    static KeptInt kept_key_limit;
+    Py_ssize_t key_limit = kept_module_int(S.trace_module, S.str_key_limit, &kept_key_limit);
     if (key_limit == -1 && PyErr_Occurred())
         return -1;
     PyObject *key, *leaves, *ancestors;
@@ -376,7 +400,8 @@ static PyObject *bounded(PyObject *lazy)
     long depth = PyLong_AsLong(NODE_SLOT(ARRAY_SLOT(lazy, ARRAY_NODE), DEPTH));
     if (depth == 0) /* a leaf: within any bound (DYNFUSE_MAX_DEPTH is at least 1) */
         return lazy;
-    Py_ssize_t max_depth = module_int(S.config_module, S.str_max_depth);
+    static KeptInt kept_max_depth;
+    Py_ssize_t max_depth = kept_module_int(S.config_module, S.str_max_depth, &kept_max_depth);
     if ((max_depth == -1 || depth == -1) && PyErr_Occurred()) {
         Py_DECREF(lazy);
         return NULL;
@@ -1249,6 +1274,32 @@ static int nothing_pending(void)
     }
     Py_DECREF(recordings);
     return empty;
+}
+
+/* trace.nothing_pending_swept(): this thread's list of references swept in place (the dead and
+   the computed go), then nothing_pending. */
+static PyObject *nothing_pending_swept(PyObject *module, PyObject *unused)
+{
+    BIND_CHECK();
+    if (R.refs == NULL || R.thread != PyThreadState_GetID(PyThreadState_Get())) { /* Python's, then */
+        PyObject *swept = PyObject_CallMethodNoArgs(S.pending, S.str_sweep_own);
+        if (swept == NULL)
+            return NULL;
+        Py_DECREF(swept);
+    } else {
+        Py_ssize_t kept = 0, count = PyList_GET_SIZE(R.refs);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *ref = PyList_GET_ITEM(R.refs, i), *node = PyWeakref_GetObject(ref);
+            if (node == Py_None || PyTuple_GET_SIZE(NODE_SLOT(node, INPUTS)) == 0)
+                continue;
+            if (kept != i)
+                PyList_SetItem(R.refs, kept, Py_NewRef(ref));
+            kept++;
+        }
+        if (kept < count && PyList_SetSlice(R.refs, kept, count, NULL) < 0)
+            return NULL;
+    }
+    return PyBool_FromLong(nothing_pending());
 }
 
 /* The address of the element a full index of Python ints picks in ``values``, as NumPy's own
@@ -2919,6 +2970,62 @@ done:
     return result;
 }
 
+/* replay.replay_now(node, backend, replays): ``node`` computed by the launch its structure kept
+   (execute.materialize's common case, without its Python frames): its replay key on ``backend``
+   (a name), the replay kept under it in ``replays`` (replay._replays, made the most recently
+   used), the run for the deep intermediates the program holds, and that run's launch in C
+   (launch_replay). False where any of them is missing, or the launch failed (the Python path then
+   runs it, and forgets the replay where it fails again); MemoryError is raised. */
+static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 3 || !PyObject_TypeCheck(args[0], S.node_type) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "replay_now takes a node, a backend name and the replays");
+        return NULL;
+    }
+    PyObject *key_args[2] = {args[1], args[0]};
+    PyObject *key = replay_key(module, key_args, 2), *held = NULL, *deep = NULL, *runs = NULL, *plan = NULL;
+    PyObject *result = NULL;
+    if (key == NULL || key == Py_None)
+        goto done;
+    PyObject *kept = PyDict_GetItemWithError(args[2], key); /* borrowed */
+    if (kept == NULL)
+        goto done;
+    Py_INCREF(kept);
+    PyObject *moved = PyObject_CallMethodOneArg(args[2], S.str_move_to_end, key);
+    Py_XDECREF(moved);
+    deep = moved == NULL ? NULL : PyObject_GetAttr(kept, S.str_deep);
+    runs = deep == NULL ? NULL : PyObject_GetAttr(kept, S.str_runs);
+    Py_DECREF(kept);
+    if (runs == NULL || !PyDict_Check(runs))
+        goto done;
+    if (PyTuple_Check(deep) && PyTuple_GET_SIZE(deep) > 0) {
+        PyObject *held_args[2] = {args[0], deep};
+        held = held_ancestors(module, held_args, 2);
+    } else {
+        held = Py_NewRef(S.empty);
+    }
+    PyObject *run = held == NULL ? NULL : PyDict_GetItemWithError(runs, held); /* borrowed */
+    plan = run == NULL ? NULL : PyObject_GetAttr(run, S.str_launch_plan);
+    if (plan == NULL || plan == Py_None)
+        goto done;
+    PyObject *launch_args[2] = {args[0], plan};
+    result = launch_replay(module, launch_args, 2);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(held);
+    Py_XDECREF(deep);
+    Py_XDECREF(runs);
+    Py_XDECREF(plan);
+    if (result == NULL) {
+        if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_MemoryError))
+            return NULL;
+        PyErr_Clear();
+        result = Py_NewRef(Py_False);
+    }
+    return result;
+}
+
 static PyObject *structure_id(PyObject *module, PyObject *description)
 {
     BIND_CHECK();
@@ -3078,6 +3185,9 @@ static PyMethodDef methods[] = {
     {"site_repeats", site_repeats, METH_NOARGS, "tiers.site_repeats: the runs the recent sites stand for."},
     {"set_site_trials", (PyCFunction)(void (*)(void))set_site_trials, METH_FASTCALL,
      "tiers.set_site_trials(first, most): when sites try recording; 0 turns them off."},
+    {"nothing_pending_swept", nothing_pending_swept, METH_NOARGS, "trace.nothing_pending_swept in C."},
+    {"replay_now", (PyCFunction)(void (*)(void))replay_now, METH_FASTCALL,
+     "execute.materialize's common case in C: a node computed by the launch its structure kept."},
     {"launch_replay", (PyCFunction)(void (*)(void))launch_replay, METH_FASTCALL,
      "replay.KernelReplay.materialize's launch on one thread, in C."},
     {NULL, NULL, 0, NULL},
@@ -3109,6 +3219,11 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_refs = PyUnicode_InternFromString("refs");
     S.str_sweep_at = PyUnicode_InternFromString("sweep_at");
     S.str_sweep = PyUnicode_InternFromString("sweep");
+    S.str_move_to_end = PyUnicode_InternFromString("move_to_end");
+    S.str_deep = PyUnicode_InternFromString("deep");
+    S.str_runs = PyUnicode_InternFromString("runs");
+    S.str_launch_plan = PyUnicode_InternFromString("launch_plan");
+    S.str_sweep_own = PyUnicode_InternFromString("sweep_own");
     S.str_table_limit = PyUnicode_InternFromString("STRUCTURE_TABLE_LIMIT");
     S.str_key_limit = PyUnicode_InternFromString("REPLAY_KEY_LIMIT");
     S.str_max_depth = PyUnicode_InternFromString("max_depth");
@@ -3124,7 +3239,8 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_axis = PyUnicode_InternFromString("axis");
     S.str_keepdims = PyUnicode_InternFromString("keepdims");
     S.str_dtype = PyUnicode_InternFromString("dtype");
-    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
+    if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_move_to_end == NULL || S.str_deep == NULL
+        || S.str_runs == NULL || S.str_launch_plan == NULL || S.str_sweep_own == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

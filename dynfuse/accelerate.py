@@ -3,7 +3,9 @@
 - ``dynfuse._recorder``: recording runs once per array operation, so its cost is every lazy op's
   dispatch overhead. It does what ``trace.Node.__init__``, ``trace.structure_id``,
   ``trace.replay_key`` and ``record.record_common`` do, on the same objects, and the common case of
-  views, reductions and casts on pending arrays (``record.getitem``, ``reshape``...).
+  views, reductions and casts on pending arrays (``record.getitem``, ``reshape``...); it keeps the
+  sites of ``tiers``' recording policy, and replays a cached small trace's kernel
+  (``replay.replay_now``, ``launch_replay``).
 - ``dynfuse._launch``: ``KernelCall`` packs a compiled CPU kernel's cells and calls it, where
   ``backends.cpu`` would pack them with ``struct`` and call through ctypes.
 
@@ -36,7 +38,9 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (trace, "structure_id"): trace.structure_id,
     (trace, "replay_key"): trace.replay_key,
     (trace, "held_ancestors"): trace.held_ancestors,
+    (trace, "nothing_pending_swept"): trace.nothing_pending_swept,
     (replay, "launch_replay"): replay.launch_replay,
+    (replay, "replay_now"): replay.replay_now,
     (tiers, "settle_sites"): tiers.settle_sites,
     (tiers, "site_repeats"): tiers.site_repeats,
     (tiers, "set_site_trials"): tiers.set_site_trials,

@@ -71,6 +71,13 @@ def materialize(nodes: Sequence[Node]) -> None:
     what ran settles whether recording pays there (``tiers.settle_sites``).
     """
     with lock:
+        if len(nodes) == 1 and replay.replay_now is not None:  # a cached small statement's, in C
+            node = nodes[0]
+            if node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW:
+                backend = registry.BACKENDS[registry.backend]
+                runs_on = backend.name if backend is not None and backend.memory is HOST else None
+                if runs_on is not None and replay.replay_now(node, runs_on, replay._replays):
+                    return
         _materialize(nodes, tiers.site_repeats())
 
 

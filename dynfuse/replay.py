@@ -43,6 +43,9 @@ _replays: OrderedDict[tuple, Replay] = OrderedDict()
 # ``launch_replay(node, launch_plan)``: a ``KernelReplay``'s launch in C, where the C recorder is in
 # use (``accelerate``); None otherwise, and the launch below runs in Python.
 launch_replay: Callable[[Node, tuple], bool] | None = None
+# ``replay_now(node, backend_name, _replays)``: what ``execute.materialize`` does for a node whose
+# structure kept a launch in C, done in C; None where the C recorder is not in use.
+replay_now: Callable[[Node, str, OrderedDict], bool] | None = None
 
 
 def find(key: tuple) -> Replay | None:
@@ -112,6 +115,7 @@ class PlanReplay:
     numbered or looked up. ``execute.run_plan`` runs it, each kernel at the tier it gets then."""
 
     __slots__ = ("compile_small", "distinct", "first", "launchable", "outputs", "plan", "take")
+    launch_plan = None  # a plan's run is never launched in C (``KernelReplay.launch_plan``)
 
     def __init__(
         self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int], compile_small: bool

@@ -323,16 +323,20 @@ def nothing_pending() -> bool:
     return _pending.empty()
 
 
+def nothing_pending_swept() -> bool:
+    """``nothing_pending``, this thread's list swept first: a statement's nodes, computed since they
+    were recorded, leave none there."""
+    _pending.sweep_own()
+    return _pending.empty()
+
+
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
     Each leaf is asked once: many pending nodes read the same few arrays."""
-    if _pending.empty():
+    if nothing_pending_swept():
         return []
     known = _unread.get(id(memory))
     if known is not None and known[0]() is memory and known[1] is device and _unchanged(known[2]):
-        return []
-    _pending.sweep_own()  # a statement's nodes, computed since they were recorded, often leave none
-    if _pending.empty():
         return []
     shares: dict[int, bool] = {}
     readers = []

@@ -101,6 +101,7 @@ def wrong_kernels(monkeypatch):
     monkeypatch.setattr(execute, "launch", wrong)
     monkeypatch.setattr(replay, "launch", wrong)
     monkeypatch.setattr(replay, "launch_replay", None)  # C's launch of a replay: launched above instead
+    monkeypatch.setattr(replay, "replay_now", None)
 
 
 def test_the_checker_catches_a_wrong_kernel_and_prints_a_runnable_snippet(wrong_kernels):

@@ -449,3 +449,21 @@ def test_computed_leaves_run_at_once_where_small_and_are_recorded_in_c_otherwise
     assert not small[1:]._node.inputs
     assert large[1:]._node.inputs
     assert called == []
+
+
+def test_sweeping_this_threads_pending_list_in_c_keeps_what_python_keeps():
+    """A write first asks whether anything is pending, this thread's list swept: the nodes computed
+    or gone leave it, the pending ones stay, in C as in the Python reference."""
+    python_sweep = accelerate._REFERENCE[trace, "nothing_pending_swept"]
+    x = dynfuse.asarray(np.arange(6.0))
+    for sweep in (trace.nothing_pending_swept, python_sweep):
+        kept = x * 2 + 1
+        computed = x - 1
+        np.asarray(computed)
+        (x * 3) + 2  # gone at once
+        assert sweep() is False  # ``kept`` is pending
+        alive = {id(ref()) for ref in trace._thread.recording.refs}
+        assert alive == {id(kept._node), id(kept._node.inputs[0])}
+        np.asarray(kept)
+        # Other tests' threads may hold pending nodes of their own: this thread's list is empty
+        assert sweep() is trace._pending.empty() and trace._thread.recording.refs == []
