@@ -93,15 +93,16 @@ def recording_verdict(kernels: int, fused: float, interpreted: int) -> int:
 
 def could_pay(order: Sequence[Node]) -> bool:
     """Whether a trace (its unmaterialized nodes) has the ops that recording it needs to pay, were
-    they all fused in one kernel (views move no elements: they are not counted)."""
-    return paying_ops([node for node in order if node.op.kind is not OpKind.VIEW]) >= RECORDING_PAYS_OPS
+    they all fused in one kernel."""
+    return paying_ops(order) >= RECORDING_PAYS_OPS
 
 
 def paying_ops(nodes: Sequence[Node]) -> float:
-    """The ops a kernel fuses, each as much as fusing it saves: an op on 1-byte elements (a mask's
-    ``&``) a quarter of one on 4 or 8, as NumPy's own loop over them is that much cheaper (a
-    100x100 mask's four ops take NumPy 1.8 us, a float64 chain's four 7.3 us)."""
-    return sum(min(node.dtype.itemsize, 4) / 4 for node in nodes)
+    """The ops among ``nodes`` a kernel fuses, each as much as fusing it saves: an op on 1-byte
+    elements (a mask's ``&``) a quarter of one on 4 or 8, as NumPy's own loop over them is that
+    much cheaper (a 100x100 mask's four ops take NumPy 1.8 us, a float64 chain's four 7.3 us); a
+    view, which moves no elements, nothing."""
+    return sum(min(node.dtype.itemsize, 4) / 4 for node in nodes if node.op.kind is not OpKind.VIEW)
 
 
 # How often each kernel signature has been seen, for the tier policy.
