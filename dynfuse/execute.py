@@ -183,8 +183,8 @@ def materialize_carried(node: Node) -> None:
     every pending node that depends on it (``trace.dependent_sinks``): the trial ends there, its
     verdict with it (``tiers``), and the loop runs on from computed arrays."""
     with lock:
-        if node.inputs:
-            materialize(dependent_sinks([node]))
+        if node.inputs:  # the node itself too: the program holds it, as the loop's carried value
+            materialize([node, *(sink for sink in dependent_sinks([node]) if sink is not node)])
 
 
 def materialize_readers(buffer: Any, memory: Memory = HOST) -> None:

@@ -574,3 +574,26 @@ def test_a_statement_whose_recording_does_not_pay_runs_at_once():
     assert trials[0] == tiers.SITE_TRIAL_AT - 1
     assert len(trials) <= 6
     assert all(later - earlier >= 2 * tiers.SITE_TRIAL_AT for earlier, later in itertools.pairwise(trials))
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_value_a_loop_carries_into_its_next_run_ends_the_trial_there():
+    """``x = x + 0.1 * (x * x - 1)``: recorded at its trial, ``x`` stays pending into the next run.
+    Reached again, the site computes it there and runs at once from then on: one run recorded, not
+    every run left; NumPy's values throughout."""
+    values = np.linspace(-1, 1, 500)
+    x, expected = dnp.asarray(values.copy()), values.copy()
+    recorded = []
+    for _ in range(200):
+        before = dynfuse.stats()["ops_recorded"]
+        x = x + 0.1 * (x * x - 1)
+        expected = expected + 0.1 * (expected * expected - 1)
+        recorded.append(dynfuse.stats()["ops_recorded"] - before)
+    np.testing.assert_allclose(np.asarray(x), expected, rtol=1e-12)
+    sites = [site for site in tiers.sites() if site[0].co_name.startswith("test_a_value_a_loop")]
+    assert len(sites) == 4  # x * x, - 1, 0.1 *, x +
+    assert all(state == "direct" and trial_at == tiers.SITE_MOST_TRIAL_AT for *_, state, _, trial_at in sites)
+    # Each site's trial in turn, each cut off in the next run; at once from then on
+    busy = [run for run, ops in enumerate(recorded) if ops]
+    assert busy[0] == tiers.SITE_TRIAL_AT - 1 and len(busy) <= len(sites) + 1
+    assert not any(recorded[busy[-1] + 1 :])
