@@ -418,6 +418,21 @@ static int is_alive(PyObject *ref)
     return PyWeakref_GetObject(ref) != Py_None;
 }
 
+/* Drop from ``refs`` (a list) the items ``keep`` refuses, in place, in order. -1 with an error set. */
+static int compact_refs(PyObject *refs, int (*keep)(PyObject *))
+{
+    Py_ssize_t count = PyList_GET_SIZE(refs), kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(refs, i);
+        if (!keep(item))
+            continue;
+        if (kept != i) /* the slot's old item is dropped, or moved to an earlier slot */
+            PyList_SetItem(refs, kept, Py_NewRef(item));
+        kept++;
+    }
+    return kept < count ? PyList_SetSlice(refs, kept, count, NULL) : 0;
+}
+
 /* LazyArray._add_view: a weak reference to ``view`` in ``base._views``; the dead ones go when the
    list reaches a power of two. */
 static int add_view(PyObject *base, PyObject *view)
@@ -445,18 +460,10 @@ static int add_view(PyObject *base, PyObject *view)
     Py_DECREF(ref);
     if (appended < 0)
         return -1;
-    Py_ssize_t count = PyList_GET_SIZE(refs), kept = 0;
+    Py_ssize_t count = PyList_GET_SIZE(refs);
     if (count < 8 || (count & (count - 1)) != 0)
         return 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PyList_GET_ITEM(refs, i);
-        if (!is_alive(item))
-            continue;
-        if (kept != i) /* the slot's old item is dead, or moved to an earlier slot */
-            PyList_SetItem(refs, kept, Py_NewRef(item));
-        kept++;
-    }
-    return PyList_SetSlice(refs, kept, count, NULL);
+    return compact_refs(refs, is_alive);
 }
 
 /* LazyArray(node, base, scalar) for ``node`` (stolen), unregistered with its base and unbounded. */
@@ -898,10 +905,15 @@ static Site *site_entry(PyCodeObject *code, int lasti)
     return &site_table[(hash ^ (hash >> 13)) % SITE_TABLE];
 }
 
+static int is_site(Site *site, PyCodeObject *code, int lasti)
+{
+    return site->code == (PyObject *)code && site->lasti == lasti;
+}
+
 static Site *site_of(PyCodeObject *code, int lasti)
 {
     Site *site = site_entry(code, lasti);
-    if (site->code == (PyObject *)code && site->lasti == lasti)
+    if (is_site(site, code, lasti))
         return site;
     /* A new site, or another in its place (forgotten: counted afresh if it comes back) */
     set_state(site, SITE_DIRECT);
@@ -913,14 +925,25 @@ static Site *site_of(PyCodeObject *code, int lasti)
     return site;
 }
 
-/* The calling frame's site: NULL where there is no frame. */
-static Site *calling_site(void)
+/* The calling Python frame's code (a new reference) and its instruction; NULL where there is no
+   frame. */
+static PyCodeObject *calling_code(int *lasti)
 {
     PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
     if (frame == NULL)
         return NULL;
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    Site *site = site_of(code, PyFrame_GetLasti(frame));
+    *lasti = PyFrame_GetLasti(frame);
+    return PyFrame_GetCode(frame);
+}
+
+/* The calling frame's site: NULL where there is no frame. */
+static Site *calling_site(void)
+{
+    int lasti;
+    PyCodeObject *code = calling_code(&lasti);
+    if (code == NULL)
+        return NULL;
+    Site *site = site_of(code, lasti);
     Py_DECREF(code);
     return site;
 }
@@ -959,11 +982,17 @@ static int site_records(void)
     return 1;
 }
 
-/* The node a site last noted, where it is still pending (borrowed); NULL otherwise. */
-static PyObject *pending_last(Site *site)
+/* The node a weak reference (NULL: none) refers to, where it is alive and still pending
+   (borrowed); NULL otherwise. */
+static PyObject *pending_referent(PyObject *ref)
 {
-    PyObject *node = site->last == NULL ? Py_None : PyWeakref_GetObject(site->last);
+    PyObject *node = ref == NULL ? Py_None : PyWeakref_GetObject(ref);
     return node != Py_None && PyTuple_GET_SIZE(NODE_SLOT(node, INPUTS)) > 0 ? node : NULL;
+}
+
+static int refers_to_pending(PyObject *ref)
+{
+    return pending_referent(ref) != NULL;
 }
 
 /* A site's verdict (``tiers.recording_verdict``): recording paid (1: it records from now on), not
@@ -971,7 +1000,7 @@ static PyObject *pending_last(Site *site)
    tries again after twice as many runs), or it cannot (-1: the trace fuses too few ops a kernel,
    or the loop carries its value; it runs directly, and tries again only after ``most_trial_at``
    runs). */
-static void give_verdict(Site *site, int verdict)
+static void give_verdict(Site *site, Py_ssize_t verdict)
 {
     Py_CLEAR(site->last);
     if (verdict > 0) {
@@ -990,14 +1019,12 @@ static void give_verdict(Site *site, int verdict)
    record onto the last. -1 with an error set. */
 static int end_carried(void)
 {
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
-    if (frame == NULL)
+    int lasti;
+    PyCodeObject *code = calling_code(&lasti);
+    if (code == NULL)
         return 0;
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    int lasti = PyFrame_GetLasti(frame);
     Site *site = site_entry(code, lasti);
-    int own = site->code == (PyObject *)code && site->lasti == lasti;
-    PyObject *node = own ? pending_last(site) : NULL;
+    PyObject *node = is_site(site, code, lasti) ? pending_referent(site->last) : NULL;
     if (node == NULL) {
         Py_DECREF(code);
         return 0;
@@ -1005,7 +1032,7 @@ static int end_carried(void)
     Py_INCREF(node);
     PyObject *done = PyObject_CallOneArg(S.materialize_carried, node);
     Py_DECREF(node);
-    if (site->code == (PyObject *)code && site->lasti == lasti) { /* still this site's entry */
+    if (is_site(site, code, lasti)) { /* still this site's entry */
         forget_recent(site);
         give_verdict(site, -1);
     }
@@ -1038,7 +1065,7 @@ static int among(PyObject *node, PyObject *members, PyObject *ancestors)
 /* A materialization's verdict (give_verdict), for each noted site whose recorded node it computed
    (among its nodes: ``members``, or ``members`` and its ``ancestors``) or that is gone: a site whose
    node lives on outside it waits for the materialization that computes it. */
-static void settle(int verdict, PyObject *members, PyObject *ancestors)
+static void settle(Py_ssize_t verdict, PyObject *members, PyObject *ancestors)
 {
     int kept = 0;
     for (int i = 0; i < recent_count; i++) {
@@ -1077,11 +1104,11 @@ static PyObject *settle_sites(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "settle_sites(verdict, nodes)");
         return NULL;
     }
-    long value = PyLong_AsLong(args[0]);
+    Py_ssize_t value = PyLong_AsSsize_t(args[0]);
     if (value == -1 && PyErr_Occurred())
         return NULL;
     if (recent_count)
-        settle(value > 0 ? 1 : value < 0 ? -1 : 0, args[1], NULL);
+        settle(value, args[1], NULL);
     Py_RETURN_NONE;
 }
 
@@ -1286,18 +1313,8 @@ static PyObject *nothing_pending_swept(PyObject *module, PyObject *unused)
         if (swept == NULL)
             return NULL;
         Py_DECREF(swept);
-    } else {
-        Py_ssize_t kept = 0, count = PyList_GET_SIZE(R.refs);
-        for (Py_ssize_t i = 0; i < count; i++) {
-            PyObject *ref = PyList_GET_ITEM(R.refs, i), *node = PyWeakref_GetObject(ref);
-            if (node == Py_None || PyTuple_GET_SIZE(NODE_SLOT(node, INPUTS)) == 0)
-                continue;
-            if (kept != i)
-                PyList_SetItem(R.refs, kept, Py_NewRef(ref));
-            kept++;
-        }
-        if (kept < count && PyList_SetSlice(R.refs, kept, count, NULL) < 0)
-            return NULL;
+    } else if (compact_refs(R.refs, refers_to_pending) < 0) {
+        return NULL;
     }
     return PyBool_FromLong(nothing_pending());
 }
@@ -2824,15 +2841,7 @@ static PyObject *held_ancestors(PyObject *module, PyObject *const *args, Py_ssiz
         if (Py_REFCNT(PyTuple_GET_ITEM(ancestors, position)) > inside)
             positions[held++] = position;
     }
-    PyObject *found = PyTuple_New(held);
-    for (Py_ssize_t i = 0; found != NULL && i < held; i++) {
-        PyObject *position = PyLong_FromSsize_t(positions[i]);
-        if (position == NULL)
-            Py_CLEAR(found);
-        else
-            PyTuple_SET_ITEM(found, i, position);
-    }
-    return found;
+    return int_tuple(positions, held);
 }
 
 /* Node.become_leaf(buffer, key) for a node the caller holds. */
@@ -2949,7 +2958,7 @@ static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize
         goto done;
     if (launched) {
         if (recent_count) /* the trace's nodes: before they let go of it */
-            settle(verdict > 0 ? 1 : verdict < 0 ? -1 : 0, node, ancestors);
+            settle(verdict, node, ancestors);
         for (Py_ssize_t i = 0; i < stored; i++)
             become_leaf(targets[i], PyList_GET_ITEM(outputs, slots[i]), PyTuple_GET_ITEM(keys, i));
         tallies[TALLY_REPLAYS]++;

@@ -205,14 +205,14 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
     value is pending: NumPy's assignment (its casting and errors; a mask or an index array, as NumPy
     writes through it in place at any size), after the pending nodes that read the target's memory
     are computed. False where it is not direct."""
-    buffer = host_value(target)
-    if buffer is DECLINED or not direct_elements():
-        return False
-    written = host_value(value)
+    written = host_value(value)  # first: a pending value, a statement's, declines at once
     if written is DECLINED:
         if type(value) is LazyArray or not isinstance(value, (list, tuple)):
             return False
         written = value  # a nested list of numbers, as NumPy converts it
+    buffer = host_value(target)
+    if buffer is DECLINED or not direct_elements():
+        return False
     if not _is_view_index(index):
         # A list may hold lazy arrays, which NumPy would compute in the middle of the write
         if any(isinstance(item, list) for item in (index if type(index) is tuple else (index,))):

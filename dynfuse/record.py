@@ -664,8 +664,7 @@ def setitem(target: Any, index: Any, value: Any) -> None:
         # NumPy writes a number scalar into integers through Python's int(): OverflowError out of
         # range, ValueError for NaN, where a 0-d array's values are cast as they are
         value = host_value(value._node)[()]
-    pending = type(value) is LazyArray and bool(value._node.inputs)
-    if not pending and direct.setitem(target, index, value):
+    if direct.setitem(target, index, value):
         return
     memory = target._node.memory
     if type(value) is LazyArray and memory is HOST and views.index_key(index) is not None:
