@@ -1,8 +1,9 @@
-"""codegen/llvm_math: the CPU backend's own exp, log and tanh, their accuracy, edges and vector code.
+"""codegen/llvm_math: the CPU backend's own exp, log, tanh and pow, their accuracy, edges and vector code.
 
-The CPU backend's own exp, log and tanh (``codegen/llvm_math.py``): accuracy against a reference
-computed in more precision, the edges of each domain, and that they vectorize."""
+The CPU backend's own exp, log, tanh and pow (``codegen/llvm_math.py``): accuracy against a
+reference computed in more precision, the edges of each domain, and that they vectorize."""
 
+import itertools
 import re
 
 import numpy as np
@@ -37,6 +38,7 @@ def on_the_cpu_backend(monkeypatch):
 
 def test_the_table_covers_every_function():
     assert set(DOMAINS) == llvm_math.FUNCTIONS
+    assert {"power"} == llvm_math.BINARY_FUNCTIONS  # tested on its own below
 
 
 def arguments(name, dtype, rng):
@@ -56,8 +58,17 @@ def test_accuracy_against_a_more_precise_reference(name, dtype):
     function = getattr(np, name)
     wider = np.longdouble if dtype == np.float64 else np.float64
     with np.errstate(all="ignore"):
-        reference = function(x.astype(wider))
-        actual = np.asarray(function(dynfuse.asarray(x)))
+        assert_within_ulps(
+            np.asarray(function(dynfuse.asarray(x))), function(x.astype(wider)), MAX_ULP[dtype]
+        )
+
+
+def assert_within_ulps(actual, reference, max_ulp):
+    """``actual`` within ``max_ulp`` of ``reference`` (computed wider), and exactly NaN, inf and 0
+    where the reference rounds to them."""
+    dtype = actual.dtype
+    wider = reference.dtype
+    with np.errstate(all="ignore"):
         rounded = reference.astype(dtype)
     np.testing.assert_array_equal(np.isnan(actual), np.isnan(rounded))
     infinite = np.isinf(rounded)
@@ -65,7 +76,43 @@ def test_accuracy_against_a_more_precise_reference(name, dtype):
     compared = np.isfinite(rounded) & (rounded != 0)
     ulp = np.spacing(np.abs(rounded[compared])).astype(wider)
     error = np.abs(actual[compared].astype(wider) - reference[compared]) / ulp
-    assert float(error.max()) <= MAX_ULP[dtype], (name, x[compared][np.argmax(error)], float(error.max()))
+    assert float(error.max()) <= max_ulp, (np.argmax(error), float(error.max()))
+
+
+def power_arguments(dtype, rng):
+    """Bases and exponents where pow's errors show: results across the whole range, bases near 1
+    raised to large powers (y·log|x| near the overflow edge with |log x| small), negative bases
+    to integer powers, subnormal bases and results."""
+    count = 50_000
+    wide = 700 if dtype == np.float64 else 85
+    cases = [
+        (np.exp(rng.uniform(-wide, wide, count)), rng.uniform(-3, 3, count)),
+        (rng.uniform(0.5, 2, count), rng.uniform(-2000, 2000, count)),
+        (1 + rng.uniform(-1e-3, 1e-3, count), rng.uniform(-5e5, 5e5, count)),
+        (rng.uniform(-10, 10, count), rng.integers(-40, 40, count).astype(float)),
+        (np.exp(rng.uniform(-745 if dtype == np.float64 else -103, 0, count)), rng.uniform(-1.5, 1.5, count)),
+    ]
+    with np.errstate(over="ignore"):
+        return [(x.astype(dtype), y.astype(dtype)) for x, y in cases]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_power_accuracy_against_a_more_precise_reference(dtype):
+    """float32 is correctly rounded from double; float64 within about an ulp, even where y·log|x|
+    nears the overflow edge (its logarithm is carried to about 64 bits)."""
+    dtype = np.dtype(dtype)
+    wider = np.longdouble if dtype == np.float64 else np.float64
+    max_ulp = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 2.0}[dtype]
+    for x, y in power_arguments(dtype, np.random.default_rng(7)):
+        with np.errstate(all="ignore"):
+            assert_within_ulps(
+                np.asarray(dynfuse.asarray(x) ** dynfuse.asarray(y)),
+                x.astype(wider) ** y.astype(wider),
+                max_ulp,
+            )
+            # one exponent for the whole kernel: NumPy's power-by-one-value loop
+            one = y[:1].astype(wider)[0]
+            assert_within_ulps(np.asarray(dynfuse.asarray(x) ** float(one)), x.astype(wider) ** one, max_ulp)
 
 
 EDGES = np.array(
@@ -92,25 +139,64 @@ def test_edges_give_what_libm_gives(name, dtype):
     np.testing.assert_allclose(actual[~exact], expected[~exact], rtol=4 * np.finfo(dtype).eps, atol=0)
 
 
-@pytest.mark.parametrize("name", sorted(DOMAINS))
+POWER_EDGES = (0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1.5)
+POWER_EDGES += (1e300, -1e300, 5e-324, -5e-324, 1e-310, 1024.0, -1075.0, 1e20, -1e20, 2.0**53 + 2)
+POWER_EDGES += (0.9999999999999999, 1.0000000000000002, 709.78, -745.1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_power_edges_give_what_numpy_gives(dtype):
+    """C99's pow cases: x^0 and 1^y are 1 even for NaN, zeros and infinities by the sign of y,
+    odd integer powers keep the sign of x (-0.0 too), a negative finite base to a non-integer power
+    is NaN, ±inf exponents go by |x| against 1; for an array of exponents and for one."""
+    pairs = np.array(list(itertools.product(POWER_EDGES, POWER_EDGES)))
+    with np.errstate(over="ignore"):
+        x, y = pairs[:, 0].astype(dtype), pairs[:, 1].astype(dtype)
+    with np.errstate(all="ignore"):
+        results = [(np.power(x, y), np.asarray(dynfuse.asarray(x) ** dynfuse.asarray(y)))]
+        results += [(np.power(x, one), np.asarray(dynfuse.asarray(x) ** one)) for one in np.unique(y)]
+    for expected, actual in results:
+        np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+        exact = np.isinf(expected) | (expected == 0) | (np.abs(expected) == 1)
+        np.testing.assert_array_equal(actual[exact], expected[exact])
+        np.testing.assert_array_equal(np.signbit(actual[exact]), np.signbit(expected[exact]))
+        inexact = ~exact & ~np.isnan(expected)
+        np.testing.assert_allclose(actual[inexact], expected[inexact], rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+@pytest.mark.parametrize("name", [*sorted(DOMAINS), "power"])
 def test_loops_calling_them_vectorize(name):
     """No call to libm is left in the loop, and the loop works on whole vector registers."""
     x = dynfuse.asarray(np.ones(4096, np.float32))
-    _, plan = execute.explain_plan([getattr(np, name)(x)._node], cpu.BACKEND)
+    computed = x**1.7 if name == "power" else getattr(np, name)(x)
+    _, plan = execute.explain_plan([computed._node], cpu.BACKEND)
     (step,) = plan.kernels
     assembly = cpu.BACKEND.assembly(step.kernel)
-    assert f"{name}f" not in assembly and f"{name}@" not in assembly
+    symbol = "pow" if name == "power" else name
+    assert f"{symbol}f" not in assembly and f"{symbol}@" not in assembly
     assert re.search(r"\b(vfmadd\d*pd|v?mulpd)\b", assembly), assembly  # packed, not scalar (sd)
 
 
-@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_float64_power_vectorizes():
+    """pow's float64 logarithm is arithmetic only: a table's gather would keep the loop scalar."""
+    x = dynfuse.asarray(np.ones(4096))
+    y = dynfuse.asarray(np.ones(4096))
+    _, plan = execute.explain_plan([(x**y)._node], cpu.BACKEND)
+    (step,) = plan.kernels
+    assembly = cpu.BACKEND.assembly(step.kernel)
+    assert "pow" not in assembly
+    assert re.search(r"\bvfmadd\d*pd\b", assembly), assembly
+
+
+@pytest.mark.parametrize("name", [*sorted(DOMAINS), "power"])
 def test_float16_results_round_twice_without_a_libcall(name):
     """float16 is computed in float32 and rounded again; LLVM would merge the roundings into a call
     to __truncdfhf2, which the JIT cannot resolve (a crash, before the fence)."""
     with np.errstate(all="ignore"):
         x = np.array([0.5, 1.0, 3.0, 100.0, 7.0, 2.0], np.float16)
         for values in (x, x.astype(np.int8)):  # int8 runs the float16 loop too
-            expected = getattr(np, name)(values)
-            actual = np.asarray(getattr(np, name)(dynfuse.asarray(values)))
+            function = (lambda v: v**1.3) if name == "power" else getattr(np, name)
+            expected = function(values)
+            actual = np.asarray(function(dynfuse.asarray(values)))
             assert actual.dtype == expected.dtype
             np.testing.assert_allclose(actual, expected, rtol=1e-3)

@@ -503,8 +503,8 @@ def _intrinsic(name: str, arity: int = 1) -> Code:
 
 
 def _inline_math(name: str) -> Code:
-    """The backend's own branch-free exp, log and tanh (``llvm_math``)."""
-    return lambda s, a, c: llvm_math.call(s.module, s.b, name, a[0], for_half=c.half)
+    """The backend's own branch-free exp, log, tanh and pow (``llvm_math``)."""
+    return lambda s, a, c: llvm_math.call(s.module, s.b, name, *a, for_half=c.half)
 
 
 def _libm(symbol: str) -> Code:
@@ -658,11 +658,9 @@ def _signbit(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
 
 
 def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
-    """NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal. pow
-    through the intrinsic (the C library's, without errno), so the loop around it vectorizes with
-    the calls scalarized: a plain call to powf would keep it scalar."""
+    """NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal."""
     b, (x, y), t = s.b, a, register_type(c.dtype)
-    result = b.call(s.intrinsic("llvm.pow", t, 2), a)
+    result = llvm_math.call(s.module, b, "power", x, y, for_half=c.half)
     result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(ir.Constant(t, 1.0), x), result)
     result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
     sqrt = b.call(s.intrinsic("llvm.sqrt", t, 1), [x])
@@ -683,7 +681,8 @@ FLOAT_CODE: dict[str, Code] = {
     "rint": _intrinsic("llvm.roundeven"),
     "copysign": _intrinsic("llvm.copysign", 2),
     **{name: _inline_math(name) for name in sorted(llvm_math.FUNCTIONS)},
-    **{name: _libm(symbol) for name, symbol in C_MATH.items()},
+    **{name: _libm(symbol) for name, symbol in C_MATH.items() if name not in llvm_math.BINARY_FUNCTIONS},
+    **{name: _inline_math(name) for name in sorted(llvm_math.BINARY_FUNCTIONS)},
     "negative": lambda s, a, c: s.b.fneg(a[0]),
     "positive": _unchanged,
     "square": lambda s, a, c: s.b.fmul(a[0], a[0]),
@@ -708,7 +707,7 @@ FLOAT_CODE: dict[str, Code] = {
     "isfinite": _infinite(finite=True),
     "signbit": _signbit,
     "power_by_one_value": _power_by_one_value,
-    "float_power": _intrinsic("llvm.pow", 2),
+    "float_power": _inline_math("power"),
 }
 
 

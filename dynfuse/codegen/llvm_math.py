@@ -1,4 +1,4 @@
-"""exp, log and tanh families as branch-free LLVM IR, so the loop vectorizer can widen them.
+"""exp, log, tanh and pow families as branch-free LLVM IR, so the loop vectorizer can widen them.
 
 A call to libm inside a loop keeps the loop scalar, and LLVM's vector math libraries are not
 reachable through llvmlite's pass builder. Here each function is built from arithmetic, bit
@@ -8,6 +8,13 @@ precision asked for. Everything is computed in double: float32 results are doubl
 once, so they are correctly rounded but for rare ties (as glibc's ``expf``/``logf`` are), and float64
 results stay within about an ulp. NaN, ±inf, -0.0, overflow, underflow to subnormals and domain
 errors give what C's libm gives.
+
+pow(x, y) is exp(y·log|x|), with C99's cases around it (``pow(x, 0)`` and ``pow(1, y)`` are 1 even
+for NaN, odd integer powers keep the sign of x, negative x to a non-integer power is NaN). For
+float64 the logarithm must hold about 64 bits, since y·log|x| up to 709 scales its error into the
+result: its leading terms and every rounding's error are carried as double-double (exact products
+and sums by fused multiply-add and TwoSum), and the product's error joins exp's reduced argument.
+float32 needs none of it: the double exp and log are far more precise than its result.
 
 Each function is defined once per module as an internal ``alwaysinline`` function, so a kernel's
 loop sees only arithmetic after inlining.
@@ -25,6 +32,7 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 FLOAT, DOUBLE = ir.FloatType(), ir.DoubleType()
 
 FUNCTIONS = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh"})
+BINARY_FUNCTIONS = frozenset({"power"})
 
 
 def _split(value: Decimal) -> tuple[float, float]:
@@ -45,6 +53,14 @@ with localcontext(Context(prec=50)):
 SQRT_HALF_BITS = int(np.float64(math.sqrt(0.5)).view(np.int64))
 ROUNDING_SHIFTER = 1.5 * 2.0**52  # adding it rounds a double below 2^51 to an integer, in the low bits
 
+
+# pow's float64 logarithm, log(m) = 2s + (2/3)s^3 + s^5·(2/5 + 2s^2/7 + ...) with s = (m-1)/(m+1):
+# 2/3 as hi + lo, and the tail's terms, enough for 2^-66 of log(m) where |s| <= 0.1716.
+with localcontext(Context(prec=50)):
+    TWO_THIRDS_HI = float(Decimal(2) / 3)
+    TWO_THIRDS_LO = float(Decimal(2) / 3 - Decimal(TWO_THIRDS_HI))
+_ATANH_TAIL = [2.0 / (2 * j + 1) for j in range(2, 13)]
+
 # Terms of the series, per result precision: enough that the truncation error stays below 2^-54
 # of the result for float64 and below 2^-35 for float32 (whose result is one rounding of the double).
 _EXPM1_DEGREE = {FLOAT: 9, DOUBLE: 13}  # expm1(r) = r + r^2/2! + ... on |r| <= ln2/2
@@ -57,27 +73,29 @@ _EXP2_RANGE = {FLOAT: (-151.0, 129.0), DOUBLE: (-1076.0, 1025.0)}
 
 
 def call(
-    module: ir.Module, builder: ir.IRBuilder, name: str, x: ir.Value, for_half: bool = False
+    module: ir.Module, builder: ir.IRBuilder, name: str, *arguments: ir.Value, for_half: bool = False
 ) -> ir.Value:
-    """``name(x)`` for a float or double ``x``, through the module's definition of it.
+    """``name(*arguments)`` for float or double arguments, through the module's definition of it.
 
     ``for_half``: the float result will be rounded again, to float16. LLVM's instruction selection
     would merge the two roundings into one call to ``__truncdfhf2``, which the JIT cannot resolve
     (and which rounds once where NumPy rounds twice); a fence keeps them apart, at the cost of
     vectorizing, which float16 loops do not get anyway.
     """
-    symbol = f"dynfuse.{name}.{'f32' if x.type == FLOAT else 'f64'}{'.half' if for_half else ''}"
+    precision = arguments[0].type
+    symbol = f"dynfuse.{name}.{'f32' if precision == FLOAT else 'f64'}{'.half' if for_half else ''}"
     function = module.globals.get(symbol)
     if function is None:
-        function = ir.Function(module, ir.FunctionType(x.type, [x.type]), symbol)
+        function = ir.Function(module, ir.FunctionType(precision, [precision] * len(arguments)), symbol)
         function.linkage = "internal"
         function.attributes.add("alwaysinline")
         function.attributes.add("nounwind")
         body = ir.IRBuilder(function.append_basic_block("entry"))
-        argument = function.args[0]
-        wide = argument if x.type == DOUBLE else body.fpext(argument, DOUBLE)
-        result = getattr(_Emitter(module, body, x.type), name)(wide)
-        if x.type == FLOAT:
+        wide = [
+            argument if precision == DOUBLE else body.fpext(argument, DOUBLE) for argument in function.args
+        ]
+        result = getattr(_Emitter(module, body, precision), name)(*wide)
+        if precision == FLOAT:
             result = body.fptrunc(result, FLOAT)
             if for_half:
                 signature = ir.FunctionType(FLOAT, [FLOAT])
@@ -85,7 +103,7 @@ def call(
                     module.declare_intrinsic("llvm.arithmetic.fence", [FLOAT], signature), [result]
                 )
         body.ret(result)
-    return builder.call(function, [x])
+    return builder.call(function, list(arguments))
 
 
 class _Emitter:
@@ -174,6 +192,11 @@ class _Emitter:
     def exp(self, x: ir.Value) -> ir.Value:
         return self.exponential(x, base_two=False)
 
+    def exp_of_sum(self, high: ir.Value, low: ir.Value) -> ir.Value:
+        """exp(high + low) for |low| far below an ulp of high: low joins the reduced argument."""
+        n, r = self.reduce(high, base_two=False)
+        return self.scale(self.b.fadd(self.const(1.0), self.expm1_series(self.b.fadd(r, low))), n)
+
     def exp2(self, x: ir.Value) -> ir.Value:
         return self.exponential(x, base_two=True)
 
@@ -200,8 +223,8 @@ class _Emitter:
 
     # -- the logarithms --
 
-    def log_parts(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """k (as a double) and log(m), for positive finite x = 2^k·m with m in [sqrt(1/2), sqrt(2))."""
+    def reduce_to_mantissa(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """k (as a double) and m, for positive finite x = 2^k·m with m in [sqrt(1/2), sqrt(2))."""
         b = self.b
         subnormal = b.fcmp_ordered("<", x, self.const(2.0**-1022))
         x = b.select(subnormal, b.fmul(x, self.const(2.0**54)), x)
@@ -209,6 +232,12 @@ class _Emitter:
         k = b.ashr(b.sub(bits, self.integer(SQRT_HALF_BITS)), self.integer(52))
         m = b.bitcast(b.sub(bits, b.shl(k, self.integer(52))), DOUBLE)
         k = b.sub(k, b.select(subnormal, self.integer(54), self.integer(0)))
+        return b.sitofp(b.trunc(k, I32), DOUBLE), m
+
+    def log_parts(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """k (as a double) and log(m), for positive finite x = 2^k·m with m in [sqrt(1/2), sqrt(2))."""
+        b = self.b
+        k, m = self.reduce_to_mantissa(x)
         f = b.fsub(m, self.const(1.0))  # exact
         s = b.fdiv(f, b.fadd(f, self.const(2.0)))
         z = b.fmul(s, s)
@@ -216,7 +245,7 @@ class _Emitter:
         series = b.fmul(z, self.horner(z, [2.0 / (2 * j + 1) for j in range(1, terms + 1)]))
         # log(1+f) = 2s + s·series, and 2s = f - s·f
         log_m = b.fsub(f, b.fmul(s, b.fsub(f, series)))
-        return b.sitofp(b.trunc(k, I32), DOUBLE), log_m
+        return k, log_m
 
     def logarithm(self, x: ir.Value, result: ir.Value) -> ir.Value:
         """The domain's edges around ``result``: NaN below zero, -inf at zero, inf at inf."""
@@ -260,3 +289,96 @@ class _Emitter:
         result = b.select(inside, b.fadd(result, correction), result)
         # log1p(-0.0) is -0.0
         return self.special(x, [(b.fcmp_ordered("==", x, self.const(0.0)), x)], result)
+
+    # -- pow --
+
+    def fma(self, a: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        """a·x + y rounded once: the error terms below are exact only so."""
+        return self.intrinsic("llvm.fma", a, x, y)
+
+    def two_sum(self, a: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """a + x as a double and the exact error of that rounding (Knuth's TwoSum)."""
+        b = self.b
+        total = b.fadd(a, x)
+        virtual = b.fsub(total, a)
+        return total, b.fadd(b.fsub(a, b.fsub(total, virtual)), b.fsub(x, virtual))
+
+    def log_double_double(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """log(x) as hi + lo, about 2^-64 relative, for positive finite x: 2·atanh(s) with s and its
+        leading terms carried as double-double, every rounding's error kept (no table: a gather
+        would keep the loop scalar)."""
+        b = self.b
+        k, m = self.reduce_to_mantissa(x)
+        f = b.fsub(m, self.const(1.0))  # exact
+        two = self.const(2.0)
+        u = b.fadd(f, two)
+        u_low = b.fsub(f, b.fsub(u, two))  # u + u_low = m + 1 exactly
+        s = b.fdiv(f, u)
+        remainder = b.fsub(self.fma(b.fneg(s), u, f), b.fmul(s, u_low))  # f - s·(m + 1)
+        s_low = b.fdiv(remainder, u)
+        # s^2 and s^3 as double-double, then (2/3)s^3
+        square = b.fmul(s, s)
+        square_low = self.fma(s, s, b.fneg(square))
+        cube = b.fmul(s, square)
+        cube_low = b.fadd(self.fma(s, square, b.fneg(cube)), b.fmul(s, square_low))
+        third = b.fmul(cube, self.const(TWO_THIRDS_HI))
+        third_low = b.fadd(
+            self.fma(cube, self.const(TWO_THIRDS_HI), b.fneg(third)),
+            b.fadd(b.fmul(cube, self.const(TWO_THIRDS_LO)), b.fmul(cube_low, self.const(TWO_THIRDS_HI))),
+        )
+        tail = b.fmul(b.fmul(cube, square), self.horner(square, _ATANH_TAIL))
+        # k·ln2 + 2s + (2/3)s^3 + tail, with what s_low adds to 2s and to (2/3)s^3 (2s^2·s_low)
+        high, error_s = self.two_sum(b.fmul(k, self.const(LN2_HI)), b.fmul(s, two))
+        high, error_third = self.two_sum(high, third)
+        low = b.fmul(k, self.const(LN2_LO))
+        low = b.fadd(low, b.fmul(s_low, two))
+        for term in (error_s, error_third, third_low, b.fmul(b.fmul(square, s_low), two), tail):
+            low = b.fadd(low, term)
+        total = b.fadd(high, low)
+        return total, b.fadd(b.fsub(high, total), low)
+
+    def power_of_magnitude(self, magnitude: ir.Value, y: ir.Value) -> ir.Value:
+        """|x|^y for positive finite |x| and finite y: exp(y·log|x|), with the product's error
+        carried into exp for float64."""
+        b = self.b
+        if self.precision == FLOAT:
+            k, log_m = self.log_parts(magnitude)
+            log = b.fadd(b.fmul(k, self.const(LN2_HI)), self.multiply_add(k, self.const(LN2_LO), log_m))
+            return self.exp(b.fmul(y, log))
+        high, low = self.log_double_double(magnitude)
+        product = b.fmul(y, high)
+        error = b.fadd(self.fma(y, high, b.fneg(product)), b.fmul(y, low))
+        # beyond exp's range the result is 0 or inf whatever the error (which may be NaN there)
+        in_range = b.fcmp_ordered("<", self.intrinsic("llvm.fabs", product), self.const(1024.0))
+        return self.exp_of_sum(product, b.select(in_range, error, self.const(0.0)))
+
+    def power(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """C99's pow: its cases for zeros, infinities, NaN and negative x around |x|^y."""
+        b = self.b
+        zero, one, infinity = self.const(0.0), self.const(1.0), self.const(math.inf)
+        magnitude = self.intrinsic("llvm.fabs", x)
+        finite_x = b.fcmp_ordered("<", magnitude, infinity)
+        finite_y = b.fcmp_ordered("<", self.intrinsic("llvm.fabs", y), infinity)
+        usual = b.and_(b.and_(finite_x, finite_y), b.fcmp_ordered(">", magnitude, zero))
+        # the general case on stand-ins where it does not apply, so no lane computes on edges
+        result = self.power_of_magnitude(b.select(usual, magnitude, one), b.select(usual, y, one))
+        integer = b.fcmp_ordered("==", self.intrinsic("llvm.trunc", y), y)
+        half = b.fmul(y, self.const(0.5))
+        odd = b.and_(integer, b.fcmp_ordered("!=", self.intrinsic("llvm.trunc", half), half))
+        negative_y = b.fcmp_ordered("<", y, zero)
+        # |x| = 0 or inf: inf where y < 0 and |x| = 0 or y > 0 and |x| = inf, else 0
+        at_zero = b.fcmp_ordered("==", magnitude, zero)
+        edge = b.select(b.xor(negative_y, at_zero), zero, infinity)
+        result = b.select(b.or_(at_zero, b.fcmp_ordered("==", magnitude, infinity)), edge, result)
+        # y = ±inf: inf where |x| > 1 and y > 0 or |x| < 1 and y < 0, 0 the other way, 1 at |x| = 1
+        grows = b.xor(negative_y, b.fcmp_ordered(">", magnitude, one))
+        limit = b.select(b.fcmp_ordered("==", magnitude, one), one, b.select(grows, infinity, zero))
+        result = b.select(b.fcmp_ordered("==", self.intrinsic("llvm.fabs", y), infinity), limit, result)
+        # negative x (and -0.0, -inf): the sign for odd integer y; NaN for finite x and non-integer y
+        sign_of_x = b.icmp_signed("<", b.bitcast(x, I64), self.integer(0))
+        result = b.select(b.and_(sign_of_x, odd), b.fneg(result), result)
+        invalid = b.and_(b.and_(sign_of_x, finite_x), b.and_(b.fcmp_ordered("!=", x, zero), b.not_(integer)))
+        result = b.select(invalid, self.const(math.nan), result)
+        result = b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
+        exact_one = b.or_(b.fcmp_ordered("==", y, zero), b.fcmp_ordered("==", x, one))
+        return b.select(exact_one, one, result)
