@@ -200,6 +200,10 @@ class Target:
     # 1 where arithmetic is as dear as memory traffic, far less on a GPU. The scheduler weighs
     # recomputing a shared node in several kernels against storing it once with this.
     compute_weight: float = 1.0
+    # Elementwise ops the backend's kernels compute slower than NumPy's own loop does (a scalar
+    # libm call where NumPy's loop is vectorized): each runs as a library call between kernels, on
+    # stored operands, so a plan is never slower than NumPy's op for it (perf/bench_functions.py).
+    library_ops: frozenset[str] = frozenset()
 
     def __hash__(self) -> int:  # part of every plan-cache key: cheaper than hashing every field
         return hash(self.name)

@@ -2,7 +2,8 @@
 
 A plan is a list of steps. A *kernel step* is one fusion group: a backend compiles it into one
 kernel that reads each input once and writes each output once. A *library step* runs a barrier
-(matmul) through its library call on buffers. Between them, nodes are *stored*: computed by one
+(matmul), or an op whose NumPy loop beats the backend's code (``Target.library_ops``), through its
+library call on buffers. Between them, nodes are *stored*: computed by one
 step into a buffer and read by later ones. Everything not stored is computed inside the kernels
 that need it, views included (they become index maps, not copies).
 
@@ -242,13 +243,19 @@ def reasons(trace: Trace, target: Target) -> Reasons:
     return Reasons(tuple(apart), tuple(Stored(n, *why) for n, why in sorted(planner.why_stored.items())))
 
 
+def _runs_in_library(node: Node, target: Target) -> bool:
+    """A barrier, or an elementwise op whose NumPy loop is faster than the target's code for it."""
+    kind = node.op.kind
+    return kind is OpKind.BARRIER or (kind is OpKind.ELEMENTWISE and node.op.name in target.library_ops)
+
+
 class _Planner:
     def __init__(self, trace: Trace, target: Target) -> None:
         self.nodes = trace.nodes
         self.requested = trace.outputs
         self.target = target
         self.numbers = {id(node): number for number, node in enumerate(self.nodes)}
-        self.library = {n for n, node in enumerate(self.nodes) if node.op.kind is OpKind.BARRIER}
+        self.library = {n for n, node in enumerate(self.nodes) if _runs_in_library(node, target)}
         self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
         # Stored nodes of one iteration space share kernels, unless a shared kernel would compute a
         # node and also read it out of its order: that node, then.

@@ -13,9 +13,11 @@ import dynfuse
 from dynfuse import execute, registry
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
+from dynfuse.codegen.common import C_MATH
 
 # Where each function's errors show: the reductions' edges (|r| near ln2/2, m near sqrt(2)) are hit
-# by the wide spread, cancellation (expm1, log1p, tanh near zero) by the narrow one.
+# by the wide spread, cancellation (expm1, log1p, tanh near zero) by the narrow one, and the
+# arguments just above 1 (arccosh).
 DOMAINS = {
     "exp": (-100, 88),
     "exp2": (-140, 127),
@@ -25,9 +27,18 @@ DOMAINS = {
     "log10": (0, 1e6),
     "log1p": (-1, 1e3),
     "tanh": (-20, 20),
+    "sinh": (-720, 720),
+    "cosh": (-720, 720),
+    "arcsinh": (-1e6, 1e6),
+    "arccosh": (1, 1e6),
+    "arctanh": (-1, 1),
+    "cbrt": (-1e300, 1e300),
+    "arctan": (-1e3, 1e3),
+    "arcsin": (-1, 1),
+    "arccos": (-1, 1),
 }
 # Most ulps from the reference: float32 results are a double rounded once; float64 ones carry the
-# series' and reductions' rounding (tanh most, through expm1 and a division).
+# series' and reductions' rounding (tanh, the inverse hyperbolics and arcsin most: about 2.3).
 MAX_ULP = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 3.0}
 
 
@@ -38,7 +49,7 @@ def on_the_cpu_backend(monkeypatch):
 
 def test_the_table_covers_every_function():
     assert set(DOMAINS) == llvm_math.FUNCTIONS
-    assert {"power"} == llvm_math.BINARY_FUNCTIONS  # tested on its own below
+    assert set(BINARY_ARGUMENTS) == llvm_math.BINARY_FUNCTIONS
 
 
 def arguments(name, dtype, rng):
@@ -46,7 +57,8 @@ def arguments(name, dtype, rng):
     magnitudes = np.exp(rng.uniform(-80, 6, 100_000))
     signs = 1.0 if name.startswith("log") and name != "log1p" else rng.choice([-1.0, 1.0], magnitudes.size)
     spread, near_zero = rng.uniform(low, high, 100_000), rng.uniform(-1, 1, 100_000)
-    values = np.concatenate([spread, near_zero, signs * magnitudes])
+    above_one = 1 + np.exp(rng.uniform(-40, 0, 20_000))
+    values = np.concatenate([spread, near_zero, signs * magnitudes, above_one])
     return values.astype(dtype)
 
 
@@ -85,34 +97,50 @@ def power_arguments(dtype, rng):
     to integer powers, subnormal bases and results."""
     count = 50_000
     wide = 700 if dtype == np.float64 else 85
-    cases = [
+    return [
         (np.exp(rng.uniform(-wide, wide, count)), rng.uniform(-3, 3, count)),
         (rng.uniform(0.5, 2, count), rng.uniform(-2000, 2000, count)),
         (1 + rng.uniform(-1e-3, 1e-3, count), rng.uniform(-5e5, 5e5, count)),
         (rng.uniform(-10, 10, count), rng.integers(-40, 40, count).astype(float)),
         (np.exp(rng.uniform(-745 if dtype == np.float64 else -103, 0, count)), rng.uniform(-1.5, 1.5, count)),
     ]
-    with np.errstate(over="ignore"):
-        return [(x.astype(dtype), y.astype(dtype)) for x, y in cases]
+
+
+def arctan2_arguments(dtype, rng):
+    """Points in every quadrant, at ratios from tiny to huge and near each reduction's edges."""
+    count = 50_000
+
+    def signed(values):
+        return values * rng.choice([-1.0, 1.0], count)
+
+    return [
+        (signed(rng.uniform(0, 10, count)), signed(rng.uniform(0, 10, count))),
+        (signed(np.exp(rng.uniform(-80, 80, count))), signed(np.exp(rng.uniform(-80, 80, count)))),
+        (signed(rng.uniform(0, 1, count)), np.ones(count)),
+    ]
+
+
+BINARY_ARGUMENTS = {"power": power_arguments, "arctan2": arctan2_arguments}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
-def test_power_accuracy_against_a_more_precise_reference(dtype):
-    """float32 is correctly rounded from double; float64 within about an ulp, even where y·log|x|
-    nears the overflow edge (its logarithm is carried to about 64 bits)."""
+@pytest.mark.parametrize("name", sorted(BINARY_ARGUMENTS))
+def test_binary_accuracy_against_a_more_precise_reference(name, dtype):
+    """float32 is correctly rounded from double; float64 within about an ulp, even where pow's
+    y·log|x| nears the overflow edge (its logarithm is carried to about 64 bits); for an array of
+    second operands and for one (NumPy's power-by-one-value loop)."""
     dtype = np.dtype(dtype)
+    function = getattr(np, name)
     wider = np.longdouble if dtype == np.float64 else np.float64
     max_ulp = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 2.0}[dtype]
-    for x, y in power_arguments(dtype, np.random.default_rng(7)):
+    for x, y in BINARY_ARGUMENTS[name](dtype, np.random.default_rng(7)):
         with np.errstate(all="ignore"):
-            assert_within_ulps(
-                np.asarray(dynfuse.asarray(x) ** dynfuse.asarray(y)),
-                x.astype(wider) ** y.astype(wider),
-                max_ulp,
-            )
-            # one exponent for the whole kernel: NumPy's power-by-one-value loop
+            x, y = x.astype(dtype), y.astype(dtype)
+            actual = np.asarray(function(dynfuse.asarray(x), dynfuse.asarray(y)))
+            assert_within_ulps(actual, function(x.astype(wider), y.astype(wider)), max_ulp)
             one = y[:1].astype(wider)[0]
-            assert_within_ulps(np.asarray(dynfuse.asarray(x) ** float(one)), x.astype(wider) ** one, max_ulp)
+            actual = np.asarray(function(dynfuse.asarray(x), float(one)))
+            assert_within_ulps(actual, function(x.astype(wider), one), max_ulp)
 
 
 EDGES = np.array(
@@ -139,22 +167,25 @@ def test_edges_give_what_libm_gives(name, dtype):
     np.testing.assert_allclose(actual[~exact], expected[~exact], rtol=4 * np.finfo(dtype).eps, atol=0)
 
 
-POWER_EDGES = (0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1.5)
-POWER_EDGES += (1e300, -1e300, 5e-324, -5e-324, 1e-310, 1024.0, -1075.0, 1e20, -1e20, 2.0**53 + 2)
-POWER_EDGES += (0.9999999999999999, 1.0000000000000002, 709.78, -745.1)
+BINARY_EDGES = (0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1.5)
+BINARY_EDGES += (1e300, -1e300, 5e-324, -5e-324, 1e-310, 1024.0, -1075.0, 1e20, -1e20, 2.0**53 + 2)
+BINARY_EDGES += (0.9999999999999999, 1.0000000000000002, 709.78, -745.1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
-def test_power_edges_give_what_numpy_gives(dtype):
-    """C99's pow cases: x^0 and 1^y are 1 even for NaN, zeros and infinities by the sign of y,
-    odd integer powers keep the sign of x (-0.0 too), a negative finite base to a non-integer power
-    is NaN, ±inf exponents go by |x| against 1; for an array of exponents and for one."""
-    pairs = np.array(list(itertools.product(POWER_EDGES, POWER_EDGES)))
+@pytest.mark.parametrize("name", sorted(BINARY_ARGUMENTS))
+def test_binary_edges_give_what_numpy_gives(name, dtype):
+    """C99's cases, for an array of second operands and for one. pow: x^0 and 1^y are 1 even for
+    NaN, zeros and infinities by the sign of y, odd integer powers keep the sign of x (-0.0 too),
+    a negative finite base to a non-integer power is NaN, ±inf exponents go by |x| against 1.
+    atan2: signed zeros give ±0 or ±pi, infinities the multiples of pi/4."""
+    function = getattr(np, name)
+    pairs = np.array(list(itertools.product(BINARY_EDGES, BINARY_EDGES)))
     with np.errstate(over="ignore"):
         x, y = pairs[:, 0].astype(dtype), pairs[:, 1].astype(dtype)
     with np.errstate(all="ignore"):
-        results = [(np.power(x, y), np.asarray(dynfuse.asarray(x) ** dynfuse.asarray(y)))]
-        results += [(np.power(x, one), np.asarray(dynfuse.asarray(x) ** one)) for one in np.unique(y)]
+        results = [(function(x, y), np.asarray(function(dynfuse.asarray(x), dynfuse.asarray(y))))]
+        results += [(function(x, one), np.asarray(function(dynfuse.asarray(x), one))) for one in np.unique(y)]
     for expected, actual in results:
         np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
         exact = np.isinf(expected) | (expected == 0) | (np.abs(expected) == 1)
@@ -164,39 +195,34 @@ def test_power_edges_give_what_numpy_gives(dtype):
         np.testing.assert_allclose(actual[inexact], expected[inexact], rtol=4 * np.finfo(dtype).eps, atol=0)
 
 
-@pytest.mark.parametrize("name", [*sorted(DOMAINS), "power"])
-def test_loops_calling_them_vectorize(name):
-    """No call to libm is left in the loop, and the loop works on whole vector registers."""
-    x = dynfuse.asarray(np.ones(4096, np.float32))
-    computed = x**1.7 if name == "power" else getattr(np, name)(x)
-    _, plan = execute.explain_plan([computed._node], cpu.BACKEND)
+def computing(name, x):
+    """``name`` applied to ``x`` (with a constant second operand for a binary function)."""
+    function = getattr(np, name)
+    return function(x, 0.7) if name in BINARY_ARGUMENTS else function(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+@pytest.mark.parametrize("name", sorted(llvm_math.INLINE))
+def test_loops_calling_them_vectorize(name, dtype):
+    """No call to libm is left in the loop, and the loop works on whole vector registers (for
+    float64 too: no table, whose gather would keep the loop scalar)."""
+    x = dynfuse.asarray(np.ones(4096, dtype))
+    _, plan = execute.explain_plan([computing(name, x)._node], cpu.BACKEND)
     (step,) = plan.kernels
     assembly = cpu.BACKEND.assembly(step.kernel)
-    symbol = "pow" if name == "power" else name
+    symbol = C_MATH.get(name, name)
     assert f"{symbol}f" not in assembly and f"{symbol}@" not in assembly
     assert re.search(r"\b(vfmadd\d*pd|v?mulpd)\b", assembly), assembly  # packed, not scalar (sd)
 
 
-def test_float64_power_vectorizes():
-    """pow's float64 logarithm is arithmetic only: a table's gather would keep the loop scalar."""
-    x = dynfuse.asarray(np.ones(4096))
-    y = dynfuse.asarray(np.ones(4096))
-    _, plan = execute.explain_plan([(x**y)._node], cpu.BACKEND)
-    (step,) = plan.kernels
-    assembly = cpu.BACKEND.assembly(step.kernel)
-    assert "pow" not in assembly
-    assert re.search(r"\bvfmadd\d*pd\b", assembly), assembly
-
-
-@pytest.mark.parametrize("name", [*sorted(DOMAINS), "power"])
+@pytest.mark.parametrize("name", sorted(llvm_math.INLINE))
 def test_float16_results_round_twice_without_a_libcall(name):
     """float16 is computed in float32 and rounded again; LLVM would merge the roundings into a call
     to __truncdfhf2, which the JIT cannot resolve (a crash, before the fence)."""
     with np.errstate(all="ignore"):
         x = np.array([0.5, 1.0, 3.0, 100.0, 7.0, 2.0], np.float16)
         for values in (x, x.astype(np.int8)):  # int8 runs the float16 loop too
-            function = (lambda v: v**1.3) if name == "power" else getattr(np, name)
-            expected = function(values)
-            actual = np.asarray(function(dynfuse.asarray(values)))
+            expected = computing(name, values)
+            actual = np.asarray(computing(name, dynfuse.asarray(values)))
             assert actual.dtype == expected.dtype
             np.testing.assert_allclose(actual, expected, rtol=1e-3)

@@ -320,6 +320,28 @@ def test_matmul_is_a_barrier_with_fusion_on_each_side():
     close(z, np.maximum((X * 2 - 1) @ W + B, 0))
 
 
+def test_an_op_the_target_leaves_to_numpy_is_a_library_step_between_kernels():
+    """An elementwise op in ``Target.library_ops`` (one whose NumPy loop beats the backend's code)
+    runs as NumPy's call on stored operands, with fusion on each side: the result is NumPy's."""
+    x = lazy(40, 50)
+    y = np.tan(x * 2 - 1) * 3 + np.abs(x)
+    target = dataclasses.replace(groups.BACKEND.target, name="numpy-tan", library_ops=frozenset({"tan"}))
+    steps = plan_of(y, target=target)[1].steps
+    assert [type(step) for step in steps] == [KernelStep, LibraryStep, KernelStep]
+    assert [type(step) for step in plan_of(y)[1].steps] == [KernelStep]  # fused where not listed
+    X = np.asarray(x)
+    close(y, np.tan(X * 2 - 1) * 3 + np.abs(X))
+
+
+def test_the_cpu_backend_runs_tan_by_numpy(monkeypatch):
+    """tan is the one op the LLVM generator leaves to libm whose NumPy loop is vectorized."""
+    monkeypatch.setattr(registry, "backend", "cpu")
+    values = rng.standard_normal(1000)
+    y = np.tan(dynfuse.asarray(values) * 2) + 1
+    assert "library 1: tan" in dynfuse.explain(y)
+    np.testing.assert_array_equal(np.asarray(y), np.tan(values * 2) + 1)
+
+
 def test_a_fallback_is_a_barrier_with_fusion_on_each_side():
     x = lazy(50)
     y = np.sort(x * 2 + 1)  # not recorded: its input is materialized in one plan, then NumPy sorts

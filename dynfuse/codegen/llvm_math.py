@@ -23,6 +23,7 @@ loop sees only arithmetic after inlining.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from decimal import Context, Decimal, localcontext
 
 import numpy as np
@@ -31,8 +32,12 @@ from llvmlite import ir
 I32, I64 = ir.IntType(32), ir.IntType(64)
 FLOAT, DOUBLE = ir.FloatType(), ir.DoubleType()
 
-FUNCTIONS = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh"})
-BINARY_FUNCTIONS = frozenset({"power"})
+FUNCTIONS = frozenset(
+    {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sinh", "cosh"}
+    | {"arcsinh", "arccosh", "arctanh", "cbrt", "arctan", "arcsin", "arccos"}
+)
+BINARY_FUNCTIONS = frozenset({"power", "arctan2"})
+INLINE = FUNCTIONS | BINARY_FUNCTIONS  # every op the generator computes here, not by libm
 
 
 def _split(value: Decimal) -> tuple[float, float]:
@@ -56,10 +61,43 @@ ROUNDING_SHIFTER = 1.5 * 2.0**52  # adding it rounds a double below 2^51 to an i
 
 # pow's float64 logarithm, log(m) = 2s + (2/3)s^3 + s^5·(2/5 + 2s^2/7 + ...) with s = (m-1)/(m+1):
 # 2/3 as hi + lo, and the tail's terms, enough for 2^-66 of log(m) where |s| <= 0.1716.
+def _pair(value: Decimal) -> tuple[float, float]:
+    """``value`` as a double and the double nearest what that leaves."""
+    high = float(value)
+    return high, float(value - Decimal(high))
+
+
 with localcontext(Context(prec=50)):
-    TWO_THIRDS_HI = float(Decimal(2) / 3)
-    TWO_THIRDS_LO = float(Decimal(2) / 3 - Decimal(TWO_THIRDS_HI))
+    TWO_THIRDS_HI, TWO_THIRDS_LO = _pair(Decimal(2) / 3)
 _ATANH_TAIL = [2.0 / (2 * j + 1) for j in range(2, 13)]
+
+
+def _decimal_arctan(value: Decimal) -> Decimal:
+    """arctan in the context's precision: halved twice (arctan v = 2·arctan(v / (1 + sqrt(1 + v^2))))
+    so that the series converges in a few dozen terms."""
+    if value > Decimal("0.2"):
+        return 2 * _decimal_arctan(value / (1 + (1 + value * value).sqrt()))
+    total, power, square, k = Decimal(0), value, value * value, 0
+    while True:
+        term = power / (2 * k + 1)
+        if abs(term) < Decimal(10) ** -(Context().prec + 5):
+            return total
+        total += -term if k % 2 else term
+        power *= square
+        k += 1
+
+
+# arctan's reduction: |t| <= 1 is split at the nearest c of 1/4, ..., 1 (0 below 1/4), and arctan t
+# is arctan c + arctan((t - c)/(1 + t·c)), whose argument is at most 1/4. Per c: arctan c, and
+# pi/2 - arctan c (where the argument was inverted), each as hi + lo; pi as hi + lo.
+with localcontext(Context(prec=50)):
+    _QUARTER_PI = _decimal_arctan(Decimal(1))
+    PI = _pair(4 * _QUARTER_PI)
+    ARCTAN_CENTERS = [k / 4 for k in range(5)]
+    ARCTAN_OF_CENTERS = [_pair(_decimal_arctan(Decimal(c))) for c in ARCTAN_CENTERS]
+    COMPLEMENTS_OF_CENTERS = [_pair(2 * _QUARTER_PI - _decimal_arctan(Decimal(c))) for c in ARCTAN_CENTERS]
+_SINH_SERIES = [1.0 / math.factorial(2 * j + 1) for j in range(1, 10)]  # x^3/3!, ...: 2^-56 of x below 1
+_ARCTAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 15)]  # t^3, t^5, ...: 2^-56 of t at 1/4
 
 # Terms of the series, per result precision: enough that the truncation error stays below 2^-54
 # of the result for float64 and below 2^-35 for float32 (whose result is one rounding of the double).
@@ -289,6 +327,163 @@ class _Emitter:
         result = b.select(inside, b.fadd(result, correction), result)
         # log1p(-0.0) is -0.0
         return self.special(x, [(b.fcmp_ordered("==", x, self.const(0.0)), x)], result)
+
+    # -- hyperbolic functions and their inverses, from exp and log --
+
+    def hyperbolic(self, x: ir.Value, odd: bool) -> ir.Value:
+        """sinh (``odd``) or cosh. Below |x| = 22, from t = expm1|x| (sinh below 1 by its series):
+        sinh|x| = (t + t/(t+1))/2 and
+        cosh x = 1 + t^2/(2(t+1)), neither cancelling; above, e^|x|/2, as (e^(|x|/2)/2)·e^(|x|/2)
+        past exp's range (sinh and cosh stay finite to |x| = 710.47, and 89.4 for float32)."""
+        b = self.b
+        magnitude = self.intrinsic("llvm.fabs", x)
+        t = self.expm1(magnitude)
+        one, half = self.const(1.0), self.const(0.5)
+        if odd:  # below 1 the series, free of expm1's and the division's roundings
+            near = b.fmul(b.fadd(t, b.fdiv(t, b.fadd(t, one))), half)
+            square = b.fmul(magnitude, magnitude)
+            series = self.multiply_add(
+                b.fmul(magnitude, square), self.horner(square, _SINH_SERIES), magnitude
+            )
+            near = b.select(b.fcmp_ordered("<", magnitude, one), series, near)
+        else:
+            near = b.fadd(one, b.fdiv(b.fmul(t, t), b.fmul(b.fadd(t, one), self.const(2.0))))
+        halfway = self.exp(b.fmul(magnitude, half))
+        far = b.fmul(b.fmul(halfway, half), halfway)  # past exp's range (float's is clamped to it)
+        if self.precision == DOUBLE:  # one rounding fewer where exp is in range
+            far = b.select(
+                b.fcmp_ordered("<", magnitude, self.const(709.0)), b.fmul(self.exp(magnitude), half), far
+            )
+        result = b.select(b.fcmp_ordered("<", magnitude, self.const(22.0)), near, far)
+        return self.special(x, [], self.intrinsic("llvm.copysign", result, x) if odd else result)
+
+    def sinh(self, x: ir.Value) -> ir.Value:
+        return self.hyperbolic(x, odd=True)
+
+    def cosh(self, x: ir.Value) -> ir.Value:
+        return self.hyperbolic(x, odd=False)
+
+    def arcsinh(self, x: ir.Value) -> ir.Value:
+        """log1p(a + a^2/(1 + sqrt(1 + a^2))) for a = |x| (no cancellation near 0), log(a) + ln2
+        where a^2 would lose 1 entirely; the sign of x."""
+        b = self.b
+        a = self.intrinsic("llvm.fabs", x)
+        square = b.fmul(a, a)
+        root = self.intrinsic("llvm.sqrt", b.fadd(self.const(1.0), square))
+        near = self.log1p(b.fadd(a, b.fdiv(square, b.fadd(self.const(1.0), root))))
+        far = b.fadd(self.log(a), self.const(float(_LN2)))
+        result = b.select(b.fcmp_ordered("<", a, self.const(2.0**28)), near, far)
+        return self.special(x, [], self.intrinsic("llvm.copysign", result, x))
+
+    def arccosh(self, x: ir.Value) -> ir.Value:
+        """log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact) below 2; log(2x - 1/(x + sqrt(x^2 - 1)))
+        up to 2^28; log(x) + ln2 past it; NaN below 1."""
+        b = self.b
+        one, two = self.const(1.0), self.const(2.0)
+        t = b.fsub(x, one)
+        near = self.log1p(b.fadd(t, self.intrinsic("llvm.sqrt", self.multiply_add(t, t, b.fmul(t, two)))))
+        root = self.intrinsic("llvm.sqrt", b.fsub(b.fmul(x, x), one))
+        far = b.fcmp_ordered(">=", x, self.const(2.0**28))
+        middle = b.fsub(b.fmul(x, two), b.fdiv(one, b.fadd(x, root)))
+        result = self.log(b.select(far, x, middle))  # one log serves both
+        result = b.fadd(result, b.select(far, self.const(float(_LN2)), self.const(0.0)))
+        result = b.select(b.fcmp_ordered("<", x, two), near, result)
+        return self.special(x, [(b.fcmp_ordered("<", x, one), self.const(math.nan))], result)
+
+    def arctanh(self, x: ir.Value) -> ir.Value:
+        """log1p(2a/(1 - a))/2 for a = |x|, below 1/2 as log1p(2a + 2a·a/(1 - a))/2 (1 - a is
+        exact above it); ±inf at ±1, NaN past it."""
+        b = self.b
+        one, half = self.const(1.0), self.const(0.5)
+        a = self.intrinsic("llvm.fabs", x)
+        twice = b.fadd(a, a)
+        rest = b.fsub(one, a)
+        near = self.log1p(b.fadd(twice, b.fdiv(b.fmul(twice, a), rest)))
+        far = self.log1p(b.fdiv(twice, rest))
+        result = b.fmul(b.select(b.fcmp_ordered("<", a, half), near, far), half)
+        result = b.select(b.fcmp_ordered("==", a, one), self.const(math.inf), result)
+        result = b.select(b.fcmp_ordered(">", a, one), self.const(math.nan), result)
+        return self.special(x, [], self.intrinsic("llvm.copysign", result, x))
+
+    def cbrt(self, x: ir.Value) -> ir.Value:
+        """exp(log|x|/3), then for float64 one Newton step y - (y^3 - a)/(3y^2), which squares its
+        relative error: what the first guess lost to rounding (|log x|/3 up to 248) is gone; the
+        sign of x."""
+        b = self.b
+        a = self.intrinsic("llvm.fabs", x)
+        # a subnormal |x| is scaled by 2^54 (its root by 2^18): y^3 - a would be subnormal too
+        subnormal = b.fcmp_ordered("<", a, self.const(2.0**-1022))
+        scaled = b.select(subnormal, b.fmul(a, self.const(2.0**54)), a)
+        result = self.exp(b.fmul(self.log(scaled), self.const(1.0 / 3.0)))
+        if self.precision == DOUBLE:  # float32's result is far coarser than the guess's error
+            excess = self.fma(b.fmul(result, result), result, b.fneg(scaled))
+            result = b.fsub(result, b.fdiv(excess, b.fmul(b.fmul(result, result), self.const(3.0))))
+        result = b.fmul(result, b.select(subnormal, self.const(2.0**-18), self.const(1.0)))
+        edge = b.or_(b.fcmp_ordered("==", a, self.const(0.0)), b.fcmp_ordered("==", a, self.const(math.inf)))
+        return self.special(x, [(edge, x)], self.intrinsic("llvm.copysign", result, x))
+
+    # -- the inverse circular functions, from one arctangent --
+
+    def centered(self, values: Sequence[float], center: ir.Value) -> ir.Value:
+        """``values[k]`` for ``center`` = k/4, by selects (a table's gather would keep loops scalar)."""
+        result = self.const(values[0])
+        for k in range(1, len(values)):
+            is_k = self.b.fcmp_ordered("==", center, self.const(ARCTAN_CENTERS[k]))
+            result = self.b.select(is_k, self.const(values[k]), result)
+        return result
+
+    def arctan2(self, y: ir.Value, x: ir.Value) -> ir.Value:
+        """C's atan2: the angle of the smaller of |y|, |x| over the larger, u in [0, 1], whose
+        arctangent is arctan c + arctan((u - c)/(1 + u·c)) at the nearest c of 1/4, ..., 1, or 0
+        below 1/4 (a series to t^29); then pi/2 minus it where |y| was the larger, pi minus that
+        where x is negative (or -0.0), and the sign of y. Constants are hi + lo, lo added last."""
+        b = self.b
+        zero, one = self.const(0.0), self.const(1.0)
+        ay, ax = self.intrinsic("llvm.fabs", y), self.intrinsic("llvm.fabs", x)
+        steep = b.fcmp_ordered(">", ay, ax)
+        smaller, larger = b.select(steep, ax, ay), b.select(steep, ay, ax)
+        u = b.fdiv(smaller, larger)
+        u = b.select(b.fcmp_ordered("==", smaller, larger), one, u)  # inf/inf: pi/4
+        u = b.select(b.fcmp_ordered("==", larger, zero), zero, u)  # 0/0: 0, or pi
+        center = b.fmul(self.intrinsic("llvm.roundeven", b.fmul(u, self.const(4.0))), self.const(0.25))
+        # below 1/4 the series takes u itself, exact: a reduced t as large as the result would carry
+        # its own rounding into it
+        center = b.select(b.fcmp_ordered("<", u, self.const(0.25)), zero, center)
+        t = b.fdiv(b.fsub(u, center), self.multiply_add(u, center, one))  # u - center is exact
+        square = b.fmul(t, t)
+        series = self.multiply_add(b.fmul(t, square), self.horner(square, _ARCTAN_SERIES), t)
+        # the angle from the x axis: c's part plus series, or its complement, or pi minus either
+        centers = [pair[0] for pair in ARCTAN_OF_CENTERS], [pair[1] for pair in ARCTAN_OF_CENTERS]
+        complements = (
+            [pair[0] for pair in COMPLEMENTS_OF_CENTERS],
+            [pair[1] for pair in COMPLEMENTS_OF_CENTERS],
+        )
+        high = b.select(steep, self.centered(complements[0], center), self.centered(centers[0], center))
+        low = b.select(steep, self.centered(complements[1], center), self.centered(centers[1], center))
+        low = b.select(steep, b.fsub(low, series), b.fadd(low, series))
+        behind = b.icmp_signed("<", b.bitcast(x, I64), self.integer(0))
+        high = b.select(behind, b.fsub(self.const(PI[0]), high), high)
+        low = b.select(behind, b.fsub(self.const(PI[1]), low), low)
+        angle = b.fadd(high, low)
+        result = self.intrinsic("llvm.copysign", angle, y)
+        return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), result)
+
+    def arctan(self, x: ir.Value) -> ir.Value:
+        return self.arctan2(x, self.const(1.0))
+
+    def arcsin(self, x: ir.Value) -> ir.Value:
+        """The angle of (sqrt((1 - x)(1 + x)), x): 1 - |x| is exact where it cancels; NaN past ±1."""
+        b = self.b
+        one = self.const(1.0)
+        a = self.intrinsic("llvm.fabs", x)
+        cosine = self.intrinsic("llvm.sqrt", b.fmul(b.fsub(one, a), b.fadd(one, a)))
+        return self.intrinsic("llvm.copysign", self.arctan2(a, cosine), x)
+
+    def arccos(self, x: ir.Value) -> ir.Value:
+        b = self.b
+        one = self.const(1.0)
+        sine = self.intrinsic("llvm.sqrt", b.fmul(b.fsub(one, x), b.fadd(one, x)))
+        return self.arctan2(sine, x)
 
     # -- pow --
 
