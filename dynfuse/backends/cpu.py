@@ -38,8 +38,11 @@ if TYPE_CHECKING:
     from .llvm_host import LlvmHost
 
 # Work below this many elements runs on one thread: handing a range to another thread costs more
-# than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md).
+# than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md) on chains of cheap ops,
+# three of cost 1 an element (``CHEAP_ELEMENT_COST``); a dearer kernel's elements count as many times
+# more (an exp chain splits from 2^19 elements, where one thread takes 0.35 ms: 0.6x as long split).
 PARALLEL_ELEMENTS = 1 << 21
+CHEAP_ELEMENT_COST = 3.0
 _BYTE = np.dtype(np.uint8)
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
 # What each line of a kernel's IR adds to its compile, in the work of interpreting (see CpuBackend).
@@ -325,8 +328,9 @@ class _Launcher:
 
 
 def _work(layout: Layout) -> int:
-    """The elements a launch goes through, as ``PARALLEL_ELEMENTS`` counts them."""
-    return layout.extent * max(layout.row_elements, 1)
+    """The elements a launch goes through, weighted by their cost, as ``PARALLEL_ELEMENTS`` counts them."""
+    weight = max(layout.element_cost / CHEAP_ELEMENT_COST, 1.0)
+    return int(layout.extent * max(layout.row_elements, 1) * weight)
 
 
 def _shares_rows(layout: Layout, threads: int) -> bool:

@@ -98,6 +98,7 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 CELLS = I64.as_pointer()
 SCRATCH = I8.as_pointer()
+_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # what ``Layout.element_cost`` sums
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class Layout:
     columns: bool  # column mode: rows are reduced in chunks of adjacent ones (see the module's doc)
     lanes: int  # rows reduced together: a chunk of columns, or 1
     scratch_bytes: int  # the scratch each call of the module needs, a multiple of SCRATCH_ALIGNMENT; 0: none
+    element_cost: float  # the op table's cost of its ops for one element: how dear its work is
 
     @property
     def param_cell(self) -> int:
@@ -1056,6 +1058,7 @@ class _KernelModule(KernelFacts):
             columns=self.columns,
             lanes=self.lanes,
             scratch_bytes=self.scratch_bytes,
+            element_cost=sum(inst.op.cost for inst in self.instructions if inst.op.kind in _COMPUTING),
         )
 
     def blocks_at_most(self) -> int:

@@ -333,8 +333,9 @@ class _Emitter:
     def hyperbolic(self, x: ir.Value, odd: bool) -> ir.Value:
         """sinh (``odd``) or cosh. Below |x| = 22, from t = expm1|x| (sinh below 1 by its series):
         sinh|x| = (t + t/(t+1))/2 and
-        cosh x = 1 + t^2/(2(t+1)), neither cancelling; above, e^|x|/2, as (e^(|x|/2)/2)·e^(|x|/2)
-        past exp's range (sinh and cosh stay finite to |x| = 710.47, and 89.4 for float32)."""
+        cosh x = 1 + t^2/(2(t+1)), neither cancelling; above, e^|x|/2 = (t+1)/2, and past exp's
+        range (e^(|x|/2)/2)·e^(|x|/2), finite as sinh and cosh are (to |x| = 710.47; 89.4 for
+        float32)."""
         b = self.b
         magnitude = self.intrinsic("llvm.fabs", x)
         t = self.expm1(magnitude)
@@ -349,11 +350,11 @@ class _Emitter:
         else:
             near = b.fadd(one, b.fdiv(b.fmul(t, t), b.fmul(b.fadd(t, one), self.const(2.0))))
         halfway = self.exp(b.fmul(magnitude, half))
-        far = b.fmul(b.fmul(halfway, half), halfway)  # past exp's range (float's is clamped to it)
-        if self.precision == DOUBLE:  # one rounding fewer where exp is in range
-            far = b.select(
-                b.fcmp_ordered("<", magnitude, self.const(709.0)), b.fmul(self.exp(magnitude), half), far
-            )
+        beyond = b.fmul(b.fmul(halfway, half), halfway)  # finite where e^|x| is not
+        far = beyond
+        if self.precision == DOUBLE:  # float's t is clamped short of its overflow: beyond serves
+            infinite = b.fcmp_ordered("==", t, self.const(math.inf))
+            far = b.select(infinite, beyond, b.fmul(b.fadd(t, one), half))
         result = b.select(b.fcmp_ordered("<", magnitude, self.const(22.0)), near, far)
         return self.special(x, [], self.intrinsic("llvm.copysign", result, x) if odd else result)
 
