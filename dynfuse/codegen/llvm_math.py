@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from decimal import Context, Decimal, localcontext
+from decimal import Context, Decimal, getcontext, localcontext
 
 import numpy as np
 from llvmlite import ir
@@ -59,14 +59,14 @@ SQRT_HALF_BITS = int(np.float64(math.sqrt(0.5)).view(np.int64))
 ROUNDING_SHIFTER = 1.5 * 2.0**52  # adding it rounds a double below 2^51 to an integer, in the low bits
 
 
-# pow's float64 logarithm, log(m) = 2s + (2/3)s^3 + s^5·(2/5 + 2s^2/7 + ...) with s = (m-1)/(m+1):
-# 2/3 as hi + lo, and the tail's terms, enough for 2^-66 of log(m) where |s| <= 0.1716.
 def _pair(value: Decimal) -> tuple[float, float]:
     """``value`` as a double and the double nearest what that leaves."""
     high = float(value)
     return high, float(value - Decimal(high))
 
 
+# pow's float64 logarithm, log(m) = 2s + (2/3)s^3 + s^5·(2/5 + 2s^2/7 + ...) with s = (m-1)/(m+1):
+# 2/3 as hi + lo, and the tail's terms, enough for 2^-66 of log(m) where |s| <= 0.1716.
 with localcontext(Context(prec=50)):
     TWO_THIRDS_HI, TWO_THIRDS_LO = _pair(Decimal(2) / 3)
 _ATANH_TAIL = [2.0 / (2 * j + 1) for j in range(2, 13)]
@@ -80,7 +80,7 @@ def _decimal_arctan(value: Decimal) -> Decimal:
     total, power, square, k = Decimal(0), value, value * value, 0
     while True:
         term = power / (2 * k + 1)
-        if abs(term) < Decimal(10) ** -(Context().prec + 5):
+        if abs(term) < Decimal(10) ** -(getcontext().prec + 5):
             return total
         total += -term if k % 2 else term
         power *= square
@@ -454,11 +454,8 @@ class _Emitter:
         square = b.fmul(t, t)
         series = self.multiply_add(b.fmul(t, square), self.horner(square, _ARCTAN_SERIES), t)
         # the angle from the x axis: c's part plus series, or its complement, or pi minus either
-        centers = [pair[0] for pair in ARCTAN_OF_CENTERS], [pair[1] for pair in ARCTAN_OF_CENTERS]
-        complements = (
-            [pair[0] for pair in COMPLEMENTS_OF_CENTERS],
-            [pair[1] for pair in COMPLEMENTS_OF_CENTERS],
-        )
+        centers = tuple(zip(*ARCTAN_OF_CENTERS, strict=True))
+        complements = tuple(zip(*COMPLEMENTS_OF_CENTERS, strict=True))
         high = b.select(steep, self.centered(complements[0], center), self.centered(centers[0], center))
         low = b.select(steep, self.centered(complements[1], center), self.centered(centers[1], center))
         low = b.select(steep, b.fsub(low, series), b.fadd(low, series))
@@ -473,7 +470,8 @@ class _Emitter:
         return self.arctan2(x, self.const(1.0))
 
     def arcsin(self, x: ir.Value) -> ir.Value:
-        """The angle of (sqrt((1 - x)(1 + x)), x): 1 - |x| is exact where it cancels; NaN past ±1."""
+        """The angle of the point (sqrt((1 - |x|)(1 + |x|)), |x|), with the sign of x: 1 - |x| is
+        exact where it cancels; NaN past ±1."""
         b = self.b
         one = self.const(1.0)
         a = self.intrinsic("llvm.fabs", x)
@@ -481,6 +479,7 @@ class _Emitter:
         return self.intrinsic("llvm.copysign", self.arctan2(a, cosine), x)
 
     def arccos(self, x: ir.Value) -> ir.Value:
+        """The angle of the point (x, sqrt((1 - x)(1 + x))): 0 to pi; NaN past ±1."""
         b = self.b
         one = self.const(1.0)
         sine = self.intrinsic("llvm.sqrt", b.fmul(b.fsub(one, x), b.fadd(one, x)))
