@@ -201,9 +201,10 @@ class Target:
     # recomputing a shared node in several kernels against storing it once with this.
     compute_weight: float = 1.0
     # Elementwise ops the backend's kernels compute slower than NumPy's own loop does (a scalar
-    # libm call where NumPy's loop is vectorized): each runs as a library call between kernels, on
-    # stored operands, so a plan is never slower than NumPy's op for it (perf/bench_functions.py).
-    library_ops: frozenset[str] = frozenset()
+    # libm call where NumPy's loop is vectorized), as (op name, result dtype char): each runs as a
+    # library call between kernels, on stored operands, so a plan is never slower than NumPy's op
+    # for it (perf/bench_functions.py measures them).
+    library_ops: frozenset[tuple[str, str]] = frozenset()
 
     def __hash__(self) -> int:  # part of every plan-cache key: cheaper than hashing every field
         return hash(self.name)

@@ -246,7 +246,9 @@ def reasons(trace: Trace, target: Target) -> Reasons:
 def _runs_in_library(node: Node, target: Target) -> bool:
     """A barrier, or an elementwise op whose NumPy loop is faster than the target's code for it."""
     kind = node.op.kind
-    return kind is OpKind.BARRIER or (kind is OpKind.ELEMENTWISE and node.op.name in target.library_ops)
+    if kind is OpKind.ELEMENTWISE:
+        return (node.op.name, node.dtype.char) in target.library_ops
+    return kind is OpKind.BARRIER
 
 
 class _Planner:

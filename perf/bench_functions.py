@@ -46,8 +46,8 @@ FUNCTIONS |= {
 }
 
 
-def how_computed(name: str) -> str:
-    if name in cpu.CpuBackend.target.library_ops:
+def how_computed(name: str, dtype: np.dtype) -> str:
+    if (name, dtype.char) in cpu.CpuBackend.target.library_ops:
         return "NumPy's loop"
     return "inline" if name in llvm_math.INLINE else "libm"
 
@@ -115,7 +115,7 @@ def main() -> None:
             versus_numexpr = "" if numexpr is None else f"{numexpr / seconds['dynfuse']:.2f}x"
             speed = f"**{speeds[small]:.2f}x** | **{speeds[large]:.2f}x** | {versus_numexpr}"
             times = f"{seconds['NumPy'] * 1e3:.2f} | {seconds['dynfuse'] * 1e3:.2f}"
-            rows.append(f"| {name} | {dtype} | {how_computed(name)} | {speed} | {times} |")
+            rows.append(f"| {name} | {dtype} | {how_computed(name, dtype)} | {speed} | {times} |")
             print(rows[-1], flush=True)
     summary = [
         f"slower than NumPy at {size:,} elements: {', '.join(names) if names else 'none'}"

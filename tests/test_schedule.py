@@ -325,7 +325,8 @@ def test_an_op_the_target_leaves_to_numpy_is_a_library_step_between_kernels():
     runs as NumPy's call on stored operands, with fusion on each side: the result is NumPy's."""
     x = lazy(40, 50)
     y = np.tan(x * 2 - 1) * 3 + np.abs(x)
-    target = dataclasses.replace(groups.BACKEND.target, name="numpy-tan", library_ops=frozenset({"tan"}))
+    library_ops = frozenset({("tan", "d")})
+    target = dataclasses.replace(groups.BACKEND.target, name="numpy-tan", library_ops=library_ops)
     steps = plan_of(y, target=target)[1].steps
     assert [type(step) for step in steps] == [KernelStep, LibraryStep, KernelStep]
     assert [type(step) for step in plan_of(y)[1].steps] == [KernelStep]  # fused where not listed
@@ -333,13 +334,22 @@ def test_an_op_the_target_leaves_to_numpy_is_a_library_step_between_kernels():
     close(y, np.tan(X * 2 - 1) * 3 + np.abs(X))
 
 
-def test_the_cpu_backend_runs_tan_by_numpy(monkeypatch):
-    """tan is the one op the LLVM generator leaves to libm whose NumPy loop is vectorized."""
+def test_the_cpu_backend_runs_by_numpy_what_libm_computes_slower(monkeypatch):
+    """tan, and float32 sin and cos, are what the LLVM generator leaves to libm where NumPy's loop
+    is vectorized; float64 sin stays fused (glibc's is the faster there)."""
     monkeypatch.setattr(registry, "backend", "cpu")
     values = rng.standard_normal(1000)
-    y = np.tan(dynfuse.asarray(values) * 2) + 1
-    assert "library 1: tan" in dynfuse.explain(y)
-    np.testing.assert_array_equal(np.asarray(y), np.tan(values * 2) + 1)
+    for function, dtype, library in [
+        (np.tan, np.float64, True),
+        (np.sin, np.float32, True),
+        (np.sin, np.float64, False),
+    ]:
+        data = values.astype(dtype)
+        y = function(dynfuse.asarray(data) * 2) + 1
+        assert (f"library 1: {function.__name__}" in dynfuse.explain(y)) == library
+        np.testing.assert_allclose(
+            np.asarray(y), function(data * 2) + 1, rtol=1e-6 if dtype == np.float32 else 1e-15
+        )
 
 
 def test_a_fallback_is_a_barrier_with_fusion_on_each_side():
