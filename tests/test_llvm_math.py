@@ -3,6 +3,7 @@
 The CPU backend's own exp, log, tanh and pow (``codegen/llvm_math.py``): accuracy against a
 reference computed in more precision, the edges of each domain, and that they vectorize."""
 
+import dataclasses
 import itertools
 import re
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import execute, registry
+from dynfuse import execute, registry, replay
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
 from dynfuse.codegen.common import C_MATH
@@ -44,7 +45,14 @@ MAX_ULP = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 3.0}
 
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
+    """The generator's own code for every function, those the CPU target leaves to NumPy's loop
+    (``library_ops``) too: plans made without them, forgotten after."""
     monkeypatch.setattr(registry, "backend", "cpu")
+    target = dataclasses.replace(cpu.CpuBackend.target, library_ops=frozenset())
+    monkeypatch.setattr(cpu.CpuBackend, "target", target)
+    replay.clear_plans()
+    yield
+    replay.clear_plans()
 
 
 def test_the_table_covers_every_function():

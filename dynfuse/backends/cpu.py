@@ -345,6 +345,19 @@ def _shares_rows(layout: Layout, threads: int) -> bool:
     return rows < threads * rows_per_thread or rows <= layout.lanes
 
 
+def _library_ops() -> frozenset[tuple[str, str]]:
+    """The ops (by result dtype) NumPy's loops compute faster than the generator's code does, so
+    that NumPy's loop runs them between kernels (perf/bench_functions.py): what the generator
+    leaves to libm where NumPy's loop is vectorized (tan; float32 sin and cos: 0.3-0.9x NumPy's
+    speed fused); and where NumPy has its SVML loops (on AVX512_SKX), the float32 functions whose
+    branch-free code, computed in double, costs several times theirs (0.7-0.9x on 2^22 elements)."""
+    slower = {("tan", "f"), ("tan", "d"), ("sin", "f"), ("cos", "f")}
+    if np._core._multiarray_umath.__cpu_features__.get("AVX512_SKX"):
+        dear = ("arcsin", "arccos", "arctan", "sinh", "arcsinh", "arctanh", "arccosh", "cbrt")
+        slower |= {(name, "f") for name in dear}
+    return frozenset(slower)
+
+
 def _bind(function: Any, *arguments: Any) -> Any:
     return lambda: function(*arguments)
 
@@ -372,9 +385,7 @@ class CpuBackend:
         interpreted_op_work=1 << 13,
         direct_op_work=1 << 11,
         background_work=1 << 26,
-        # What the generator leaves to libm where NumPy's loop is vectorized: tan, and float32 sin
-        # and cos (0.3-0.9x NumPy's speed fused, perf/bench_functions.py); NumPy's loop runs them
-        library_ops=frozenset({("tan", "f"), ("tan", "d"), ("sin", "f"), ("cos", "f")}),
+        library_ops=_library_ops(),
     )
 
     def source(self, kernel: Kernel) -> str:
