@@ -12,18 +12,22 @@ backend computes the function: ``inline`` (its own branch-free code, ``codegen/l
 ``libm`` (a scalar call per element), or ``NumPy's loop`` (``Target.library_ops``).
 
     python perf/bench_functions.py [--quick]
+    python perf/bench_functions.py --costs   # codegen/llvm.py's ELEMENT_COSTS, measured again
 """
 
 import argparse
+import dataclasses
 import os
 import platform
+import statistics
+import time
 
 import numpy as np
 from timing import measure_interleaved, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import cache
+from dynfuse import cache, config, replay
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
 
@@ -88,12 +92,44 @@ def measure(name: str, dtype: np.dtype, size: int, repeats: int) -> dict:
     return {label: timing.median for label, timing in timings.items()}
 
 
+def seconds_per_element(chain, x: np.ndarray, repeats: int = 31) -> float:
+    lazy = dnp.asarray(x)
+    for _ in range(5):
+        np.asarray(chain(dnp, lazy))
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.asarray(chain(dnp, lazy))
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) / x.size
+
+
+def element_costs() -> None:
+    """What one element of each function's generated code costs, on one thread, in units of a
+    cheap float32 op (``relu(x*2)+1`` has three): the chain's time less its two cheap ops."""
+    config.threads, config.tiers = 1, False
+    cpu.CpuBackend.target = dataclasses.replace(cpu.CpuBackend.target, library_ops=frozenset())
+    replay.clear_plans()
+    size = 1 << 17
+    values = np.random.default_rng(0).uniform(0.1, 0.9, size)
+    unit = seconds_per_element(lambda np, x: np.maximum(x * 2, 0) + 1, values.astype(np.float32)) / 3
+    print(f"a cheap float32 op: {unit * 1e9:.3f} ns an element")
+    for dtype in (np.float32, np.float64):
+        costs = []
+        for name, (chain, _, (low, _high)) in FUNCTIONS.items():
+            x = (values + (low if low >= 1 else 0)).astype(dtype)
+            costs.append(f"{name} {seconds_per_element(chain, x) / unit - 2:.0f}")
+        print(f"{np.dtype(dtype)}: " + ", ".join(costs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="2^14 and 2^16 elements, 3 rounds, nothing written"
-    )
+    parser.add_argument("--quick", action="store_true", help="2^14 and 2^16 elements, nothing written")
+    parser.add_argument("--costs", action="store_true", help="each function's cost an element, one thread")
     args = parser.parse_args()
+    if args.costs:
+        element_costs()
+        return
     (small, large), repeats = ((1 << 14, 1 << 16), 3) if args.quick else ((1 << 18, 1 << 22), 9)
     dynfuse.set_backend("cpu")
     speed_columns = f"speed vs NumPy, {small:,} | speed vs NumPy, {large:,} | speed vs numexpr, {large:,}"

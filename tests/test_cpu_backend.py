@@ -15,6 +15,7 @@ import pytest
 import dynfuse
 from dynfuse import cache, config, execute, launch, registry
 from dynfuse.backends import cpu
+from dynfuse.codegen import llvm
 from dynfuse.devices import HOST
 
 from .helpers import kernel_of
@@ -44,14 +45,16 @@ def test_a_reduction_builds_its_split_functions_only_when_threads_share_its_rows
 
 
 def test_dear_elements_split_across_threads_sooner(monkeypatch):
-    """A kernel's work counts its elements by what its ops cost (the op table's): an exp chain's
-    elements weigh four times a cheap chain's, so it splits from a quarter of the elements."""
+    """A kernel's work counts its elements by what its ops cost (the generator's measured costs of
+    math functions, else the op table's): an exp chain's elements weigh several cheap chains', so it
+    splits across threads from that many times fewer elements."""
     monkeypatch.setattr(config, "threads", 2)
     x = dynfuse.asarray(np.random.default_rng(6).uniform(0.1, 0.9, 1 << 12))
     cheap = cache.compiled_kernel(cpu.BACKEND, kernel_of(np.maximum(x * 2, 0) + 1))
     dear = cache.compiled_kernel(cpu.BACKEND, kernel_of(np.exp(x) * 2 + 1))
-    assert (cheap.layout.element_cost, dear.layout.element_cost) == (3.0, 12.0)
-    assert (cheap.work, dear.work) == (1 << 12, 1 << 14)
+    exp_cost = llvm.FUNCTION_COSTS["exp"][1]  # a float64 result's
+    assert (cheap.layout.element_cost, dear.layout.element_cost) == (3.0, 2 + exp_cost)
+    assert (cheap.work, dear.work) == (1 << 12, int((1 << 12) * (2 + exp_cost) / 3))
     monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 1 << 13)
     assert not cheap.shares_rows(2) and cheap.work < cpu.PARALLEL_ELEMENTS <= dear.work
     np.testing.assert_allclose(np.asarray(np.exp(x) * 2 + 1), np.exp(np.asarray(x)) * 2 + 1, rtol=1e-15)

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 # Work below this many elements runs on one thread: handing a range to another thread costs more
 # than it saves. Measured by perf/bench_threads.py (see perf/RESULTS.md) on chains of cheap ops,
 # three of cost 1 an element (``CHEAP_ELEMENT_COST``); a dearer kernel's elements count as many times
-# more (an exp chain splits from 2^19 elements, where one thread takes 0.35 ms: 0.6x as long split).
+# more (``Layout.element_cost``): a float64 exp chain splits from 2^18 elements (two threads take
+# 0.83x one's time there, 0.62x at 2^20), an arcsin chain from 2^16.6 (0.75x at 2^17).
 PARALLEL_ELEMENTS = 1 << 21
 CHEAP_ELEMENT_COST = 3.0
 _BYTE = np.dtype(np.uint8)

@@ -100,6 +100,24 @@ CELLS = I64.as_pointer()
 SCRATCH = I8.as_pointer()
 _COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # what ``Layout.element_cost`` sums
 
+# What an element of a math function's code costs here, for a float32 result and a float64 one, in
+# units of a cheap float32 op (an add: the op table's cost 1), measured on one thread by
+# ``perf/bench_functions.py --costs``: the branch-free functions of ``llvm_math`` and the libm calls
+# cost from 17 to 370 adds, where the op table says 10 for all. Other ops cost what the table says.
+FUNCTION_COSTS: dict[str, tuple[float, float]] = {
+    "exp": (17, 20), "expm1": (24, 25), "log": (24, 24), "log1p": (29, 30), "tanh": (26, 28),
+    "sinh": (49, 56), "cosh": (42, 50), "arcsinh": (75, 75), "arccosh": (94, 94), "arctanh": (72, 75),
+    "arcsin": (65, 62), "arccos": (66, 61), "arctan": (45, 41), "arctan2": (45, 42), "cbrt": (69, 85),
+    "power": (68, 95), "sin": (115, 234), "cos": (110, 232), "tan": (218, 244), "hypot": (66, 374),
+}  # fmt: skip
+
+
+def element_cost(inst: Instruction) -> float:
+    """What one element of ``inst`` costs here (``FUNCTION_COSTS``, else the op table's cost)."""
+    costs = FUNCTION_COSTS.get(inst.op.name)
+    itemsize = 0 if inst.dtype is None else inst.dtype.itemsize
+    return inst.op.cost if costs is None or itemsize not in (4, 8) else costs[itemsize == 8]
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -117,7 +135,7 @@ class Layout:
     columns: bool  # column mode: rows are reduced in chunks of adjacent ones (see the module's doc)
     lanes: int  # rows reduced together: a chunk of columns, or 1
     scratch_bytes: int  # the scratch each call of the module needs, a multiple of SCRATCH_ALIGNMENT; 0: none
-    element_cost: float  # the op table's cost of its ops for one element: how dear its work is
+    element_cost: float  # what its ops cost for one element (``element_cost``): how dear its work is
 
     @property
     def param_cell(self) -> int:
@@ -1058,7 +1076,7 @@ class _KernelModule(KernelFacts):
             columns=self.columns,
             lanes=self.lanes,
             scratch_bytes=self.scratch_bytes,
-            element_cost=sum(inst.op.cost for inst in self.instructions if inst.op.kind in _COMPUTING),
+            element_cost=sum(element_cost(inst) for inst in self.instructions if inst.op.kind in _COMPUTING),
         )
 
     def blocks_at_most(self) -> int:
