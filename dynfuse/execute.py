@@ -339,7 +339,7 @@ def run_plan(
     for step, release in zip(plan.steps, plan.release, strict=True):
         if isinstance(step, LibraryStep):
             node = nodes[step.node]
-            value = library_call(node, [run.array(source) for source in step.inputs], run.memory)
+            value = library_call(node, [run.argument(source) for source in step.inputs], run.memory)
             run.buffers[step.node] = value
             # Kept (as a leaf) where the program holds it, never called again (see interpret.run);
             # otherwise freed after its last reader here, as a long trace of library calls (a loop
@@ -377,6 +377,13 @@ class _Run:
         self.moved = (
             {number: moved[node] for number, node in enumerate(nodes) if node in moved} if moved else {}
         )
+
+    def argument(self, source: Source) -> Any:
+        """A source as a library call takes it: an array (``array``), or a weak scalar as the
+        Python scalar it is, whose dtype NumPy's promotion then leaves to the arrays (a 0-d array
+        of it would make float32's arctan2 by 0.5 a float64 one)."""
+        node = self.nodes[source.node]
+        return node.buffer if node.op.kind is OpKind.SCALAR else self.array(source)
 
     def array(self, source: Source, shape: tuple[int, ...] | None = None) -> Any:
         """A source as an array: the buffer, through its views, then read through its index map."""

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import config
+
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +32,17 @@ class LazyPool:
                 self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix=self._name)
             return self._pool
 
+    def run_all(self, calls: list[Callable[[], object]]) -> None:
+        """Run each call: the first on this thread, the others on the pool; return when all have."""
+        futures = [self.get().submit(call) for call in calls[1:]]
+        calls[0]()
+        for future in futures:
+            future.result()
+
     def _forget_parent_threads(self) -> None:
         self._pool = None
         self._lock._at_fork_reinit()
+
+
+# The threads work is split across, besides the calling one: a kernel's ranges, a NumPy loop's parts.
+WORKERS = LazyPool(lambda: max(config.threads - 1, 1), "dynfuse")

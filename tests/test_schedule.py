@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import config, execute, registry, replay, schedule
-from dynfuse.backends import groups
+from dynfuse import config, execute, launch, registry, replay, schedule
+from dynfuse.backends import cpu, groups
 from dynfuse.kernel import Target
 from dynfuse.schedule import KernelStep, LibraryStep
 from dynfuse.trace import topological_order
@@ -355,6 +355,30 @@ def test_the_cpu_backend_runs_by_numpy_what_libm_computes_slower(monkeypatch):
         np.testing.assert_allclose(
             np.asarray(y), function(data * 2) + 1, atol=1e-6 if dtype == np.float32 else 1e-14
         )
+
+
+def test_an_op_left_to_numpy_splits_across_threads_with_numpy_results(monkeypatch):
+    """A large elementwise library step runs NumPy's loop on ranges of rows, one a thread, each
+    starting where the whole call's vector loop steps: what the whole call gives, bit for bit, with
+    broadcast operands and a Python scalar's weak dtype."""
+    monkeypatch.setattr(registry, "backend", "cpu")
+    library_ops = frozenset({("arctan2", "d"), ("arctan2", "f")})
+    monkeypatch.setattr(
+        cpu.CpuBackend, "target", dataclasses.replace(cpu.CpuBackend.target, library_ops=library_ops)
+    )
+    monkeypatch.setattr(config, "threads", 3)
+    monkeypatch.setattr(launch, "SPLIT_ELEMENTS", 0)
+    replay.clear_plans()
+    try:
+        a, b = rng.standard_normal((300, 1)), rng.standard_normal(500).astype(np.float32)
+        y = np.arctan2(dynfuse.asarray(a) * 2, dynfuse.asarray(b)) + 1
+        z = np.arctan2(dynfuse.asarray(b) * 2, 0.5) + 1  # float32: the scalar stays weak
+        assert "library 1: arctan2" in dynfuse.explain(y)
+        np.testing.assert_array_equal(np.asarray(y), np.arctan2(a * 2, b) + 1)
+        np.testing.assert_array_equal(np.asarray(z), np.arctan2(b * 2, 0.5) + 1)
+        assert np.asarray(z).dtype == np.float32
+    finally:
+        replay.clear_plans()
 
 
 def test_a_fallback_is_a_barrier_with_fusion_on_each_side():

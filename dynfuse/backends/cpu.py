@@ -112,23 +112,11 @@ def _host() -> LlvmHost:
     return _llvm
 
 
-# Work is split across these threads and the calling one.
-_pool = pools.LazyPool(lambda: max(config.threads - 1, 1), "dynfuse")
-
-
 def _ranges(count: int, parts: int) -> list[tuple[int, int]]:
     """``[0, count)`` in ``parts`` ranges of about equal size, starting on aligned elements."""
     step = -(-count // parts)
     step = -(-step // _ALIGNMENT) * _ALIGNMENT if count >= parts * _ALIGNMENT else step
     return [(start, min(start + step, count)) for start in range(0, count, step)]
-
-
-def _run_in_threads(calls: list) -> None:
-    """Run each call (a function of no arguments): the first here, the others on the pool."""
-    futures = [_pool.get().submit(call) for call in calls[1:]]
-    calls[0]()
-    for future in futures:
-        future.result()
 
 
 class _Launcher:
@@ -297,7 +285,7 @@ class _Launcher:
                 _bind(self.entry, address, scratch, start, stop)
                 for scratch, (start, stop) in zip(self.scratch(len(ranges)), ranges, strict=True)
             ]
-            _run_in_threads(calls)
+            pools.WORKERS.run_all(calls)
 
     def split_rows(self, address: int, rows: int, threads: int) -> None:
         """Every row on several threads: partial states of each over ranges of its elements,
@@ -311,7 +299,7 @@ class _Launcher:
             _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
             for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
         ]
-        _run_in_threads(calls)
+        pools.WORKERS.run_all(calls)
         self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
 
     def scratch(self, calls: int, size: int | None = None) -> list:
