@@ -6,6 +6,7 @@ the fresh outputs it writes, and a library call that runs in a device's library 
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 from collections.abc import Callable
@@ -97,7 +98,8 @@ SPLIT_ELEMENTS = 1 << 20
 
 def _elementwise_in_parts(node: Node, arguments: list, params: dict) -> np.ndarray:
     """NumPy's call for an elementwise ``node``, on ranges of its result's first axis, one a
-    thread: each part computes what the whole call computes there, into the result's rows."""
+    thread: each part computes what the whole call computes there, into the result's rows, with
+    the caller's floating-point error settings."""
     result = HOST.empty(node.shape, node.dtype)
     # Arrays broadcast to the result (views); a Python scalar stays one, a weak operand as NumPy has it
     operands = [np.broadcast_to(a, node.shape) if isinstance(a, np.ndarray) else a for a in arguments]
@@ -111,7 +113,10 @@ def _elementwise_in_parts(node: Node, arguments: list, params: dict) -> np.ndarr
 
     def part(start: int, stop: int) -> Callable[[], object]:
         chosen = [a[start:stop] if isinstance(a, np.ndarray) else a for a in operands]
-        return lambda: node.op.reference(*chosen, out=result[start:stop], **params)
+        # Under the caller's context: NumPy's errstate is a context variable, which another
+        # thread would not see (np.errstate(invalid="raise") must still raise)
+        context = contextvars.copy_context()
+        return lambda: context.run(node.op.reference, *chosen, out=result[start:stop], **params)
 
     pools.WORKERS.run_all([part(start, stop) for start, stop in itertools.pairwise(bounds)])
     return result

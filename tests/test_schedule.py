@@ -362,7 +362,7 @@ def test_an_op_left_to_numpy_splits_across_threads_with_numpy_results(monkeypatc
     starting where the whole call's vector loop steps: what the whole call gives, bit for bit, with
     broadcast operands and a Python scalar's weak dtype."""
     monkeypatch.setattr(registry, "backend", "cpu")
-    library_ops = frozenset({("arctan2", "d"), ("arctan2", "f")})
+    library_ops = frozenset({("arctan2", "d"), ("arctan2", "f"), ("arcsin", "d")})
     monkeypatch.setattr(
         cpu.CpuBackend, "target", dataclasses.replace(cpu.CpuBackend.target, library_ops=library_ops)
     )
@@ -377,6 +377,14 @@ def test_an_op_left_to_numpy_splits_across_threads_with_numpy_results(monkeypatc
         np.testing.assert_array_equal(np.asarray(y), np.arctan2(a * 2, b) + 1)
         np.testing.assert_array_equal(np.asarray(z), np.arctan2(b * 2, 0.5) + 1)
         assert np.asarray(z).dtype == np.float32
+        # every part keeps the caller's errstate, a context variable that threads do not share
+        twos = dynfuse.asarray(np.full(600, 2.0))
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+            np.asarray(np.arcsin(twos * 1.5) + 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with np.errstate(all="ignore"):
+                assert np.isnan(np.asarray(np.arcsin(twos * 1.5) + 1)).all()
     finally:
         replay.clear_plans()
 
