@@ -51,7 +51,7 @@ FUNCTIONS |= {
 
 
 def how_computed(name: str, dtype: np.dtype) -> str:
-    if (name, dtype.char) in cpu.CpuBackend.target.library_ops:
+    if (name, dtype.char) in cpu.BACKEND.target.library_ops:
         return "NumPy's loop"
     return "inline" if name in llvm_math.INLINE else "libm"
 
@@ -108,7 +108,7 @@ def element_costs() -> None:
     """What one element of each function's generated code costs, on one thread, in units of a
     cheap float32 op (``relu(x*2)+1`` has three): the chain's time less its two cheap ops."""
     config.threads, config.tiers = 1, False
-    cpu.CpuBackend.target = dataclasses.replace(cpu.CpuBackend.target, library_ops=frozenset())
+    cpu.BACKEND.target = dataclasses.replace(cpu.BACKEND.target, library_ops=frozenset())
     replay.clear_plans()
     size = 1 << 17
     values = np.random.default_rng(0).uniform(0.1, 0.9, size)

@@ -48,8 +48,8 @@ def on_the_cpu_backend(monkeypatch):
     """The generator's own code for every function, those the CPU target leaves to NumPy's loop
     (``library_ops``) too: plans made without them, forgotten after."""
     monkeypatch.setattr(registry, "backend", "cpu")
-    target = dataclasses.replace(cpu.CpuBackend.target, library_ops=frozenset())
-    monkeypatch.setattr(cpu.CpuBackend, "target", target)
+    target = dataclasses.replace(cpu.BACKEND.target, library_ops=frozenset())
+    monkeypatch.setattr(cpu.BACKEND, "target", target)  # the backend's own: a test may have set one there
     replay.clear_plans()
     yield
     replay.clear_plans()
