@@ -299,12 +299,14 @@ class _Emitter:
             result,
         )
 
-    def log(self, x: ir.Value) -> ir.Value:
+    def log_of_positive(self, x: ir.Value) -> ir.Value:
+        """log(x) for positive finite x: k·ln2 + log(m), without the domain's edges."""
         k, log_m = self.log_parts(x)
         b = self.b
-        return self.logarithm(
-            x, b.fadd(b.fmul(k, self.const(LN2_HI)), self.multiply_add(k, self.const(LN2_LO), log_m))
-        )
+        return b.fadd(b.fmul(k, self.const(LN2_HI)), self.multiply_add(k, self.const(LN2_LO), log_m))
+
+    def log(self, x: ir.Value) -> ir.Value:
+        return self.logarithm(x, self.log_of_positive(x))
 
     def log2(self, x: ir.Value) -> ir.Value:
         k, log_m = self.log_parts(x)
@@ -537,9 +539,7 @@ class _Emitter:
         carried into exp for float64."""
         b = self.b
         if self.precision == FLOAT:
-            k, log_m = self.log_parts(magnitude)
-            log = b.fadd(b.fmul(k, self.const(LN2_HI)), self.multiply_add(k, self.const(LN2_LO), log_m))
-            return self.exp(b.fmul(y, log))
+            return self.exp(b.fmul(y, self.log_of_positive(magnitude)))
         high, low = self.log_double_double(magnitude)
         product = b.fmul(y, high)
         error = b.fadd(self.fma(y, high, b.fneg(product)), b.fmul(y, low))
