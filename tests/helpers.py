@@ -2,13 +2,14 @@
 lock held by another thread (for forks)."""
 
 import contextlib
+import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 import dynfuse
-from dynfuse import execute
+from dynfuse import execute, registry, replay
 from dynfuse.backends import cpu
 from dynfuse.testing.compare import ulp_distance
 
@@ -56,6 +57,20 @@ def outcome(function, *args):
             return result
         except Exception as error:
             return type(error)
+
+
+@contextlib.contextmanager
+def on_cpu_leaving_to_numpy(monkeypatch, library_ops: Iterable[tuple[str, str]]) -> Iterator[None]:
+    """The CPU backend, its target's ``library_ops`` these: set on the backend itself (another test
+    may have set its target there, over the class's), and the plans made meanwhile forgotten."""
+    monkeypatch.setattr(registry, "backend", "cpu")
+    target = dataclasses.replace(cpu.BACKEND.target, library_ops=frozenset(library_ops))
+    monkeypatch.setattr(cpu.BACKEND, "target", target)
+    replay.clear_plans()
+    try:
+        yield
+    finally:
+        replay.clear_plans()
 
 
 def kernel_of(array):

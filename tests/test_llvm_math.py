@@ -3,7 +3,6 @@
 The CPU backend's own exp, log, tanh and pow (``codegen/llvm_math.py``): accuracy against a
 reference computed in more precision, the edges of each domain, and that they vectorize."""
 
-import dataclasses
 import itertools
 import re
 
@@ -11,10 +10,12 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import execute, registry, replay
+from dynfuse import execute
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
 from dynfuse.codegen.common import C_MATH
+
+from .helpers import on_cpu_leaving_to_numpy
 
 # Where each function's errors show: the reductions' edges (|r| near ln2/2, m near sqrt(2)) are hit
 # by the wide spread, cancellation (expm1, log1p, tanh near zero) by the narrow one, and the
@@ -46,13 +47,9 @@ MAX_ULP = {np.dtype(np.float32): 0.51, np.dtype(np.float64): 3.0}
 @pytest.fixture(autouse=True)
 def on_the_cpu_backend(monkeypatch):
     """The generator's own code for every function, those the CPU target leaves to NumPy's loop
-    (``library_ops``) too: plans made without them, forgotten after."""
-    monkeypatch.setattr(registry, "backend", "cpu")
-    target = dataclasses.replace(cpu.BACKEND.target, library_ops=frozenset())
-    monkeypatch.setattr(cpu.BACKEND, "target", target)  # the backend's own: a test may have set one there
-    replay.clear_plans()
-    yield
-    replay.clear_plans()
+    (``library_ops``) too."""
+    with on_cpu_leaving_to_numpy(monkeypatch, ()):
+        yield
 
 
 def test_the_table_covers_every_function():

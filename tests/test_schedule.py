@@ -8,12 +8,12 @@ import pytest
 
 import dynfuse
 from dynfuse import config, execute, launch, registry, replay, schedule
-from dynfuse.backends import cpu, groups
+from dynfuse.backends import groups
 from dynfuse.kernel import Target
 from dynfuse.schedule import KernelStep, LibraryStep
 from dynfuse.trace import topological_order
 
-from .helpers import assert_same
+from .helpers import assert_same, on_cpu_leaving_to_numpy
 
 
 @pytest.fixture(autouse=True)
@@ -361,15 +361,9 @@ def test_an_op_left_to_numpy_splits_across_threads_with_numpy_results(monkeypatc
     """A large elementwise library step runs NumPy's loop on ranges of rows, one a thread, each
     starting where the whole call's vector loop steps: what the whole call gives, bit for bit, with
     broadcast operands and a Python scalar's weak dtype."""
-    monkeypatch.setattr(registry, "backend", "cpu")
-    library_ops = frozenset({("arctan2", "d"), ("arctan2", "f"), ("arcsin", "d")})
-    # On the backend itself: another test may have set its target there, over the class's
-    target = dataclasses.replace(cpu.BACKEND.target, library_ops=library_ops)
-    monkeypatch.setattr(cpu.BACKEND, "target", target)
     monkeypatch.setattr(config, "threads", 3)
     monkeypatch.setattr(launch, "SPLIT_ELEMENTS", 0)
-    replay.clear_plans()
-    try:
+    with on_cpu_leaving_to_numpy(monkeypatch, {("arctan2", "d"), ("arctan2", "f"), ("arcsin", "d")}):
         a, b = rng.standard_normal((300, 1)), rng.standard_normal(500).astype(np.float32)
         y = np.arctan2(dynfuse.asarray(a) * 2, dynfuse.asarray(b)) + 1
         z = np.arctan2(dynfuse.asarray(b) * 2, 0.5) + 1  # float32: the scalar stays weak
@@ -385,8 +379,6 @@ def test_an_op_left_to_numpy_splits_across_threads_with_numpy_results(monkeypatc
             warnings.simplefilter("error")
             with np.errstate(all="ignore"):
                 assert np.isnan(np.asarray(np.arcsin(twos * 1.5) + 1)).all()
-    finally:
-        replay.clear_plans()
 
 
 def test_a_fallback_is_a_barrier_with_fusion_on_each_side():
