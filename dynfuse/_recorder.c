@@ -14,6 +14,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <fenv.h>
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -159,11 +162,11 @@ static PyObject *intern_structure(PyObject *description)
 /* Counts kept here rather than in stats' per-thread dicts, as they come once per op: stats adds
    them to its own (``tallies``) and resets them with its own. The GIL orders the increments. */
 enum {
-    TALLY_DIRECT_OPS, TALLY_OPS_RECORDED, TALLY_REPLAYS, TALLY_KERNELS_LAUNCHED, TALLY_FUSED_OPS,
+    TALLY_DIRECT_OPS, TALLY_DIRECT_LOOPS, TALLY_OPS_RECORDED, TALLY_REPLAYS, TALLY_KERNELS_LAUNCHED, TALLY_FUSED_OPS,
     TALLY_MATERIALIZATIONS, TALLIES
 };
 static const char *const tally_names[TALLIES] = {
-    "direct_ops", "ops_recorded", "replays", "kernels_launched", "fused_ops", "materializations",
+    "direct_ops", "direct_loops", "ops_recorded", "replays", "kernels_launched", "fused_ops", "materializations",
 };
 static Py_ssize_t tallies[TALLIES];
 
@@ -789,6 +792,388 @@ static PyObject *op_reference(PyObject *op)
     return reference;
 }
 
+/* ---- NumPy's own loop, without NumPy's dispatch --------------------------------------------------
+
+   On the small arrays direct execution takes, a ufunc call is mostly NumPy's dispatch (about
+   0.2 us, 0.35 with a Python scalar to convert), not its loop. Where NumPy takes its trivial path
+   (one call of the loop: operands aligned, of the dtypes the loop takes, C-contiguous or 1-D, of one
+   shape, scalars and 0-d arrays at stride 0; one output, fresh or not overlapping an input but as
+   the same elements), the loop NumPy resolves for those operand kinds
+   (``ufunc._resolve_dtypes_and_context`` and ``ufunc._get_strided_loop``, asked once per ufunc and
+   kinds) is called here with the strides NumPy passes: NumPy's code on the same memory, so NumPy's
+   result bit for bit. A floating-point flag raised, or an error, hands the call back to NumPy
+   (a given output restored first), which computes it again and warns or raises as its error state
+   says; so does a Python scalar NumPy would convert with a check (an int out of the dtype's range,
+   a float beyond float32's). */
+
+typedef int (*StridedLoop)(void *context, char *const *data, const npy_intp *count, const npy_intp *strides,
+                           void *auxdata);
+typedef struct { /* the capsule NumPy names CALL_INFO_NAME */
+    StridedLoop loop;
+    void *context, *auxdata;
+    npy_bool requires_pyapi, no_floatingpoint_errors;
+} UfuncCallInfo;
+static const char CALL_INFO_NAME[] = "numpy_1.24_ufunc_call_info";
+
+/* An operand's kind: a dtype's number, or a Python scalar NumPy converts to the loop's dtype */
+enum { KIND_PYTHON_FLOAT = 1000, KIND_PYTHON_INT };
+/* How an operand is strided in the loop's call */
+enum { STRIDE_ZERO, STRIDE_ITEM, STRIDE_OTHER };
+enum {
+    LOOP_MEMO_SIZE = 256,
+    FLOAT_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID,
+    KEPT_OUTPUT_BYTES = 4096, /* a given output this large at most is kept, to restore on a hand-back */
+};
+typedef struct {
+    PyObject *ufunc; /* strong reference; NULL in an empty entry */
+    int nin, kinds[2], strides[3]; /* strides: the inputs' and the output's */
+    PyObject *capsule;             /* strong reference; NULL: NumPy's dispatch runs such calls */
+    UfuncCallInfo *info;           /* the capsule's */
+    PyArray_Descr *descrs[3];      /* strong references: the loop's dtypes, inputs then output */
+} LoopMemo;
+static LoopMemo loop_memo[LOOP_MEMO_SIZE];
+static PyTypeObject *ufunc_type; /* numpy.ufunc; NULL until first asked */
+
+/* The floating-point flags FLOAT_FLAGS names, cleared and read. On x86-64 both units are read
+   (NumPy's loops compute in SSE, but the C library raises overflow and underflow in the x87 unit)
+   and written only where a flag is set: fenv's calls save and load the whole x87 environment,
+   which costs more than a small loop. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <xmmintrin.h>
+static inline unsigned int x87_status(void)
+{
+    unsigned short status;
+    __asm__ __volatile__("fnstsw %0" : "=am"(status));
+    return status;
+}
+static inline void clear_float_flags(void)
+{
+    if (x87_status() & FLOAT_FLAGS)
+        __asm__ __volatile__("fnclex");
+    unsigned int control = _mm_getcsr();
+    if (control & FLOAT_FLAGS)
+        _mm_setcsr(control & ~(unsigned int)FLOAT_FLAGS);
+}
+static inline int float_flags_raised(void)
+{
+    return ((x87_status() | _mm_getcsr()) & FLOAT_FLAGS) != 0;
+}
+#else
+static inline void clear_float_flags(void)
+{
+    feclearexcept(FLOAT_FLAGS);
+}
+static inline int float_flags_raised(void)
+{
+    return fetestexcept(FLOAT_FLAGS) != 0;
+}
+#endif
+
+static int plain_type(int type_num)
+{
+    return (type_num <= NPY_CDOUBLE && type_num != NPY_LONGDOUBLE) || type_num == NPY_HALF;
+}
+
+/* The loop NumPy resolves for a ufunc of one output and these operand kinds, in ``memo``; no
+   capsule where NumPy's dispatch must run (a gufunc, several outputs, no loop, a loop that needs
+   Python). Only a failed allocation is an error. */
+static int resolve_loop(LoopMemo *memo, PyObject *ufunc, int nin, const int *kinds, const int *strides)
+{
+    Py_CLEAR(memo->capsule);
+    for (int i = 0; i < 3; i++)
+        Py_CLEAR(memo->descrs[i]);
+    Py_XSETREF(memo->ufunc, Py_NewRef(ufunc));
+    memo->nin = nin;
+    memo->info = NULL;
+    for (int i = 0; i <= nin; i++) {
+        if (i < nin)
+            memo->kinds[i] = kinds[i];
+        memo->strides[i] = strides[i];
+    }
+    PyObject *nout = PyObject_GetAttrString(ufunc, "nout"), *signature = PyObject_GetAttrString(ufunc, "signature");
+    PyObject *dtypes = PyTuple_New(nin + 1), *resolved = NULL, *fixed = NULL, *keywords = NULL, *filled = NULL;
+    if (nout == NULL || signature == NULL || dtypes == NULL || PyLong_AsLong(nout) != 1 || signature != Py_None)
+        goto done;
+    for (int i = 0; i < nin; i++) {
+        PyObject *kind = kinds[i] == KIND_PYTHON_FLOAT ? Py_NewRef((PyObject *)&PyFloat_Type)
+                         : kinds[i] == KIND_PYTHON_INT ? Py_NewRef((PyObject *)&PyLong_Type)
+                                                       : (PyObject *)PyArray_DescrFromType(kinds[i]);
+        if (kind == NULL)
+            goto done;
+        PyTuple_SET_ITEM(dtypes, i, kind);
+    }
+    PyTuple_SET_ITEM(dtypes, nin, Py_NewRef(Py_None));
+    resolved = PyObject_CallMethod(ufunc, "_resolve_dtypes_and_context", "(O)", dtypes);
+    if (resolved == NULL || !PyTuple_CheckExact(resolved) || PyTuple_GET_SIZE(resolved) != 2)
+        goto done;
+    PyObject *loop_dtypes = PyTuple_GET_ITEM(resolved, 0), *capsule = PyTuple_GET_ITEM(resolved, 1);
+    if (!PyTuple_CheckExact(loop_dtypes) || PyTuple_GET_SIZE(loop_dtypes) != nin + 1
+        || !PyCapsule_IsValid(capsule, CALL_INFO_NAME) || (fixed = PyTuple_New(nin + 1)) == NULL)
+        goto done;
+    for (int i = 0; i <= nin; i++) {
+        PyObject *descr = PyTuple_GET_ITEM(loop_dtypes, i);
+        if (!PyArray_DescrCheck(descr) || !plain_type(((PyArray_Descr *)descr)->type_num)
+            || !PyArray_ISNBO(((PyArray_Descr *)descr)->byteorder))
+            goto done;
+        npy_intp size = PyDataType_ELSIZE((PyArray_Descr *)descr);
+        npy_intp stride = strides[i] == STRIDE_ITEM ? size : strides[i] == STRIDE_ZERO ? 0 : NPY_MAX_INTP;
+        PyObject *value = PyLong_FromSsize_t(stride);
+        if (value == NULL)
+            goto done;
+        PyTuple_SET_ITEM(fixed, i, value);
+    }
+    if ((keywords = Py_BuildValue("{s:O}", "fixed_strides", fixed)) == NULL)
+        goto done;
+    PyObject *get_loop = PyObject_GetAttrString(ufunc, "_get_strided_loop");
+    PyObject *call = get_loop == NULL ? NULL : PyTuple_Pack(1, capsule);
+    filled = call == NULL ? NULL : PyObject_Call(get_loop, call, keywords);
+    Py_XDECREF(get_loop);
+    Py_XDECREF(call);
+    if (filled == NULL)
+        goto done;
+    UfuncCallInfo *info = PyCapsule_GetPointer(capsule, CALL_INFO_NAME);
+    if (info == NULL || info->loop == NULL || info->requires_pyapi)
+        goto done;
+    memo->capsule = Py_NewRef(capsule);
+    memo->info = info;
+    for (int i = 0; i <= nin; i++)
+        memo->descrs[i] = (PyArray_Descr *)Py_NewRef(PyTuple_GET_ITEM(loop_dtypes, i));
+done:
+    Py_XDECREF(nout);
+    Py_XDECREF(signature);
+    Py_XDECREF(dtypes);
+    Py_XDECREF(resolved);
+    Py_XDECREF(fixed);
+    Py_XDECREF(keywords);
+    Py_XDECREF(filled);
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear(); /* NumPy's dispatch runs such calls, and raises what it raises */
+    }
+    return 0;
+}
+
+/* The memo entry of a ufunc and operand kinds, resolved where it was not; NULL with an error set
+   only where resolving failed to allocate. */
+static LoopMemo *loop_for(PyObject *ufunc, int nin, const int *kinds, const int *strides)
+{
+    size_t hash = (size_t)ufunc >> 4;
+    for (int i = 0; i <= nin; i++)
+        hash = hash * 1000003u ^ (size_t)((i < nin ? kinds[i] : 0) * 3 + strides[i]);
+    LoopMemo *memo = &loop_memo[(hash ^ (hash >> 11)) % LOOP_MEMO_SIZE];
+    int found = memo->ufunc == ufunc && memo->nin == nin;
+    for (int i = 0; found && i <= nin; i++)
+        found = (i == nin || memo->kinds[i] == kinds[i]) && memo->strides[i] == strides[i];
+    if (!found && resolve_loop(memo, ufunc, nin, kinds, strides) < 0)
+        return NULL;
+    return memo;
+}
+
+typedef union {
+    npy_int8 int8;
+    npy_int16 int16;
+    npy_int32 int32;
+    npy_int64 int64;
+    float single;
+    double real;
+    float complex_single[2];
+    double complex_real[2];
+    char bytes[16];
+} ScalarValue;
+
+/* A Python float or int as NumPy converts it to the loop's dtype, in ``into``: 1; 0 where NumPy's
+   conversion would check it (an int beyond the dtype, a float beyond float32) or the dtype is one
+   this does not write. */
+static int python_scalar_as(PyObject *value, int type_num, ScalarValue *into)
+{
+    double real;
+    if (PyFloat_CheckExact(value)) {
+        real = PyFloat_AS_DOUBLE(value);
+        if ((type_num == NPY_FLOAT || type_num == NPY_CFLOAT) && isfinite(real) && fabs(real) > FLT_MAX)
+            return 0;
+    } else {
+        int overflow;
+        long long whole = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (whole == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (PyTypeNum_ISINTEGER(type_num)) {
+            PyArray_Descr *descr = PyArray_DescrFromType(type_num);
+            int bits = (int)PyDataType_ELSIZE(descr) * 8;
+            Py_DECREF(descr);
+            if (PyTypeNum_ISUNSIGNED(type_num) ? whole < 0 || (bits < 64 && whole >> bits != 0)
+                                                : bits < 64 && (whole < -(1LL << (bits - 1)) || whole >= 1LL << (bits - 1)))
+                return 0;
+            switch (bits) {
+            case 8: into->int8 = (npy_int8)whole; return 1;
+            case 16: into->int16 = (npy_int16)whole; return 1;
+            case 32: into->int32 = (npy_int32)whole; return 1;
+            default: into->int64 = (npy_int64)whole; return 1;
+            }
+        }
+        long long exact = type_num == NPY_FLOAT || type_num == NPY_CFLOAT ? 1LL << 24 : 1LL << 53;
+        if (whole > exact || whole < -exact)
+            return 0;
+        real = (double)whole;
+    }
+    switch (type_num) {
+    case NPY_DOUBLE: into->real = real; return 1;
+    case NPY_FLOAT: into->single = (float)real; return 1;
+    case NPY_CDOUBLE: into->complex_real[0] = real; into->complex_real[1] = 0.0; return 1;
+    case NPY_CFLOAT: into->complex_single[0] = (float)real; into->complex_single[1] = 0.0f; return 1;
+    default: return 0;
+    }
+}
+
+/* An ndarray's stride kind in the trivial loop, and the operation's shape and order it agrees with
+   (``shaped``, the first array of one or more axes; ``order``, the N-d arrays' contiguity flags):
+   -1 where NumPy would not take its trivial path with C order. */
+static int trivial_stride(PyArrayObject *array, PyArrayObject **shaped, int *order)
+{
+    int ndim = PyArray_NDIM(array);
+    if (!plain_type(PyArray_TYPE(array)) || !PyArray_ISNOTSWAPPED(array) || !PyArray_ISALIGNED(array))
+        return -1;
+    if (ndim == 0)
+        return STRIDE_ZERO;
+    if (*shaped == NULL)
+        *shaped = array;
+    else if (ndim != PyArray_NDIM(*shaped) || !PyArray_CompareLists(PyArray_DIMS(*shaped), PyArray_DIMS(array), ndim))
+        return -1;
+    if (ndim == 1)
+        return PyArray_STRIDE(array, 0) == PyArray_ITEMSIZE(array) ? STRIDE_ITEM : STRIDE_OTHER;
+    int flags = PyArray_FLAGS(array) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS);
+    if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || (*order != 0 && *order != flags))
+        return -1;
+    *order = flags;
+    return STRIDE_ITEM;
+}
+
+/* The bytes an array's elements span, from its first. */
+static npy_intp span(PyArrayObject *array)
+{
+    npy_intp size = PyArray_SIZE(array), step = PyArray_NDIM(array) == 1 ? PyArray_STRIDE(array, 0) : PyArray_ITEMSIZE(array);
+    return size == 0 ? 0 : (size - 1) * (step < 0 ? -step : step) + PyArray_ITEMSIZE(array);
+}
+
+/* Whether NumPy's trivial path would write ``out`` while reading ``input``: they share no memory,
+   or are the same elements. */
+static int reads_before_writes(PyArrayObject *input, PyArrayObject *out)
+{
+    char *first = PyArray_BYTES(input), *target = PyArray_BYTES(out);
+    if (PyArray_NDIM(input) == 0)
+        return first + PyArray_ITEMSIZE(input) <= target || target + span(out) <= first;
+    if (first == target && PyArray_NDIM(input) == PyArray_NDIM(out)
+        && (PyArray_NDIM(out) > 1 || PyArray_STRIDE(input, 0) == PyArray_STRIDE(out, 0)))
+        return 1;
+    if (PyArray_NDIM(input) == 1 && PyArray_STRIDE(input, 0) < 0)
+        first -= span(input) - PyArray_ITEMSIZE(input);
+    if (PyArray_NDIM(out) == 1 && PyArray_STRIDE(out, 0) < 0)
+        target -= span(out) - PyArray_ITEMSIZE(out);
+    return first + span(input) <= target || target + span(out) <= first;
+}
+
+/* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
+   ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
+   NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
+static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
+{
+    if (ufunc_type == NULL) {
+        PyObject *numpy = PyImport_ImportModule("numpy");
+        ufunc_type = numpy == NULL ? NULL : (PyTypeObject *)PyObject_GetAttrString(numpy, "ufunc");
+        Py_XDECREF(numpy);
+        if (ufunc_type == NULL)
+            return NULL;
+    }
+    if (!Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)
+        return NULL;
+    int nin = (int)count, kinds[2], strides[3] = {0, 0, STRIDE_ITEM}, order = 0;
+    PyArrayObject *shaped = NULL; /* the first operand of one or more axes: the operation's shape */
+    if (out != NULL /* contiguous, to be kept whole */
+        && (!PyArray_CheckExact(out) || PyArray_NDIM(out) == 0 || !PyArray_ISWRITEABLE(out)
+            || PyArray_NBYTES(out) > KEPT_OUTPUT_BYTES || trivial_stride(out, &shaped, &order) != STRIDE_ITEM))
+        return NULL;
+    for (int i = 0; i < nin; i++) {
+        PyObject *value = values[i];
+        if (PyArray_CheckExact(value)) {
+            kinds[i] = PyArray_TYPE((PyArrayObject *)value);
+            if ((strides[i] = trivial_stride((PyArrayObject *)value, &shaped, &order)) < 0)
+                return NULL;
+            if (out != NULL && !reads_before_writes((PyArrayObject *)value, out))
+                return NULL;
+        } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
+            kinds[i] = PyFloat_CheckExact(value) ? KIND_PYTHON_FLOAT : KIND_PYTHON_INT;
+            strides[i] = STRIDE_ZERO;
+        } else if (PyArray_IsScalar(value, Generic)) {
+            PyArray_Descr *descr = PyArray_DescrFromScalar(value);
+            if (descr == NULL)
+                return NULL;
+            kinds[i] = descr->type_num;
+            int plain = plain_type(descr->type_num) && PyArray_ISNBO(descr->byteorder);
+            Py_DECREF(descr);
+            if (!plain)
+                return NULL;
+            strides[i] = STRIDE_ZERO;
+        } else {
+            return NULL;
+        }
+    }
+    strides[nin] = STRIDE_ITEM;
+    if (shaped == NULL) /* NumPy's result is a scalar */
+        return NULL;
+    LoopMemo *memo = loop_for(ufunc, nin, kinds, strides);
+    if (memo == NULL || memo->info == NULL)
+        return NULL;
+    if (out != NULL && PyArray_TYPE(out) != memo->descrs[nin]->type_num)
+        return NULL; /* NumPy would cast into it */
+    ScalarValue scalars[2];
+    char *data[3], kept[KEPT_OUTPUT_BYTES];
+    npy_intp steps[3];
+    for (int i = 0; i < nin; i++) {
+        if (kinds[i] < KIND_PYTHON_FLOAT && kinds[i] != memo->descrs[i]->type_num)
+            return NULL; /* NumPy would cast this operand */
+        PyArrayObject *array = PyArray_CheckExact(values[i]) ? (PyArrayObject *)values[i] : NULL;
+        data[i] = array != NULL ? PyArray_BYTES(array) : scalars[i].bytes;
+        steps[i] = array == NULL || PyArray_NDIM(array) == 0 ? 0
+                   : PyArray_NDIM(array) == 1            ? PyArray_STRIDE(array, 0)
+                                                         : PyArray_ITEMSIZE(array);
+    }
+    PyObject *result;
+    if (out == NULL) {
+        PyArray_Descr *descr = memo->descrs[nin];
+        Py_INCREF(descr);
+        result = PyArray_NewFromDescr(&PyArray_Type, descr, PyArray_NDIM(shaped), PyArray_DIMS(shaped), NULL, NULL, 0, NULL);
+        if (result == NULL)
+            return NULL;
+    } else {
+        result = Py_NewRef(out);
+        memcpy(kept, PyArray_BYTES(out), PyArray_NBYTES(out));
+    }
+    PyArrayObject *written = (PyArrayObject *)result;
+    data[nin] = PyArray_BYTES(written);
+    steps[nin] = PyArray_NDIM(written) == 1 ? PyArray_STRIDE(written, 0) : PyArray_ITEMSIZE(written);
+    npy_intp size = PyArray_SIZE(written);
+    clear_float_flags(); /* scalar conversions after: their flags hand back too */
+    int handed_back = 0;
+    for (int i = 0; i < nin && !handed_back; i++)
+        if (kinds[i] >= KIND_PYTHON_FLOAT)
+            handed_back = !python_scalar_as(values[i], memo->descrs[i]->type_num, &scalars[i]);
+        else if (!PyArray_CheckExact(values[i]))
+            PyArray_ScalarAsCtype(values[i], scalars[i].bytes);
+    if (!handed_back && size > 0)
+        handed_back = memo->info->loop(memo->info->context, data, &size, steps, memo->info->auxdata) != 0;
+    if (handed_back || PyErr_Occurred() || float_flags_raised()) {
+        PyErr_Clear();
+        if (out != NULL)
+            memcpy(PyArray_BYTES(out), kept, PyArray_NBYTES(out));
+        Py_DECREF(result);
+        return NULL;
+    }
+    tallies[TALLY_DIRECT_LOOPS]++;
+    return result;
+}
+
 /* direct: the op's reference called now on the operands' buffers and scalars. */
 static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count)
 {
@@ -799,7 +1184,9 @@ static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t 
     PyObject *reference = op_reference(op);
     if (reference == NULL)
         return NULL;
-    PyObject *made = PyObject_Vectorcall(reference, values, count, NULL);
+    PyObject *made = loop_now(reference, values, count, NULL);
+    if (made == NULL && !PyErr_Occurred())
+        made = PyObject_Vectorcall(reference, values, count, NULL);
     Py_DECREF(reference);
     return made == NULL ? NULL : direct_result(made);
 }
@@ -1413,7 +1800,9 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
         return NULL;
     PyObject *buffer = NODE_SLOT(node, BUFFER);
     PyObject *call[3] = {buffer, value, buffer}; /* a ufunc's output may be positional */
-    PyObject *made = PyObject_Vectorcall(reference, call, 3, NULL);
+    PyObject *made = PyArray_Check(buffer) ? loop_now(reference, call, 2, (PyArrayObject *)buffer) : NULL;
+    if (made == NULL && !PyErr_Occurred())
+        made = PyObject_Vectorcall(reference, call, 3, NULL);
     Py_DECREF(reference);
     if (made == NULL)
         return NULL;

@@ -26,6 +26,7 @@ _COUNTER_NAMES = (
     "disk_cache_errors",
     "interpreted_ops",
     "direct_ops",
+    "direct_loops",
     "fallbacks",
     "compile_seconds",
     "pool_hits",

@@ -6,6 +6,7 @@ is recorded, and writes keep NumPy's aliasing. Pending operands and large work a
 before; which path an op takes depends only on the program.
 """
 
+import functools
 import itertools
 import warnings
 
@@ -597,3 +598,184 @@ def test_a_value_a_loop_carries_into_its_next_run_ends_the_trial_there():
     busy = [run for run, ops in enumerate(recorded) if ops]
     assert busy[0] == tiers.SITE_TRIAL_AT - 1 and len(busy) <= len(sites) + 1
     assert not any(recorded[busy[-1] + 1 :])
+
+
+# ---- NumPy's loop without NumPy's dispatch ---------------------------------------------------------
+
+_SPECIAL = {
+    "f": [-0.0, 0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e308, 5e-324, 3.0, -7.0, 0.5],
+    "i": [0, -1, 1, 7, -128, 127, 3, -3, 100, -100, 2, 5],
+    "u": [0, 1, 7, 255, 3, 100, 2, 5, 254, 128, 9, 11],
+    "b": [True, False, True, True, False, False, True, False, True, False, True, False],
+}
+_BINARY = [
+    "add",
+    "subtract",
+    "multiply",
+    "true_divide",
+    "floor_divide",
+    "remainder",
+    "power",
+    "maximum",
+    "fmin",
+    "arctan2",
+    "hypot",
+    "less",
+    "equal",
+    "logical_and",
+    "bitwise_and",
+    "left_shift",
+]
+_UNARY = [
+    "negative",
+    "absolute",
+    "sqrt",
+    "exp",
+    "log",
+    "sin",
+    "tanh",
+    "floor",
+    "isnan",
+    "logical_not",
+    "square",
+    "reciprocal",
+    "sign",
+    "invert",
+]
+
+
+def _values(dtype: np.dtype, shift: int = 0) -> np.ndarray:
+    return np.roll(np.array(_SPECIAL[dtype.kind], dtype), shift)
+
+
+def _outcome(call):
+    """What a call gives: its result or its exception's type, and the warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = call()
+        except Exception as error:
+            result = type(error)
+    return result, sorted((warning.category.__name__, str(warning.message)) for warning in caught)
+
+
+def _same_outcome(actual, expected):
+    assert actual[1] == expected[1]  # the same warnings, with NumPy's messages
+    if isinstance(expected[0], type):
+        assert actual[0] is expected[0]
+    else:
+        same(actual[0], expected[0])
+
+
+def _operand_forms(dtype: np.dtype):
+    """Operand pairs as programs make them, by a name: (NumPy's, a function making dynfuse's)."""
+    first, second = _values(dtype), _values(dtype, 5)
+    grid = first.reshape(3, 4)
+    scalar = second[3]
+    python = scalar.item()
+    return {
+        "arrays": ((first, second), lambda: (dnp.asarray(first.copy()), dnp.asarray(second.copy()))),
+        "2-d arrays": ((grid, grid.T.copy()), lambda: (dnp.asarray(grid.copy()), dnp.asarray(grid.T.copy()))),
+        "strided view": (
+            (first[::3], second[:4]),
+            lambda: (dnp.asarray(first.copy())[::3], dnp.asarray(second.copy())[:4]),
+        ),
+        "python scalar": ((first, python), lambda: (dnp.asarray(first.copy()), python)),
+        "numpy scalar first": ((scalar, first), lambda: (scalar, dnp.asarray(first.copy()))),
+        "0-d array": (
+            (np.array(scalar), first),
+            lambda: (dnp.asarray(np.array(scalar)), dnp.asarray(first.copy())),
+        ),
+    }
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("name", _BINARY + _UNARY)
+def test_small_ufunc_calls_are_numpys_bit_for_bit_with_its_warnings_and_errors(name, dtype, recorder):
+    """A small ufunc call on computed arrays (NumPy's loop called directly where the C recorder
+    can) gives NumPy's result, dtype, warnings and exceptions, for every operand form."""
+    ufunc, dtype = getattr(np, name), np.dtype(dtype)
+    for form, (numpy_operands, make_lazy) in _operand_forms(dtype).items():
+        expected = _outcome(functools.partial(ufunc, *numpy_operands[: ufunc.nin]))
+        actual = _outcome(lambda make=make_lazy: ufunc(*make()[: ufunc.nin]))
+        try:
+            _same_outcome(actual, expected)
+        except AssertionError as error:
+            raise AssertionError(f"{name} on {form} of {dtype}: {error}") from None
+
+
+def test_numpys_loop_runs_without_its_dispatch_where_it_can():
+    """The common small calls take NumPy's loop directly; what it must not take (a gufunc, a cast,
+    broadcasting) goes through NumPy's call."""
+    if not accelerate.in_use():
+        pytest.skip("the C recorder is not in use")
+    x, y = dnp.asarray(np.linspace(0, 1, 50)), dnp.asarray(np.linspace(1, 2, 50))
+    counted = [
+        lambda: x * 2.0,
+        lambda: x - y,
+        lambda: np.sin(x),
+        lambda: np.float64(3) * x,
+        lambda: x[::2] + y[:25],
+    ]
+    for call in counted:
+        before = dynfuse.stats()["direct_loops"]
+        call()
+        assert dynfuse.stats()["direct_loops"] == before + 1
+    f32 = dnp.asarray(np.ones(50, np.float32))
+    row = dnp.asarray(np.ones((3, 50)))
+    for call in (lambda: x @ y, lambda: f32 * np.float64(2), lambda: row + x, lambda: x / 0.0):
+        before = dynfuse.stats()["direct_loops"]
+        with np.errstate(all="ignore"):
+            call()
+        assert dynfuse.stats()["direct_loops"] == before
+
+
+@pytest.mark.parametrize("setting", ["raise", "warn", "ignore", "call"])
+def test_floating_point_errors_follow_numpys_error_state(setting, recorder):
+    values = np.array([1.0, -2.0, 0.0, 4.0])
+    seen = []
+
+    def run(namespace):
+        a = namespace.asarray(values.copy())
+        with np.errstate(all=setting, call=seen.append if setting == "call" else None):
+            outcome = _outcome(lambda: a / 0.0)
+            in_place = _outcome(lambda: a.__itruediv__(0.0))
+        return outcome, in_place, np.asarray(a).copy()
+
+    expected = run(np)
+    expected_calls, seen[:] = list(seen), []
+    actual = run(dnp)
+    for got, want in zip(actual[:2], expected[:2], strict=True):
+        _same_outcome(got, want)
+    np.testing.assert_array_equal(actual[2], expected[2])  # written as NumPy writes before raising
+    assert seen == expected_calls
+
+
+def test_python_scalars_numpy_checks_are_checked_as_numpy_does(recorder):
+    small = np.array([1, 2, 250], np.uint8)
+    singles = np.array([1.0, 2.0], np.float32)
+    for numpy_operands, lazy in [
+        ((small, 300), lambda: (dnp.asarray(small.copy()), 300)),
+        ((small, -1), lambda: (dnp.asarray(small.copy()), -1)),
+        ((singles, 1e300), lambda: (dnp.asarray(singles.copy()), 1e300)),
+        ((singles, 1e-300), lambda: (dnp.asarray(singles.copy()), 1e-300)),
+        ((singles, 2**40), lambda: (dnp.asarray(singles.copy()), 2**40)),
+    ]:
+        _same_outcome(
+            _outcome(lambda lazy=lazy: np.multiply(*lazy())),
+            _outcome(functools.partial(np.multiply, *numpy_operands)),
+        )
+
+
+def test_an_in_place_update_reading_what_it_writes_is_numpys(recorder):
+    values = np.arange(12.0)
+    for step in (
+        lambda a: a[1:].__iadd__(a[:-1]),
+        lambda a: a[:-1].__isub__(a[1:]),
+        lambda a: a[::-1].__imul__(a),
+        lambda a: a.__iadd__(a),
+    ):
+        expected, actual = values.copy(), dnp.asarray(values.copy())
+        step(expected)
+        step(actual)
+        same(actual, expected)
