@@ -8,6 +8,7 @@ is materialized as a NumPy view of its base's buffer, so writes through either a
 
 from __future__ import annotations
 
+import inspect
 import operator
 import weakref
 from collections.abc import Callable, Iterator
@@ -131,6 +132,7 @@ def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
 
     reduce.__name__ = reduce.__qualname__ = name
     reduce.__doc__ = f"Lazy ``numpy.{name}``: recorded now, fused with its producers when materialized."
+    reduce.__signature__ = inspect.signature(getattr(np, name))  # what introspection sees: NumPy's
     # What ``accelerate`` needs to record the method's common case (``axis``, ``keepdims``) in C
     reduce.fast_path = (ops.REDUCTIONS[name], "one_axis" if name in ops.SINGLE_AXIS_REDUCTIONS else "reduce")
     return reduce
@@ -223,6 +225,17 @@ class LazyArray:
     @property
     def shape(self) -> tuple[int, ...]:
         return self._node.shape
+
+    @shape.setter
+    def shape(self, shape: Any) -> None:
+        """In place, as NumPy's: the array becomes a view of its memory in ``shape`` (computed
+        first); where that would take a copy, NumPy's error, and nothing changes."""
+        if self._scalar:
+            raise AttributeError("attribute 'shape' of 'numpy.generic' objects is not writable")
+        node = self._node
+        reshaped = self._value().view()
+        reshaped.shape = shape  # NumPy's checks and errors, on a view of its own
+        self._node = pressure.new_leaf(reshaped, exposed=node.exposed, device=node.device)
 
     @property
     def dtype(self) -> np.dtype:
@@ -343,6 +356,21 @@ class LazyArray:
         return buffer if dtype is None and copy is None else np.asarray(buffer, dtype=dtype, copy=copy)
 
     __array__.fast_path = (None, "array")
+
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None
+    ) -> Any:
+        """The computed values' DLPack capsule, as the array holding them gives it: the consumer
+        shares this array's memory (and may write it), as through ``__array__``."""
+        value = self._value()
+        self._node.exposed = True
+        return value.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """Where the values live, as DLPack names devices; known without computing them on the host."""
+        if self._node.memory is HOST:
+            return (1, 0)  # kDLCPU
+        return self._value().__dlpack_device__()
 
     def item(self, *args: Any) -> Any:
         return self._host().item(*args)

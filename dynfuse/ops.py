@@ -363,8 +363,12 @@ REDUCTIONS: dict[str, Op] = {
 # Reductions that accept ``dtype=`` and ``ddof=``, as their NumPy references do.
 REDUCTIONS_WITH_DTYPE = frozenset({"sum", "prod", "mean", "var", "std"})
 REDUCTIONS_WITH_DDOF = frozenset({"var", "std"})
-# Reductions that take one axis (or None), not a tuple of axes.
+# Reductions that take one axis (or None), not a tuple of axes. Like NumPy's, they see a 0-d
+# array as its one element in one axis.
 SINGLE_AXIS_REDUCTIONS = frozenset({"argmax", "argmin"})
+# The reductions NumPy runs as a ufunc's ``reduce``, which takes axis 0 or -1 (an int) of a 0-d
+# array as no axis at all: the element, in the reduction's dtype.
+UFUNC_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "any", "all"})
 
 # Running totals and products, recorded along one axis (``record.scan``; without one, of the
 # flattened array). Each is NumPy's accumulate of its step, an elementwise op, in order, so fused

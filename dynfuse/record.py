@@ -311,6 +311,11 @@ def reduction(
     ):
         return fallback(name, op.reference, (value,), kwargs)
     ndim = len(node.shape)
+    if ndim == 0 and _integer(axis) in (0, -1):
+        if name in ops.SINGLE_AXIS_REDUCTIONS:
+            node, ndim, keepdims = as_node(getitem(value, None)), 1, False  # NumPy's result: 0-d
+        elif name in ops.UFUNC_REDUCTIONS:
+            axis = ()
     params: list[tuple[str, Any]] = []
     if name in ops.SINGLE_AXIS_REDUCTIONS:
         single = views.single_axis(name, axis, ndim)
@@ -354,6 +359,14 @@ def _common_reduction(op: ops.Op, dtype: np.dtype, shape: tuple[int, ...], param
         return False
     result = dtypes.reduction_dtype(op, dtype, shape, params)
     return result if dtypes.is_supported(result) else False
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as NumPy takes an int (``operator.index``); None where it is not one."""
+    try:
+        return None if isinstance(value, (bool, np.bool_)) else operator.index(value)
+    except TypeError:
+        return None
 
 
 def _reduction_node(

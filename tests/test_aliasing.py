@@ -275,3 +275,37 @@ def test_a_scalars_half_power_is_cs_pow_and_an_arrays_is_sqrt(dtype, recorder):
             assert_same(x[position] ** 0.5, np.asarray(values[position] ** 0.5))
         assert_same(x**0.5, values**0.5)
         assert_same(x[1:2].reshape(()) ** 0.5, values[1:2].reshape(()) ** 0.5)  # a 0-d array
+
+
+@pytest.mark.parametrize("shape", [(3, 4), -1, (2, -1), (5,), (2, 2, 3)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: m.arange(12.0),
+        lambda m: m.arange(12.0) * 2,
+        lambda m: m.arange(24.0)[::2],
+        lambda m: m.arange(12.0).reshape(3, 4).T,
+    ],
+    ids=["computed", "pending", "strided view", "transposed"],
+)
+def test_setting_shape_reshapes_in_place_as_numpy_does(make, shape, recorder):
+    """``a.shape = s`` makes ``a`` a view of its memory in ``s``: writes through it reach its base
+    and its earlier views; where that needs a copy, NumPy's error, and the array is unchanged."""
+
+    def run(namespace):
+        a = make(namespace)
+        earlier = a[2:5] if a.ndim == 1 else a[1]
+        try:
+            a.shape = shape
+        except (AttributeError, ValueError) as error:
+            return type(error), np.asarray(a).shape
+        a.reshape(-1)[3] = -1.0
+        return a.shape, np.asarray(a).tolist(), np.asarray(earlier).tolist()
+
+    assert run(dnp) == run(np)
+
+
+def test_a_scalars_shape_cannot_be_set_as_numpys():
+    element = dnp.asarray(np.arange(3.0)).sum()
+    with pytest.raises(AttributeError, match="not writable"):
+        element.shape = (1,)

@@ -305,6 +305,29 @@ def test_reduction_axes_are_recorded_in_order_as_numpy_walks_them(axis):
         assert_same(product, np.prod(values, axis=axis))
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool"])
+@pytest.mark.parametrize(
+    "name", ["sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "std"]
+)
+def test_a_0d_reduction_takes_the_axes_numpy_takes(name, dtype, recorder):
+    """NumPy's ufunc reductions take axis 0 or -1 of a 0-d array as no axis (the element, in the
+    reduction's dtype); argmax and argmin see the element in one axis; mean and std take none."""
+    value = np.array(3, dtype)
+    for axis in (0, -1, 1, (0,), (), None):
+        for keepdims in (False, True):
+            kwargs = {"axis": axis, "keepdims": keepdims} if keepdims else {"axis": axis}
+            pending = dynfuse.asarray(value) + np.zeros((), dtype)
+            try:
+                expected = getattr(np, name)(value, **kwargs)
+            except Exception as error:
+                with pytest.raises(type(error)):
+                    getattr(np, name)(pending, **kwargs)
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # std over no elements warns in both
+                assert_same(getattr(pending, name)(**kwargs), expected)
+
+
 @pytest.mark.parametrize("index", [0, slice(0, 1), Ellipsis], ids=["element", "slice", "all"])
 def test_a_number_scalar_written_into_integers_is_converted_as_numpy_converts_it(index):
     """A float or integer *scalar* goes through int(): out of range is OverflowError, NaN
