@@ -12,7 +12,7 @@ import inspect
 import operator
 import weakref
 from collections.abc import Callable, Iterator
-from types import ModuleType
+from types import GenericAlias, ModuleType
 from typing import Any
 
 import numpy as np
@@ -435,6 +435,14 @@ class LazyArray:
         return self.copy()
 
     __hash__ = None  # type: ignore[assignment]
+    __class_getitem__ = classmethod(GenericAlias)  # ``LazyArray[Any, np.dtype[np.float64]]``, as ndarray's
+
+    def __contains__(self, value: Any) -> bool:
+        """``value in a``, as NumPy's: whether any element equals it, broadcast against the array."""
+        return bool((self == value).any())
+
+    def __delitem__(self, index: Any) -> None:
+        raise ValueError("cannot delete array elements")
 
     # ---- NumPy protocols ---------------------------------------------------------------------------
 
@@ -573,6 +581,10 @@ class LazyArray:
 
     def ravel(self) -> Any:
         return record.reshape(self, -1)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+        """A read-only view, as NumPy's; serves as ``dynfuse.numpy.diagonal`` too."""
+        return record.diagonal(self, offset, axis1, axis2)
 
     def flatten(self) -> Any:
         return record.reshape(self, -1).copy()

@@ -384,6 +384,7 @@ VIEWS: dict[str, Op] = {
     "transpose": Op("transpose", OpKind.VIEW, np.transpose),
     "broadcast_to": Op("broadcast_to", OpKind.VIEW, np.broadcast_to),
     "getitem": Op("getitem", OpKind.VIEW, _getitem, bind=_bind_getitem),
+    "diagonal": Op("diagonal", OpKind.VIEW, np.diagonal),
 }
 
 

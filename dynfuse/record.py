@@ -601,6 +601,19 @@ def expand_dims(value: Any, axis: Any) -> Any:
     return reshape(array, np.expand_dims(views.shape_stand_in(array.shape), axis).shape)
 
 
+def diagonal(value: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1) -> Any:
+    """NumPy's diagonal: a view (read-only, as NumPy's), whose index map steps both axes at once."""
+    array = lazy(value)
+    stand_in = views.shape_stand_in(array.shape)
+    shape = np.diagonal(stand_in, offset, axis1, axis2).shape  # NumPy's checks and errors
+    made = direct.view_op(array, np.diagonal, offset, axis1, axis2)
+    if made is not direct.DECLINED:
+        return made
+    first, second = (views.normalize_axis_index(axis, array.ndim) for axis in (axis1, axis2))
+    params = (("offset", operator.index(offset)), ("axis1", first), ("axis2", second))
+    return view(array, "diagonal", params, shape)
+
+
 def broadcast_to(value: Any, shape: Any) -> Any:
     array = lazy(value)
     shape = views.normalize_shape("broadcast_to", shape)

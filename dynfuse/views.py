@@ -428,7 +428,27 @@ def view_input_map(
         return _getitem_input_map(index_map, params["index"], len(iteration_shape))
     if op_name == "reshape":
         return _reshape_input_map(index_map, params["shape"], input_shape, iteration_shape)
+    if op_name == "diagonal":
+        return _diagonal_input_map(index_map, params["offset"], params["axis1"], params["axis2"], input_shape)
     raise ValueError(f"no index map for the view {op_name!r}")
+
+
+def _diagonal_input_map(
+    index_map: IndexMap, offset: int, axis1: int, axis2: int, input_shape: Shape
+) -> IndexMap:
+    """The view's axes are the input's but ``axis1`` and ``axis2``, in order, then the diagonal,
+    which steps both: from row ``-offset`` and column ``offset``, whichever is positive."""
+    rows: list[tuple[int, ...]] = [()] * len(input_shape)
+    offsets = [0] * len(input_shape)
+    others = [axis for axis in range(len(input_shape)) if axis not in (axis1, axis2)]
+    for position, axis in enumerate(others):
+        rows[axis], offsets[axis] = index_map.rows[position], index_map.offsets[position]
+    length = min(input_shape[axis1] - max(-offset, 0), input_shape[axis2] - max(offset, 0))
+    along, start = index_map.rows[-1], index_map.offsets[-1]
+    for axis, shift in ((axis1, max(-offset, 0)), (axis2, max(offset, 0))):
+        rows[axis] = along
+        offsets[axis] = start + shift if length > 0 else 0  # an empty diagonal reads nothing
+    return IndexMap(tuple(rows), tuple(offsets))
 
 
 def _getitem_input_map(index_map: IndexMap, index: tuple, width: int) -> IndexMap:

@@ -813,3 +813,23 @@ def test_dlpack_shares_the_arrays_memory(pending, recorder):
     copied = np.from_dlpack(x, copy=True)
     copied[0, 1] = 99.0
     assert np.asarray(x)[0, 1] != 99.0
+
+
+def test_containment_deletion_and_generic_alias_are_ndarrays():
+    values = np.arange(6.0).reshape(2, 3)
+    lazy = dnp.asarray(values.copy()) * 1
+    for probe in (3.0, 7.0, [0.0, 1.0, 2.0], [9.0, 9.0, 9.0], np.nan):
+        assert (probe in lazy) == (probe in values)
+    for array in (lazy, values):
+        with pytest.raises(ValueError, match="cannot delete array elements"):
+            del array[0]
+    assert dynfuse.LazyArray[int, float].__origin__ is dynfuse.LazyArray
+    missing = {name for name in dir(np.ndarray) if not hasattr(dynfuse.LazyArray, name)}
+    # NumPy's subclass hooks and raw memory interfaces: a lazy array hands its memory out by __array__
+    assert missing <= {
+        "__array_finalize__",
+        "__array_interface__",
+        "__array_struct__",
+        "__array_wrap__",
+        "__setstate__",
+    }

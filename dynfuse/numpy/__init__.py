@@ -1,7 +1,8 @@
 """The NumPy namespace, lazily: ``import dynfuse.numpy as np`` and write NumPy.
 
 - Recorded, fused when materialized: every ufunc of the op table, ``where``, ``clip``, reductions
-  and statistics, views and shape functions (``_elementwise``, ``_statistics``, ``_shapes``).
+  and statistics, views and shape functions, arrays built from their indices (``_elementwise``,
+  ``_statistics``, ``_shapes``, ``_index_built``).
 - Recorded as library calls (barriers: NumPy runs them on buffers, the ops around them still fuse):
   ``matmul``, ``dot``, ``einsum``, ``concatenate``, ``cumsum``, ``median``... (``_products``...).
 - Run by NumPy at once, wrapped as leaves: creation and random draws (``_creation``, ``random``).
@@ -26,6 +27,7 @@ from .. import array as _array
 from . import linalg  # noqa: F401 (a submodule, as NumPy's)
 from ._creation import *  # noqa: F403
 from ._elementwise import *  # noqa: F403
+from ._index_built import *  # noqa: F403
 from ._namespace import fall_through as _fall_through
 from ._namespace import register_array_functions as _register_array_functions
 from ._products import *  # noqa: F403

@@ -28,16 +28,13 @@ __all__ = [
     "ascontiguousarray",
     "empty",
     "empty_like",
-    "eye",
     "full",
     "full_like",
     "geomspace",
-    "identity",
     "linspace",
     "logspace",
     "ones",
     "ones_like",
-    "tri",
     "zeros",
     "zeros_like",
 ]
@@ -101,14 +98,11 @@ def _prototype_name(function: Callable) -> str:
 
 arange = _creating(np.arange)
 empty = _creating(np.empty)
-eye = _creating(np.eye)
 full = _creating(np.full)
 geomspace = _creating(np.geomspace)
-identity = _creating(np.identity)
 linspace = _creating(np.linspace)
 logspace = _creating(np.logspace)
 ones = _creating(np.ones)
-tri = _creating(np.tri)
 zeros = _creating(np.zeros)
 empty_like = _creating_like(np.empty_like)
 full_like = _creating_like(np.full_like)

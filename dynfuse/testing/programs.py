@@ -417,6 +417,9 @@ def _view(draw, values: list[_Value], target: str):
                 "broadcast_to",
                 "swapaxes",
                 "moveaxis",
+                "diagonal",
+                "triu",
+                "tril",
             ]
         )
     )
@@ -438,8 +441,13 @@ def _view(draw, values: list[_Value], target: str):
         return Step(target, "method", "reshape", (Ref(a.name), -1)), [a]
     if kind == "broadcast_to":
         return Step(target, "call", "broadcast_to", (Ref(a.name), (2, *a.stand_in.shape))), [a]
+    if kind in ("triu", "tril"):  # index-built: a select through a mask of two aranges
+        k = draw(st.integers(-2, 2))
+        return (Step(target, "call", kind, (Ref(a.name),), (("k", k),)), [a]) if ndim else None
     if ndim < 2:
         return None
+    if kind == "diagonal":
+        return Step(target, "call", kind, (Ref(a.name), draw(st.integers(-2, 2)), 0, -1)), [a]
     return Step(target, "call", kind, (Ref(a.name), 0, -1)), [a]
 
 

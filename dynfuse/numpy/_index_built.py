@@ -1,0 +1,117 @@
+"""Arrays built from their indices, as expressions.
+
+``tri``, ``eye`` and ``identity`` compare a row index with a column index, each a small ``arange``
+broadcast along the other axis, and ``triu`` and ``tril`` select through such a comparison, as
+NumPy itself computes them (``tri`` is ``greater_equal.outer`` of two aranges; ``triu`` and
+``tril`` a ``where`` over it): the results are NumPy's, and they fuse like any other op, so
+``np.triu(M, 1).sum()`` reads M once and writes nothing but the sum, and ``A + n * np.eye(n)``
+never makes the identity. ``diagonal`` (and ``diag`` of a 2-d array) is a view, read through its
+index map. What these cannot express (Fortran order, a device, a dtype no kernel holds, the 2-d
+array ``diag`` builds from a vector) is NumPy's own call, made at once.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes, record
+from ..array import LazyArray
+from ._creation import _creating
+
+__all__ = ["diag", "diagonal", "eye", "identity", "tri", "tril", "triu"]
+
+# Indices this far from int64's limits shift without overflow (``k`` added to a row index).
+_SAFE_SHIFT = 1 << 62
+
+_numpy_tri, _numpy_eye = _creating(np.tri), _creating(np.eye)
+
+
+def _sizes(*values: Any) -> tuple[int, ...] | None:
+    """Sizes and shifts as NumPy takes them (``operator.index``), where an expression of them is
+    exact: non-negative sizes, shifts that cannot overflow; None otherwise (NumPy's call decides)."""
+    try:
+        sizes, shift = [operator.index(value) for value in values[:-1]], operator.index(values[-1])
+    except TypeError:
+        return None
+    if any(size < 0 or size >= _SAFE_SHIFT for size in sizes) or not -_SAFE_SHIFT < shift < _SAFE_SHIFT:
+        return None
+    return (*sizes, shift)
+
+
+def _row_and_column(rows: int, columns: int, shift: int) -> tuple[LazyArray, LazyArray]:
+    """The row index plus ``shift`` down a column, and the column index along a row: broadcast
+    together, the (rows, columns) grid of both."""
+    row = record.getitem(record.lazy(np.arange(shift, rows + shift)), (slice(None), None))
+    column = record.getitem(record.lazy(np.arange(columns)), (None, slice(None)))
+    return row, column
+
+
+def _lower(rows: int, columns: int, k: int) -> LazyArray:
+    """``tri``'s mask: true on and below the ``k``-th diagonal (column <= row + k)."""
+    row, column = _row_and_column(rows, columns, k)
+    return np.greater_equal(row, column)
+
+
+def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = float, *, like: Any = None) -> Any:
+    sizes = _sizes(N, N if M is None else M, k)
+    if sizes is None or not dtypes.is_supported(np.dtype(dtype)):
+        return _numpy_tri(N, M, k, dtype)
+    mask = _lower(*sizes)
+    return mask if np.dtype(dtype) == np.bool_ else mask.astype(dtype)
+
+
+def eye(
+    N: Any,
+    M: Any = None,
+    k: Any = 0,
+    dtype: Any = float,
+    order: str = "C",
+    *,
+    device: Any = None,
+    like: Any = None,
+) -> Any:
+    sizes = _sizes(N, N if M is None else M, k)
+    if sizes is None or order != "C" or device is not None or not dtypes.is_supported(np.dtype(dtype)):
+        return _numpy_eye(N, M, k, dtype, order, device=device)
+    row, column = _row_and_column(*sizes)
+    diagonal = np.equal(row, column)
+    return diagonal if np.dtype(dtype) == np.bool_ else diagonal.astype(dtype)
+
+
+def identity(n: Any, dtype: Any = None, *, like: Any = None) -> Any:
+    return eye(n, dtype=dtype)
+
+
+def _triangle(m: Any, k: Any, keep_lower: bool) -> Any:
+    """NumPy's ``tril`` (``keep_lower``) or ``triu``: ``m`` where its mask holds, else zero."""
+    m = record.lazy(m)
+    name = "tril" if keep_lower else "triu"
+    sizes = _sizes(*m.shape[-2:], k) if m.ndim else None
+    if sizes is None or not dtypes.is_supported(m.dtype):
+        return record.fallback(name, getattr(np, name), (m,), {"k": k})
+    rows, columns = (sizes[0], sizes[0]) if m.ndim == 1 else sizes[:2]
+    mask = _lower(rows, columns, sizes[-1] if keep_lower else sizes[-1] - 1)
+    zero = np.zeros(1, m.dtype)  # as NumPy selects from
+    return np.where(mask, m, zero) if keep_lower else np.where(mask, zero, m)
+
+
+def tril(m: Any, k: Any = 0) -> Any:
+    return _triangle(m, k, keep_lower=True)
+
+
+def triu(m: Any, k: Any = 0) -> Any:
+    return _triangle(m, k, keep_lower=False)
+
+
+diagonal = LazyArray.diagonal
+
+
+def diag(v: Any, k: Any = 0) -> Any:
+    """Of a 2-d array, its ``k``-th diagonal (a view); of a 1-d one, NumPy's new 2-d array."""
+    v = record.lazy(v)
+    if v.ndim == 2:
+        return record.diagonal(v, k)
+    return record.call_numpy(np.diag, (v, k), {}, fresh=True)
