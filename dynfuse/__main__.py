@@ -84,6 +84,15 @@ def _cache(arguments: argparse.Namespace) -> int:
     print(f"directory: {info['directory']}")
     print(f"writable:  {'yes' if info['writable'] else 'no'}")
     print(f"enabled:   {'yes' if info['enabled'] else 'no (DYNFUSE_DISK_CACHE=0)'}")
+    if info["owner"] is None:
+        print("owner:     none yet (made private on first use)")
+    else:
+        print(f"owner:     {info['owner']}, mode {info['mode']}")
+    print(f"trusted:   {'yes' if info['trusted'] else 'no: ' + info['reason']}")
+    shared = (
+        f"yes, entries authenticated by the key in {config.cache_key}" if info["shared"] else "no (private)"
+    )
+    print(f"shared:    {shared}")
     print(f"entries:   {_entries(info['entries'])} ({_human_size(info['bytes'])})")
     for namespace, totals in info["namespaces"].items():
         print(f"  {namespace}: {_entries(totals['entries'])} ({_human_size(totals['bytes'])})")

@@ -3,6 +3,8 @@
 DYNFUSE_BACKEND      which executor materializes arrays: read by ``registry``, which knows the backends
 DYNFUSE_CACHE_DIR    where compiled kernels are kept across processes (default ``~/.cache/dynfuse``)
 DYNFUSE_DISK_CACHE   1 (default): compiled kernels are kept in DYNFUSE_CACHE_DIR; 0: never read or written
+DYNFUSE_CACHE_KEY    a key file only a team can read: DYNFUSE_CACHE_DIR is a cache they share, whose entries
+                     are authenticated with HMAC-SHA256 under that key (``disk_cache``)
 DYNFUSE_MAX_DEPTH    a trace deeper than this is materialized as it is recorded (default 256), so a
                      long loop of ``x = x * c`` keeps a bounded graph
 DYNFUSE_PENDING_MEMORY
@@ -48,6 +50,9 @@ def _int_from_environment(variable: str, default: int, least: int = 1) -> int:
 
 cache_dir: Path = Path(os.environ.get("DYNFUSE_CACHE_DIR") or Path.home() / ".cache" / "dynfuse").expanduser()
 disk_cache: bool = os.environ.get("DYNFUSE_DISK_CACHE", "1").strip() != "0"
+cache_key: Path | None = (
+    Path(os.environ["DYNFUSE_CACHE_KEY"]).expanduser() if os.environ.get("DYNFUSE_CACHE_KEY") else None
+)
 max_depth: int = _int_from_environment("DYNFUSE_MAX_DEPTH", 256)
 pending_memory: int = _int_from_environment("DYNFUSE_PENDING_MEMORY", 64) << 20
 pool_memory: int = _int_from_environment("DYNFUSE_POOL_MEMORY", 512, least=0) << 20

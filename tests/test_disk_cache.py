@@ -1,7 +1,10 @@
 """The on-disk cache of compiled code: verified entries, atomic writes, and the ``cache`` command."""
 
+import hashlib
 import os
+import secrets
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -24,6 +27,8 @@ def cache_dir(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setattr(config, "cache_dir", directory)
     monkeypatch.setattr(config, "disk_cache", True)
+    monkeypatch.setattr(config, "cache_key", None)
+    disk_cache.forget_checks()
     return directory
 
 
@@ -250,8 +255,10 @@ def test_cache_command_info_and_clear(cache_dir):
     assert info.returncode == 0, info.stderr
     lines = info.stdout.splitlines()
     assert lines[:3] == [f"directory: {cache_dir}", "writable:  yes", "enabled:   yes"]
-    assert lines[3].startswith("entries:   3 entries (") and lines[3].endswith(" KiB)")
-    assert [line.split(" (")[0] for line in lines[4:]] == ["  cpu: 2 entries", "  cuda: 1 entry"]
+    assert lines[3] == f"owner:     {disk_cache._user(os.getuid())}, mode 0700"
+    assert lines[4:6] == ["trusted:   yes", "shared:    no (private)"]
+    assert lines[6].startswith("entries:   3 entries (") and lines[6].endswith(" KiB)")
+    assert [line.split(" (")[0] for line in lines[7:]] == ["  cpu: 2 entries", "  cuda: 1 entry"]
 
     cleared = run_dynfuse(cache_dir, "-m", "dynfuse", "cache", "clear")
     assert (cleared.returncode, cleared.stdout) == (0, f"removed 3 entries from {cache_dir}\n")
@@ -272,3 +279,137 @@ def test_environment_switch_disables_the_disk_cache(cache_dir):
     result = run_dynfuse(cache_dir, "-c", code, DYNFUSE_DISK_CACHE="0")
     assert result.stdout.split() == ["False", "None"], result.stderr
     assert not cache_dir.exists()
+
+
+# ---- trust: only code this user (or a team holding the key) could have written is run -----------
+
+OTHER_KEY = disk_cache.key_of("another kernel")
+
+
+def modes(*paths):
+    return [stat.S_IMODE(path.stat().st_mode) for path in paths]
+
+
+def test_a_fresh_cache_is_private_whatever_the_umask(cache_dir):
+    permissive = os.umask(0)
+    try:
+        disk_cache.store("cpu", KEY, PAYLOAD)
+    finally:
+        os.umask(permissive)
+    path = entry_file(cache_dir)
+    assert modes(cache_dir, path.parent.parent, path.parent, path) == [0o700, 0o700, 0o700, 0o600]
+    assert disk_cache.load("cpu", KEY) == PAYLOAD
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"), [(0o777, "writable by every user"), (0o770, "writable by its group")]
+)
+def test_a_cache_others_can_write_is_neither_read_nor_written(cache_dir, mode, reason):
+    disk_cache.store("cpu", KEY, PAYLOAD)  # a valid entry; then the directory is opened to others
+    os.chmod(cache_dir, mode)
+    disk_cache.forget_checks()
+    before = counters()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert disk_cache.load("cpu", KEY) is None
+        assert not disk_cache.contains("cpu", KEY)
+        disk_cache.store("cpu", OTHER_KEY, PAYLOAD)
+        assert disk_cache.load("cpu", KEY) is None
+    messages = [str(warning.message) for warning in caught]
+    assert len(messages) == 1 and str(cache_dir) in messages[0] and reason in messages[0]
+    after = counters()
+    assert (after["hits"], after["writes"]) == (before["hits"], before["writes"])
+    assert [path.name for path in cache_dir.rglob("*.bin")] == [f"{KEY}.bin"]  # nothing written
+
+
+def _nobody() -> int:
+    import pwd
+
+    try:
+        return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        return 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+@pytest.mark.parametrize("owned", ["cache directory", "shard directory", "entry"])
+def test_what_another_user_owns_is_not_loaded(cache_dir, owned):
+    disk_cache.store("cpu", KEY, PAYLOAD)
+    path = entry_file(cache_dir)
+    os.chown(
+        {"cache directory": cache_dir, "shard directory": path.parent, "entry": path}[owned], _nobody(), -1
+    )
+    disk_cache.forget_checks()
+    before = counters()
+    with pytest.warns(RuntimeWarning, match=f"uid {_nobody()}"):
+        assert disk_cache.load("cpu", KEY) is None
+    assert counters()["hits"] == before["hits"] and path.exists()  # not ours to remove
+
+
+def test_a_link_in_place_of_an_entry_is_not_followed(cache_dir):
+    disk_cache.store("cpu", KEY, PAYLOAD)
+    disk_cache.store("cpu", OTHER_KEY, PAYLOAD + b"other")
+    path = entry_file_of(cache_dir, KEY)
+    path.unlink()
+    path.symlink_to(entry_file_of(cache_dir, OTHER_KEY))
+    assert disk_cache.load("cpu", KEY) is None
+
+
+def entry_file_of(directory, key):
+    return directory / "cpu" / key[:2] / f"{key}.bin"
+
+
+@pytest.fixture
+def team_key(tmp_path, monkeypatch):
+    """A shared cache's key file, readable by its owner and group only."""
+    path = tmp_path / "team.key"
+    path.write_bytes(secrets.token_bytes(32))
+    os.chmod(path, 0o640)
+    monkeypatch.setattr(config, "cache_key", path)
+    disk_cache.forget_checks()
+    return path
+
+
+def _planted(payload: bytes, digest: bytes, version: int) -> bytes:
+    return disk_cache._HEADER.pack(disk_cache._MAGIC, version, len(payload), digest) + payload
+
+
+def test_a_shared_cache_runs_only_entries_its_key_authenticates(cache_dir, team_key, monkeypatch):
+    disk_cache.store("cpu", KEY, PAYLOAD)
+    disk_cache.store("cpu", OTHER_KEY, b"another kernel's code")
+    path = entry_file_of(cache_dir, KEY)
+    assert modes(cache_dir, path) == [0o770, 0o660]  # the team's group may add entries
+    assert disk_cache.load("cpu", KEY) == PAYLOAD
+    evil = b"code of someone who can write the directory"
+    forgeries = {
+        "a valid checksum": _planted(evil, hashlib.blake2b(evil, digest_size=32).digest(), 1),
+        "another key's HMAC": _planted(evil, secrets.token_bytes(32), 2),
+        "another entry's, authentic": entry_file_of(cache_dir, OTHER_KEY).read_bytes(),
+    }
+    for forgery, data in forgeries.items():
+        path.write_bytes(data)
+        disk_cache.forget_checks()  # each a fresh process's first look
+        before = counters()
+        with pytest.warns(RuntimeWarning, match="ignoring disk cache entry"):
+            assert disk_cache.load("cpu", KEY) is None, forgery
+        assert counters()["errors"] == before["errors"] + 1, forgery
+        assert path.read_bytes() == data  # ignored, left for whoever may remove it
+        monkeypatch.setattr(disk_cache, "_warned", set())
+
+
+def test_a_key_file_every_user_can_read_turns_the_disk_cache_off(cache_dir, team_key):
+    os.chmod(team_key, 0o644)
+    disk_cache.forget_checks()
+    with pytest.warns(RuntimeWarning, match="readable by every user"):
+        disk_cache.store("cpu", KEY, PAYLOAD)
+        assert disk_cache.load("cpu", KEY) is None
+    assert not cache_dir.exists()
+
+
+def test_cache_info_says_why_a_directory_is_not_trusted(cache_dir):
+    cache_dir.mkdir(mode=0o700)
+    os.chmod(cache_dir, 0o777)
+    info = run_dynfuse(cache_dir, "-m", "dynfuse", "cache", "info")
+    assert info.returncode == 0, info.stderr
+    assert "owner:     " in info.stdout and ", mode 0777" in info.stdout
+    assert "trusted:   no: it is writable by every user (mode 0777)" in info.stdout

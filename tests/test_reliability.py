@@ -4,6 +4,7 @@ never hang, and leave every array and cache usable."""
 import contextlib
 import gc
 import multiprocessing
+import os
 import threading
 import time
 import tracemalloc
@@ -296,9 +297,13 @@ def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(disk_cache, "_warned", set())
 
+    real_fdopen = os.fdopen
+
     class FullDisk:
-        def __init__(self, path, mode):
-            self.file = open(path, mode)  # noqa: SIM115 (closed by __exit__)
+        """A file opened for writing on a disk with no space left."""
+
+        def __init__(self, file):
+            self.file = file
 
         def __enter__(self):
             return self
@@ -306,10 +311,17 @@ def test_a_full_disk_loses_only_the_reuse(tmp_path, monkeypatch):
         def __exit__(self, *exception):
             self.file.close()
 
+        def fileno(self):
+            return self.file.fileno()
+
         def write(self, data):
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(disk_cache, "open", FullDisk, raising=False)
+    def fdopen(descriptor, mode="r", *args, **kwargs):
+        file = real_fdopen(descriptor, mode, *args, **kwargs)
+        return FullDisk(file) if "w" in mode else file
+
+    monkeypatch.setattr(disk_cache.os, "fdopen", fdopen)
     replay.clear_kernels()
     data = inputs()
     with pytest.warns(RuntimeWarning, match="cannot write the disk cache .*No space left"):

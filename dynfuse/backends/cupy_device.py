@@ -7,7 +7,8 @@ module would flush float32 subnormals to zero, where NumPy keeps them. The binar
 GPU's architecture, or PTX for the driver to finish where NVRTC is older than the GPU) is kept in
 dynfuse's disk cache, keyed by source, options, NVRTC version and architecture, beside the CPU
 backend's object code. CuPy's own kernels (the copies and library calls dynfuse asks of it) keep
-CuPy's cache, which is ``CUPY_CACHE_DIR``, by default ``<DYNFUSE_CACHE_DIR>/cupy``.
+CuPy's cache, which is ``CUPY_CACHE_DIR``, by default ``<DYNFUSE_CACHE_DIR>/cupy`` (private, and
+checked as dynfuse's own entries are; CuPy's memory alone where it cannot be trusted).
 
 Kernels run on CuPy's current device. A compiled kernel belongs to the GPU it was compiled for: the
 backend's kernels are cached per signature and GPU (``variant``).
@@ -77,8 +78,17 @@ class CupyDevice:
     def library(self) -> Any:
         if self._given is not None:
             return self._given
-        # Read by CuPy when its compiler module is imported: CuPy's kernels keep dynfuse's cache
-        os.environ.setdefault("CUPY_CACHE_DIR", str(config.cache_dir / "cupy"))
+        # Read by CuPy when its compiler module is imported: CuPy's kernels keep dynfuse's cache,
+        # made and checked as dynfuse's own directories are, or CuPy's memory alone where that
+        # cannot be trusted (a directory the user names is the user's choice)
+        if "CUPY_CACHE_DIR" not in os.environ:
+            from .. import disk_cache
+
+            directory = config.cache_dir / "cupy"
+            if disk_cache.private_directory(directory):
+                os.environ["CUPY_CACHE_DIR"] = str(directory)
+            else:
+                os.environ.setdefault("CUPY_CACHE_IN_MEMORY", "1")
         return importlib.import_module("cupy")
 
     @functools.cached_property
