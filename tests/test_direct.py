@@ -603,7 +603,7 @@ def test_a_value_a_loop_carries_into_its_next_run_ends_the_trial_there():
 # ---- NumPy's loop without NumPy's dispatch ---------------------------------------------------------
 
 _SPECIAL = {
-    "f": [-0.0, 0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e308, 5e-324, 3.0, -7.0, 0.5],
+    "f": [-0.0, 0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, "max", "smallest_subnormal", 3.0, -7.0, 0.5],
     "i": [0, -1, 1, 7, -128, 127, 3, -3, 100, -100, 2, 5],
     "u": [0, 1, 7, 255, 3, 100, 2, 5, 254, 128, 9, 11],
     "b": [True, False, True, True, False, False, True, False, True, False, True, False],
@@ -645,7 +645,11 @@ _UNARY = [
 
 
 def _values(dtype: np.dtype, shift: int = 0) -> np.ndarray:
-    return np.roll(np.array(_SPECIAL[dtype.kind], dtype), shift)
+    """The kind's special values (a float dtype's largest and smallest by name), rolled by ``shift``."""
+    values = [
+        getattr(np.finfo(dtype), value) if isinstance(value, str) else value for value in _SPECIAL[dtype.kind]
+    ]
+    return np.roll(np.array(values, dtype), shift)
 
 
 def _outcome(call):
