@@ -77,16 +77,16 @@ def load(namespace: str, key: str) -> bytes | None:
     if not config.disk_cache:
         return None
     path = _entry_path(namespace, key)
-    shared_key = _usable(path, create=False)
-    if shared_key is None:
-        count("disk_cache_misses")
-        return None
     try:
+        shared_key = _usable(path, create=False)
+        if shared_key is None:
+            count("disk_cache_misses")
+            return None
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(descriptor, "rb") as file:
             status = os.fstat(file.fileno())
             data = file.read()
-    except OSError:  # missing entry or directory, unreadable file, a link: a plain miss
+    except OSError:  # missing entry or directory, unreadable file or directory, a link: a plain miss
         count("disk_cache_misses")
         return None
     untrusted = _file_problem(status, shared=bool(shared_key))
@@ -107,7 +107,10 @@ def contains(namespace: str, key: str) -> bool:
     if not config.disk_cache:
         return False
     path = _entry_path(namespace, key)
-    return _usable(path, create=False) is not None and path.is_file()
+    try:
+        return _usable(path, create=False) is not None and path.is_file()
+    except OSError:  # a directory on the way that cannot be searched: nothing usable
+        return False
 
 
 def store(namespace: str, key: str, payload: bytes) -> None:
