@@ -107,3 +107,15 @@ def test_a_diagonal_is_a_read_only_view_and_an_eye_is_writable(direct, monkeypat
     identity, expected = dnp.eye(3), np.eye(3)
     identity[0, 1] = expected[0, 1] = 5.0
     assert_same(identity, expected)
+
+
+def test_triangles_and_diagonals_of_a_device_array_stay_on_its_device():
+    reason = registry.unavailable_reason("cuda-emulator")
+    if reason is not None:
+        pytest.skip(reason)
+    memory = registry.BACKENDS["cuda-emulator"].memory
+    on_device = dynfuse.asarray(MATRIX.copy()).to(memory.name)
+    for call in (lambda m, a: m.triu(a, 1), lambda m, a: m.tril(a[0], -1), lambda m, a: m.diagonal(a, 1)):
+        result = call(dnp, on_device)
+        assert result.device == memory.name
+        np.testing.assert_array_equal(np.asarray(result), call(np, MATRIX))

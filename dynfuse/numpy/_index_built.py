@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import array as array_module
 from .. import dtypes, record
 from ..array import LazyArray
 from ._creation import _creating
@@ -41,17 +42,21 @@ def _sizes(*values: Any) -> tuple[int, ...] | None:
     return (*sizes, shift)
 
 
-def _row_and_column(rows: int, columns: int, shift: int) -> tuple[LazyArray, LazyArray]:
+def _row_and_column(
+    rows: int, columns: int, shift: int, device: str | None = None
+) -> tuple[LazyArray, LazyArray]:
     """The row index plus ``shift`` down a column, and the column index along a row: broadcast
-    together, the (rows, columns) grid of both."""
-    row = record.getitem(record.lazy(np.arange(shift, rows + shift)), (slice(None), None))
-    column = record.getitem(record.lazy(np.arange(columns)), (None, slice(None)))
+    together, the (rows, columns) grid of both, on ``device`` (None: the host)."""
+    row = record.getitem(
+        array_module.asarray(np.arange(shift, rows + shift), device=device), (slice(None), None)
+    )
+    column = record.getitem(array_module.asarray(np.arange(columns), device=device), (None, slice(None)))
     return row, column
 
 
-def _lower(rows: int, columns: int, k: int) -> LazyArray:
+def _lower(rows: int, columns: int, k: int, device: str | None = None) -> LazyArray:
     """``tri``'s mask: true on and below the ``k``-th diagonal (column <= row + k)."""
-    row, column = _row_and_column(rows, columns, k)
+    row, column = _row_and_column(rows, columns, k, device)
     return np.greater_equal(row, column)
 
 
@@ -93,8 +98,8 @@ def _triangle(m: Any, k: Any, keep_lower: bool) -> Any:
     if sizes is None or not dtypes.is_supported(m.dtype):
         return record.fallback(name, getattr(np, name), (m,), {"k": k})
     rows, columns = (sizes[0], sizes[0]) if m.ndim == 1 else sizes[:2]
-    mask = _lower(rows, columns, sizes[-1] if keep_lower else sizes[-1] - 1)
-    zero = np.zeros(1, m.dtype)  # as NumPy selects from
+    mask = _lower(rows, columns, sizes[-1] if keep_lower else sizes[-1] - 1, m.device)
+    zero = array_module.asarray(np.zeros(1, m.dtype), device=m.device)  # as NumPy selects from
     return np.where(mask, m, zero) if keep_lower else np.where(mask, zero, m)
 
 
