@@ -113,6 +113,18 @@ def contains(namespace: str, key: str) -> bool:
         return False
 
 
+def holds_any(namespace: str) -> bool:
+    """Whether the namespace may hold an entry: a first look, before a key that is dear to compute
+    (the CPU backend's needs LLVM) is asked for with ``contains``."""
+    if not config.disk_cache:
+        return False
+    try:
+        with os.scandir(config.cache_dir / namespace) as shards:
+            return any(shard.is_dir(follow_symlinks=False) for shard in shards)
+    except OSError:  # no such directory yet, or not one to search
+        return False
+
+
 def store(namespace: str, key: str, payload: bytes) -> None:
     """Keep ``payload`` for later processes; a failure to write only loses the reuse."""
     if not config.disk_cache:

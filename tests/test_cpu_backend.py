@@ -8,6 +8,7 @@ Its fallback on a failing kernel is tested with the group backend's, in test_sch
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -313,3 +314,21 @@ def test_llvm_is_set_up_only_when_a_kernel_is_compiled_or_loaded(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["90.0", "False", "135.0", "True"]
+
+
+def test_an_empty_disk_cache_is_seen_without_starting_llvm(tmp_path):
+    """Whether a kernel's code is on disk: with nothing there, LLVM (20 ms) is not started for the
+    key, so the first compile starts it, on a thread of its own where a core is free."""
+    code = (
+        "import numpy, dynfuse\n"
+        "from dynfuse.backends import cpu\n"
+        "from tests.helpers import kernel_of\n"
+        "kernel = kernel_of(dynfuse.asarray(numpy.ones(64)) * 2 + 1)\n"
+        "print(cpu.BACKEND.cached(kernel), cpu._llvm is None)\n"
+    )
+    environment = {**os.environ, "DYNFUSE_CACHE_DIR": str(tmp_path / "cache"), "DYNFUSE_TIERS": "0"}
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environment, cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr
