@@ -817,8 +817,9 @@ static const char CALL_INFO_NAME[] = "numpy_1.24_ufunc_call_info";
 
 /* An operand's kind: a dtype's number, or a Python scalar NumPy converts to the loop's dtype */
 enum { KIND_PYTHON_FLOAT = 1000, KIND_PYTHON_INT };
-/* How an operand is strided in the loop's call */
-enum { STRIDE_ZERO, STRIDE_ITEM, STRIDE_OTHER };
+/* How an operand is strided in the loop's call; STRIDE_ROWS: an N-d array NumPy's iterator would
+   walk (strided, but in C order), which is walked here a row at a time */
+enum { STRIDE_ZERO, STRIDE_ITEM, STRIDE_OTHER, STRIDE_ROWS };
 enum {
     LOOP_MEMO_SIZE = 256,
     FLOAT_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID,
@@ -833,6 +834,7 @@ typedef struct {
 } LoopMemo;
 static LoopMemo loop_memo[LOOP_MEMO_SIZE];
 static PyTypeObject *ufunc_type; /* numpy.ufunc; NULL until first asked */
+static PyObject *walk_independent; /* ops.WALK_INDEPENDENT_UFUNCS, with it: whose loops may walk rows */
 
 /* The floating-point flags FLOAT_FLAGS names, cleared and read. On x86-64 both units are read
    (NumPy's loops compute in SSE, but the C library raises overflow and underflow in the x87 unit)
@@ -1044,10 +1046,22 @@ static int trivial_stride(PyArrayObject *array, PyArrayObject **shaped, int *ord
     if (ndim == 1)
         return PyArray_STRIDE(array, 0) == PyArray_ITEMSIZE(array) ? STRIDE_ITEM : STRIDE_OTHER;
     int flags = PyArray_FLAGS(array) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS);
-    if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || (*order != 0 && *order != flags))
-        return -1;
-    *order = flags;
-    return STRIDE_ITEM;
+    if ((flags & NPY_ARRAY_C_CONTIGUOUS) && (*order == 0 || *order == flags)) {
+        *order = flags;
+        return STRIDE_ITEM;
+    }
+    /* Walked by NumPy's iterator, whose output is C-ordered where every operand's strides are:
+       positive and decreasing along the axes of more than one element */
+    npy_intp outer = NPY_MAX_INTP;
+    for (int axis = 0; axis < ndim; axis++) {
+        npy_intp stride = PyArray_STRIDE(array, axis);
+        if (PyArray_DIM(array, axis) == 1)
+            continue;
+        if (stride <= 0 || stride >= outer)
+            return -1;
+        outer = stride;
+    }
+    return STRIDE_ROWS;
 }
 
 /* The bytes an array's elements span, from its first. */
@@ -1074,15 +1088,50 @@ static int reads_before_writes(PyArrayObject *input, PyArrayObject *out)
     return first + span(input) <= target || target + span(out) <= first;
 }
 
+/* The loop called on each row of the last axis, in C order: each array operand by its own strides
+   (a 0-d one or a scalar stays put), into the fresh C-contiguous ``written``. Where every element's
+   value is the loop's exact or correctly rounded one (ops.WALK_INDEPENDENT_UFUNCS), NumPy's
+   iterator, however it walks the operands, computes the same. Nonzero where the loop failed. */
+static int walk_rows(UfuncCallInfo *info, int nin, PyObject *const *values, char *const *data, PyArrayObject *written)
+{
+    int ndim = PyArray_NDIM(written);
+    npy_intp count = PyArray_DIM(written, ndim - 1), rows = PyArray_SIZE(written) / count, index[NPY_MAXDIMS] = {0};
+    npy_intp steps[3];
+    const npy_intp *strides[3];
+    static const npy_intp still[NPY_MAXDIMS]; /* a scalar's strides: all zero */
+    for (int i = 0; i <= nin; i++) {
+        PyArrayObject *array = i == nin ? written : PyArray_CheckExact(values[i]) ? (PyArrayObject *)values[i] : NULL;
+        strides[i] = array == NULL || PyArray_NDIM(array) == 0 ? still : PyArray_STRIDES(array);
+        steps[i] = strides[i][ndim - 1];
+    }
+    char *row[3];
+    for (npy_intp done = 0; done < rows; done++) {
+        for (int i = 0; i <= nin; i++) {
+            row[i] = data[i];
+            for (int axis = 0; axis < ndim - 1; axis++)
+                row[i] += index[axis] * strides[i][axis];
+        }
+        if (info->loop(info->context, row, &count, steps, info->auxdata) != 0)
+            return 1;
+        for (int axis = ndim - 2; axis >= 0 && ++index[axis] == PyArray_DIM(written, axis); axis--)
+            index[axis] = 0;
+    }
+    return 0;
+}
+
 /* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
    ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
    NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
 {
     if (ufunc_type == NULL) {
-        PyObject *numpy = PyImport_ImportModule("numpy");
-        ufunc_type = numpy == NULL ? NULL : (PyTypeObject *)PyObject_GetAttrString(numpy, "ufunc");
+        PyObject *numpy = PyImport_ImportModule("numpy"), *ops = PyImport_ImportModule("dynfuse.ops");
+        walk_independent = ops == NULL ? NULL : PyObject_GetAttrString(ops, "WALK_INDEPENDENT_UFUNCS");
+        ufunc_type = numpy == NULL || walk_independent == NULL
+                         ? NULL
+                         : (PyTypeObject *)PyObject_GetAttrString(numpy, "ufunc");
         Py_XDECREF(numpy);
+        Py_XDECREF(ops);
         if (ufunc_type == NULL)
             return NULL;
     }
@@ -1122,6 +1171,18 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
     strides[nin] = STRIDE_ITEM;
     if (shaped == NULL) /* NumPy's result is a scalar */
         return NULL;
+    int by_rows = 0; /* an operand NumPy's iterator would walk: the loop is called a row at a time */
+    for (int i = 0; i < nin; i++)
+        if (strides[i] == STRIDE_ROWS) {
+            PyArrayObject *array = (PyArrayObject *)values[i];
+            by_rows = 1; /* the loop is asked for by the inner stride it is called with */
+            strides[i] = PyArray_STRIDE(array, PyArray_NDIM(array) - 1) == PyArray_ITEMSIZE(array) ? STRIDE_ITEM
+                                                                                                   : STRIDE_OTHER;
+        }
+    if (by_rows && (out != NULL || PySet_Contains(walk_independent, ufunc) != 1)) {
+        PyErr_Clear(); /* an unhashable ufunc is no member either */
+        return NULL;
+    }
     LoopMemo *memo = loop_for(ufunc, nin, kinds, strides);
     if (memo == NULL || memo->info == NULL)
         return NULL;
@@ -1162,7 +1223,8 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
         else if (!PyArray_CheckExact(values[i]))
             PyArray_ScalarAsCtype(values[i], scalars[i].bytes);
     if (!handed_back && size > 0)
-        handed_back = memo->info->loop(memo->info->context, data, &size, steps, memo->info->auxdata) != 0;
+        handed_back = by_rows ? walk_rows(memo->info, nin, values, data, written)
+                              : memo->info->loop(memo->info->context, data, &size, steps, memo->info->auxdata) != 0;
     if (handed_back || PyErr_Occurred() || float_flags_raised()) {
         PyErr_Clear();
         if (out != NULL)

@@ -450,6 +450,57 @@ UFUNC_OPS: dict[np.ufunc, Op] = {
     op.reference: op for op in ELEMENTWISE.values() if isinstance(op.reference, np.ufunc)
 }
 
+# Elementwise ops each of whose NumPy loops gives every element its exact or correctly rounded value
+# (no SIMD approximation of a function, no tie between signed zeros, which the vector and scalar
+# loops of maximum and fmin break differently), so NumPy's result does not depend on how a loop walks
+# the elements: the C recorder may call their loop a row at a time where NumPy's iterator would walk
+# a strided operand (``_recorder.c``, ``walk_rows``).
+WALK_INDEPENDENT_UFUNCS = frozenset(
+    ELEMENTWISE[name].reference
+    for name in (
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "remainder",
+        "fmod",
+        "negative",
+        "positive",
+        "absolute",
+        "fabs",
+        "sqrt",
+        "square",
+        "reciprocal",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "logical_not",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "invert",
+        "left_shift",
+        "right_shift",
+        "floor",
+        "ceil",
+        "trunc",
+        "rint",
+        "sign",
+        "copysign",
+        "signbit",
+        "isnan",
+        "isinf",
+        "isfinite",
+    )
+)
+
 # ``ufunc.reduce`` methods that are one of our reductions.
 UFUNC_REDUCE_OPS: dict[np.ufunc, Op] = {
     np.add: REDUCTIONS["sum"],

@@ -677,8 +677,21 @@ def _operand_forms(dtype: np.dtype):
     grid = first.reshape(3, 4)
     scalar = second[3]
     python = scalar.item()
+    wide = np.concatenate([grid, grid[:, ::-1]], axis=1)  # (3, 8): a window of it is strided
     return {
         "arrays": ((first, second), lambda: (dnp.asarray(first.copy()), dnp.asarray(second.copy()))),
+        "a 2-d window": (
+            (wide[:, 1:5], grid),
+            lambda: (dnp.asarray(wide.copy())[:, 1:5], dnp.asarray(grid.copy())),
+        ),
+        "every other column": (
+            (wide[:, ::2], grid),
+            lambda: (dnp.asarray(wide.copy())[:, ::2], dnp.asarray(grid.copy())),
+        ),
+        "transposed": (
+            (grid.T, grid.T.copy()),
+            lambda: (dnp.asarray(grid.copy()).T, dnp.asarray(grid.T.copy())),
+        ),
         "2-d arrays": ((grid, grid.T.copy()), lambda: (dnp.asarray(grid.copy()), dnp.asarray(grid.T.copy()))),
         "strided view": (
             (first[::3], second[:4]),
@@ -714,12 +727,14 @@ def test_numpys_loop_runs_without_its_dispatch_where_it_can():
     if not accelerate.in_use():
         pytest.skip("the C recorder is not in use")
     x, y = dnp.asarray(np.linspace(0, 1, 50)), dnp.asarray(np.linspace(1, 2, 50))
+    grid = dnp.asarray(np.linspace(0, 1, 64).reshape(8, 8))
     counted = [
         lambda: x * 2.0,
         lambda: x - y,
         lambda: np.sin(x),
         lambda: np.float64(3) * x,
         lambda: x[::2] + y[:25],
+        lambda: grid[1:4, 2:5] * grid[:3, :3],  # a window, walked a row at a time
     ]
     for call in counted:
         before = dynfuse.stats()["direct_loops"]
@@ -727,7 +742,15 @@ def test_numpys_loop_runs_without_its_dispatch_where_it_can():
         assert dynfuse.stats()["direct_loops"] == before + 1
     f32 = dnp.asarray(np.ones(50, np.float32))
     row = dnp.asarray(np.ones((3, 50)))
-    for call in (lambda: x @ y, lambda: f32 * np.float64(2), lambda: row + x, lambda: x / 0.0):
+    not_counted = (
+        lambda: x @ y,
+        lambda: f32 * np.float64(2),
+        lambda: row + x,
+        lambda: x / 0.0,
+        lambda: np.exp(grid[1:4, 2:5]),  # NumPy's loop over a strided walk may round otherwise
+        lambda: grid.T * 2.0,  # NumPy's result is in the operand's order
+    )
+    for call in not_counted:
         before = dynfuse.stats()["direct_loops"]
         with np.errstate(all="ignore"):
             call()
