@@ -833,7 +833,7 @@ typedef struct {
     PyArray_Descr *descrs[3];      /* strong references: the loop's dtypes, inputs then output */
 } LoopMemo;
 static LoopMemo loop_memo[LOOP_MEMO_SIZE];
-static PyTypeObject *ufunc_type; /* numpy.ufunc; NULL until first asked */
+static PyTypeObject *ufunc_type;   /* numpy.ufunc, found when first asked */
 static PyObject *walk_independent; /* ops.WALK_INDEPENDENT_UFUNCS, with it: whose loops may walk rows */
 
 /* The floating-point flags FLOAT_FLAGS names, cleared and read. On x86-64 both units are read
@@ -1124,18 +1124,17 @@ static int walk_rows(UfuncCallInfo *info, int nin, PyObject *const *values, char
    NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
 {
-    if (ufunc_type == NULL) {
+    static int ready; /* 1: the names below found; -1: not found (NumPy's dispatch runs every call) */
+    if (ready == 0) {
         PyObject *numpy = PyImport_ImportModule("numpy"), *ops = PyImport_ImportModule("dynfuse.ops");
         walk_independent = ops == NULL ? NULL : PyObject_GetAttrString(ops, "WALK_INDEPENDENT_UFUNCS");
-        ufunc_type = numpy == NULL || walk_independent == NULL
-                         ? NULL
-                         : (PyTypeObject *)PyObject_GetAttrString(numpy, "ufunc");
+        ufunc_type = numpy == NULL ? NULL : (PyTypeObject *)PyObject_GetAttrString(numpy, "ufunc");
         Py_XDECREF(numpy);
         Py_XDECREF(ops);
-        if (ufunc_type == NULL)
-            return NULL;
+        ready = walk_independent != NULL && ufunc_type != NULL ? 1 : -1;
+        PyErr_Clear();
     }
-    if (!Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)
+    if (ready < 0 || !Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)
         return NULL;
     int nin = (int)count, kinds[2], strides[3] = {0, 0, STRIDE_ITEM}, order = 0;
     PyArrayObject *shaped = NULL; /* the first operand of one or more axes: the operation's shape */
