@@ -456,49 +456,12 @@ UFUNC_OPS: dict[np.ufunc, Op] = {
 # the elements: the C recorder may call their loop a row at a time where NumPy's iterator would walk
 # a strided operand (``_recorder.c``, ``walk_rows``).
 WALK_INDEPENDENT_UFUNCS = frozenset(
-    ELEMENTWISE[name].reference
-    for name in (
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "floor_divide",
-        "remainder",
-        "fmod",
-        "negative",
-        "positive",
-        "absolute",
-        "fabs",
-        "sqrt",
-        "square",
-        "reciprocal",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "logical_and",
-        "logical_or",
-        "logical_xor",
-        "logical_not",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_xor",
-        "invert",
-        "left_shift",
-        "right_shift",
-        "floor",
-        "ceil",
-        "trunc",
-        "rint",
-        "sign",
-        "copysign",
-        "signbit",
-        "isnan",
-        "isinf",
-        "isfinite",
-    )
+    op.reference
+    for name, op in ELEMENTWISE.items()
+    if isinstance(op.reference, np.ufunc)
+    and name not in _TRANSCENDENTAL | _TIES_OF_ZEROS
+    # a constant's product and a select, exact too, but not yet checked against NumPy's strided walk
+    and name not in {"deg2rad", "rad2deg", "heaviside"}
 )
 
 # ``ufunc.reduce`` methods that are one of our reductions.
