@@ -987,8 +987,9 @@ typedef union {
 /* A Python float or int as NumPy converts it to the loop's dtype, in ``into``: 1; 0 where NumPy's
    conversion would check it (an int beyond the dtype, a float beyond float32) or the dtype is one
    this does not write. */
-static int python_scalar_as(PyObject *value, int type_num, ScalarValue *into)
+static int python_scalar_as(PyObject *value, PyArray_Descr *descr, ScalarValue *into)
 {
+    int type_num = descr->type_num;
     double real;
     if (PyFloat_CheckExact(value)) {
         real = PyFloat_AS_DOUBLE(value);
@@ -1002,9 +1003,7 @@ static int python_scalar_as(PyObject *value, int type_num, ScalarValue *into)
             return 0;
         }
         if (PyTypeNum_ISINTEGER(type_num)) {
-            PyArray_Descr *descr = PyArray_DescrFromType(type_num);
             int bits = (int)PyDataType_ELSIZE(descr) * 8;
-            Py_DECREF(descr);
             if (PyTypeNum_ISUNSIGNED(type_num) ? whole < 0 || (bits < 64 && whole >> bits != 0)
                                                 : bits < 64 && (whole < -(1LL << (bits - 1)) || whole >= 1LL << (bits - 1)))
                 return 0;
@@ -1218,7 +1217,7 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
     int handed_back = 0;
     for (int i = 0; i < nin && !handed_back; i++)
         if (kinds[i] >= KIND_PYTHON_FLOAT)
-            handed_back = !python_scalar_as(values[i], memo->descrs[i]->type_num, &scalars[i]);
+            handed_back = !python_scalar_as(values[i], memo->descrs[i], &scalars[i]);
         else if (!PyArray_CheckExact(values[i]))
             PyArray_ScalarAsCtype(values[i], scalars[i].bytes);
     if (!handed_back && size > 0)
