@@ -24,11 +24,11 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 7
+#define INTERFACE_VERSION 8
 
-enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, NODE_SLOTS };
+enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
-    "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "device", "depth", "key", "leaves", "ancestors",
+    "op", "inputs", "params", "shape", "dtype", "buffer", "exposed", "device", "depth", "key", "leaves", "ancestors", "errstate",
 };
 enum { ARRAY_NODE, ARRAY_BASE, ARRAY_VIEWS, ARRAY_SCALAR, ARRAY_SLOTS };
 static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_views", "_scalar"};
@@ -62,6 +62,9 @@ static struct {
     PyObject *held_ancestors;  /* trace.held_ancestors, the Python reference: for what C does not take */
     PyObject *package_path;    /* dynfuse's directory: code there is no site of the program's */
     PyObject *materialize_carried; /* execute.materialize_carried */
+    PyObject *errstate_var;    /* NumPy's error state's context variable (float_errors._state), or None */
+    PyObject *float_flags;     /* float_errors.FLAGS: the word kernels report floating-point flags into */
+    volatile int64_t *flags_word;
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -236,15 +239,15 @@ static int register_pending(PyObject *node)
     return (R.sweep_at = read_sweep_at()) == -1 ? -1 : 0;
 }
 
-/* Write every slot of a node not exposed to NumPy: the first seven values borrowed, the last four
+/* Write every slot of a node not exposed to NumPy: the first seven values borrowed, the last five
    stolen. */
 static void set_node_slots(PyObject *node, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
                            PyObject *dtype, PyObject *buffer, PyObject *device, PyObject *depth, PyObject *key,
-                           PyObject *leaves, PyObject *ancestors)
+                           PyObject *leaves, PyObject *ancestors, PyObject *errstate)
 {
     PyObject *values[NODE_SLOTS] = {
         Py_NewRef(op),     Py_NewRef(inputs), Py_NewRef(params), Py_NewRef(shape), Py_NewRef(dtype),
-        Py_NewRef(buffer), Py_NewRef(Py_False), Py_NewRef(device), depth, key, leaves, ancestors,
+        Py_NewRef(buffer), Py_NewRef(Py_False), Py_NewRef(device), depth, key, leaves, ancestors, errstate,
     };
     for (int slot = 0; slot < NODE_SLOTS; slot++)
         set_slot(node, S.node_offsets[slot], values[slot]);
@@ -260,6 +263,16 @@ static int complete_node(PyObject *node)
         return 1;
     PyErr_SetString(PyExc_TypeError, "an input node is not fully initialized");
     return 0;
+}
+
+/* float_errors.current(): NumPy's error state in force (a new reference), where NumPy keeps it in a
+   context variable; None otherwise (the Python reference then records nodes). */
+static PyObject *current_errstate(void)
+{
+    PyObject *state = NULL;
+    if (S.errstate_var == Py_None)
+        return Py_NewRef(Py_None);
+    return PyContextVar_Get(S.errstate_var, NULL, &state) < 0 ? NULL : (state != NULL ? state : Py_NewRef(Py_None));
 }
 
 /* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
@@ -350,15 +363,17 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
             return -1;
         }
     }
-    PyObject *depth_object = PyLong_FromLong(depth);
-    if (leaves == NULL || ancestors == NULL || depth_object == NULL) {
+    PyObject *depth_object = PyLong_FromLong(depth), *errstate = current_errstate();
+    if (leaves == NULL || ancestors == NULL || depth_object == NULL || errstate == NULL) {
         Py_DECREF(key);
         Py_XDECREF(leaves);
         Py_XDECREF(ancestors);
         Py_XDECREF(depth_object);
+        Py_XDECREF(errstate);
         return -1;
     }
-    set_node_slots(self, op, inputs, params, shape, dtype, Py_None, device, depth_object, key, leaves, ancestors);
+    set_node_slots(self, op, inputs, params, shape, dtype, Py_None, device, depth_object, key, leaves, ancestors,
+                   errstate);
     return count > 0 ? register_pending(self) : 0;
 }
 
@@ -382,7 +397,7 @@ static PyObject *new_scalar(PyObject *value)
         return NULL;
     }
     set_node_slots(node, S.scalar_op, S.empty, S.empty, S.empty, Py_None, value, Py_None, Py_NewRef(S.zero), key,
-                   Py_NewRef(S.empty), Py_NewRef(S.empty));
+                   Py_NewRef(S.empty), Py_NewRef(S.empty), Py_NewRef(Py_None));
     return node;
 }
 
@@ -629,7 +644,7 @@ static PyObject *host_leaf(PyObject *array)
         return NULL;
     }
     set_node_slots(node, S.buffer_op, S.empty, S.empty, shape, dtype, array, S.host, Py_NewRef(S.zero), key,
-                   Py_NewRef(S.empty), Py_NewRef(S.empty));
+                   Py_NewRef(S.empty), Py_NewRef(S.empty), Py_NewRef(Py_None));
     Py_DECREF(shape);
     return node;
 }
@@ -3405,6 +3420,8 @@ static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize
     Py_DECREF(ran);
     if (launched < 0)
         goto done;
+    /* A floating-point flag raised: its outputs are dropped, and the Python path heeds it (and clears it) */
+    launched = launched && *S.flags_word == 0;
     if (launched) {
         if (recent_count) /* the trace's nodes: before they let go of it */
             settle(verdict, node, ancestors);
@@ -3534,6 +3551,8 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"held_ancestors", &S.held_ancestors, NULL},
         {"package_path", &S.package_path, &PyUnicode_Type},
         {"materialize_carried", &S.materialize_carried, NULL},
+        {"errstate_var", &S.errstate_var, NULL},
+        {"float_flags", &S.float_flags, NULL},
     };
     enum { COUNT = sizeof(objects) / sizeof(objects[0]) };
     PyObject *values[COUNT];
@@ -3555,6 +3574,20 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     if (slot_offsets((PyTypeObject *)values[0], node_slot_names, S.node_offsets, NODE_SLOTS) < 0
         || slot_offsets((PyTypeObject *)values[1], array_slot_names, S.array_offsets, ARRAY_SLOTS) < 0)
         return NULL;
+    if (values[COUNT - 2] != Py_None && !PyContextVar_CheckExact(values[COUNT - 2])) {
+        PyErr_SetString(PyExc_TypeError, "bind: errstate_var is not a context variable");
+        return NULL;
+    }
+    Py_buffer word;
+    if (PyObject_GetBuffer(values[COUNT - 1], &word, PyBUF_WRITABLE) < 0)
+        return NULL;
+    int one_word = word.len == sizeof(int64_t);
+    S.flags_word = (volatile int64_t *)word.buf; /* float_errors.FLAGS never resizes: held for the process */
+    PyBuffer_Release(&word);
+    if (!one_word) {
+        PyErr_SetString(PyExc_TypeError, "bind: float_flags is not one 8-byte word");
+        return NULL;
+    }
     for (int i = 0; i < COUNT; i++)
         *objects[i].target = Py_NewRef(values[i]);
     S.bound = 1;

@@ -25,11 +25,25 @@ from typing import Any
 
 import numpy
 
-from . import array, config, devices, direct, execute, ops, record, registry, replay, stats, tiers, trace
+from . import (
+    array,
+    config,
+    devices,
+    direct,
+    execute,
+    float_errors,
+    ops,
+    record,
+    registry,
+    replay,
+    stats,
+    tiers,
+    trace,
+)
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 7
+INTERFACE_VERSION = 8
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -104,6 +118,8 @@ def _load() -> ModuleType | None:
             held_ancestors=trace.held_ancestors,
             package_path=os.path.dirname(__file__) + os.sep,
             materialize_carried=execute.materialize_carried,
+            errstate_var=float_errors._state,
+            float_flags=float_errors.FLAGS,
             getitem_op=ops.VIEWS["getitem"],
             transpose_op=ops.VIEWS["transpose"],
             reshape_op=ops.VIEWS["reshape"],

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import cache, interpret, registry, replay, schedule, stats, tiers, trace
+from . import cache, float_errors, interpret, registry, replay, schedule, stats, tiers, trace
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel
 from .launch import launch, leaf_value, library_call, read
@@ -413,7 +413,9 @@ class _Run:
                 if compiled is not None:
                     inputs = [self.array(source, kernel.shape) for source in step.loads]
                     params = [self.nodes[n].buffer for n in step.params]
-                    outputs = launch(kernel, compiled, inputs, params, self.memory)
+                    outputs = self.launched(step, compiled, inputs, params)
+                    if outputs is None:
+                        compiled = None
             except MemoryError:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
@@ -428,6 +430,16 @@ class _Run:
         stats.count("fused_ops", len(step.nodes))
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
+
+    def launched(self, step: KernelStep, compiled: CompiledKernel, inputs: list, params: list) -> list | None:
+        """The step's kernel launched: its outputs; None where it raised a floating-point flag that
+        an op of the step heeds (then NumPy runs the ops, and warns or raises as it would)."""
+        outputs = launch(step.kernel, compiled, inputs, params, self.memory)
+        flags = float_errors.take_flags()
+        if flags and float_errors.heeded(flags, (self.nodes[number].errstate for number in step.nodes)):
+            stats.count("float_error_reruns")
+            return None
+        return outputs
 
     def interpret(self, step: KernelStep) -> None:
         """The step's nodes by the reference executor: on host copies where the run is elsewhere."""

@@ -3,7 +3,9 @@
 It is the correctness oracle for every backend and the path for work too small to compile.
 Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
 scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
-last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it.
+last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it. Each op
+runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns or raises as it
+would have then.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import stats
+from . import float_errors, stats
 from .devices import HOST, move
 from .ops import OpKind
 from .trace import Node
@@ -33,14 +35,20 @@ def run(
     uses = Counter(child for node in order for child in node.inputs if child in computed_here)
     reusable = _reusable(order, wanted)
     values: dict[Node, Any] = dict(known or {})
+    now = float_errors.current()
     for node in order:
         args = [values.get(child, child.buffer) for child in node.inputs]
         into = _written_over(node, args, reusable, uses)
-        # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
-        if into is None:
-            values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
-        else:
-            values[node] = node.op.reference(*args, out=into)
+        token = None if node.errstate is now else float_errors.enter(node.errstate)
+        try:
+            # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
+            if into is None:
+                values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
+            else:
+                values[node] = node.op.reference(*args, out=into)
+        finally:
+            if token is not None:
+                float_errors.leave(token)
         if node.op.kind is OpKind.BARRIER:
             # A library call costs far more than reading its result: the node keeps it (as a leaf),
             # so what is recorded over it and materialized later reads it rather than call again.

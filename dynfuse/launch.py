@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config, pools, stats, views
+from . import config, float_errors, pools, stats, views
 from .devices import HOST, Memory, move
 from .kernel import CompiledKernel, Kernel
 from .ops import OpKind
@@ -49,7 +49,8 @@ def launch(
     held: bool = False,
 ) -> list[Any]:
     """Run a compiled kernel on its inputs in ``memory``, first copied into the layout it was built
-    for unless they are ``held`` in it already; its fresh outputs."""
+    for unless they are ``held`` in it already; its fresh outputs. The floating-point flags it raised
+    are in ``float_errors.FLAGS``, for the caller to take."""
     if not held:
         inputs = [
             memory.contiguous(value) if contiguous and not value.flags.c_contiguous else value
@@ -84,9 +85,12 @@ def library_call(node: Node, arguments: list, memory: Memory) -> Any:
         stats.count_fallback(f"{node.op.name} on the host")
         arguments = [move(argument, memory, HOST) for argument in arguments]
     split = config.threads > 1 and views.size_of(node.shape) >= SPLIT_ELEMENTS
-    if node.op.kind is OpKind.ELEMENTWISE and split:
-        return move(_elementwise_in_parts(node, arguments, params), HOST, memory)
-    return move(np.asarray(node.op.reference(*arguments, **params)), HOST, memory)
+    with float_errors.restored(node.errstate):
+        if node.op.kind is OpKind.ELEMENTWISE and split:
+            value = _elementwise_in_parts(node, arguments, params)
+        else:
+            value = np.asarray(node.op.reference(*arguments, **params))
+    return move(value, HOST, memory)
 
 
 # An elementwise op NumPy's loop runs between kernels (``Target.library_ops``) splits across the

@@ -28,6 +28,7 @@ _COUNTER_NAMES = (
     "direct_ops",
     "direct_loops",
     "fallbacks",
+    "float_error_reruns",
     "compile_seconds",
     "pool_hits",
     "pool_misses",

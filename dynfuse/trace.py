@@ -24,6 +24,7 @@ import numpy as np
 
 from . import host_pool, ops, stats
 from .devices import HOST, Memory
+from .float_errors import current as current_errstate
 from .ops import Op, OpKind
 
 # A structure larger than this (in leaf occurrences plus interior ancestors) gets no replay key:
@@ -75,6 +76,10 @@ class Node:
 
     ``device`` is the memory its value lives in (``devices``): its inputs', which must agree; None
     for a weak scalar, or a NumPy scalar converted, which go with any device.
+
+    ``errstate`` is NumPy's floating-point error state when the op was recorded
+    (``float_errors.current``), under which it runs through NumPy and a kernel's flags are heeded;
+    None for a leaf.
     """
 
     __slots__ = (
@@ -84,6 +89,7 @@ class Node:
         "depth",
         "device",
         "dtype",
+        "errstate",
         "exposed",
         "inputs",
         "key",
@@ -103,6 +109,7 @@ class Node:
         self.dtype = dtype
         self.buffer: Any = None
         self.exposed = False
+        self.errstate = current_errstate()  # NumPy's, where this op runs through NumPy
         # This runs once per recorded op: loops without generators, tuples joined in C, no calls
         # but the one that interns the structure.
         depth = 0
@@ -165,6 +172,7 @@ class Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.params, node.shape, node.dtype = op, (), (), shape, dtype
         node.buffer, node.exposed, node.depth, node.device = value, exposed, 0, device
+        node.errstate = None
         node.key, node.leaves, node.ancestors = key, (), ()
         return node
 

@@ -200,6 +200,7 @@ FLOORS = (
     (
         "dynfuse.config",
         "dynfuse.devices",
+        "dynfuse.float_errors",
         "dynfuse.host_pool",
         "dynfuse.stats",
         "dynfuse.pools",

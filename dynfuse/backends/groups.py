@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+from .. import float_errors, ops
 from ..devices import HOST
 from ..kernel import CompiledKernel, Kernel, Target
 from ..ops import OpKind
@@ -93,7 +93,7 @@ class GroupBackend:
     def compile(self, kernel: Kernel) -> CompiledKernel:
         namespace = dict(_NAMESPACE)
         exec(compile(self.source(kernel), "<dynfuse group kernel>", "exec"), namespace)
-        return namespace["kernel"]
+        return _reporting_flags(namespace["kernel"])
 
     def cached(self, kernel: Kernel) -> bool:
         """Nothing is kept across processes: a compile is an ``exec`` of the source, cheap anyway."""
@@ -105,6 +105,21 @@ class GroupBackend:
 
     def variant(self) -> None:
         return None
+
+
+def _report(kind: str, flags: int) -> None:
+    float_errors.FLAGS[0] |= flags
+
+
+def _reporting_flags(kernel: CompiledKernel) -> CompiledKernel:
+    """The kernel run with NumPy's errors handed to ``float_errors.FLAGS``, as a compiled kernel
+    reports them: its ops' own error states then decide (``execute``), not the one in force now."""
+
+    def run(inputs: list, params: list, outputs: list) -> None:
+        with np.errstate(all="call", call=_report):
+            kernel(inputs, params, outputs)
+
+    return run
 
 
 BACKEND = GroupBackend()

@@ -10,6 +10,7 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
+from .. import float_errors
 from ..version import __version__
 from . import llvm_compiler
 
@@ -21,6 +22,8 @@ class LlvmHost:
 
     def __init__(self) -> None:
         llvm_compiler.initialize()
+        # The word every kernel reports its floating-point flags into (``codegen.llvm``)
+        llvm.add_symbol(float_errors.FLAGS_SYMBOL, float_errors.flags_address())
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
         self.machine = self.target_machine()

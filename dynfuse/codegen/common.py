@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..float_errors import DIVIDE, INVALID, OVERFLOW
 from ..kernel import Instruction, Kernel
 from ..ops import SCAN_STEPS, OpKind
 
@@ -47,6 +48,24 @@ C_MATH = {
     "hypot": "hypot",
     "cbrt": "cbrt",
     "power": "pow",
+}
+
+# What C's libm raises for a function of one argument where a generator's own code for it (branch-free,
+# its special cases selected) raises nothing, as tests of the argument: each (flags, test, bound),
+# the tests ``"at_most"`` x <= bound, ``"under"`` x < bound, ``"beyond"`` bound < |x| < inf,
+# ``"outside"`` |x| > bound, ``"from"`` |x| >= bound (``float_errors``' bits). The rest the hardware
+# raises as the code computes: overflow and underflow as the exponentials scale their result. A test
+# that holds where libm raises nothing costs a rerun by NumPy, never a wrong report.
+LIBM_RAISES: dict[str, tuple[tuple[int, str, float], ...]] = {
+    "log": ((DIVIDE | INVALID, "at_most", 0.0),),
+    "log2": ((DIVIDE | INVALID, "at_most", 0.0),),
+    "log10": ((DIVIDE | INVALID, "at_most", 0.0),),
+    "log1p": ((DIVIDE | INVALID, "at_most", -1.0),),
+    "arccosh": ((INVALID, "under", 1.0),),
+    "arctanh": ((DIVIDE | INVALID, "from", 1.0),),
+    "arcsin": ((INVALID, "outside", 1.0),),
+    "arccos": ((INVALID, "outside", 1.0),),
+    "sinh": ((OVERFLOW, "beyond", 710.4758600739439),),  # float64's largest finite sinh (float32's rounds)
 }
 
 _CLIP = np._core.umath.clip

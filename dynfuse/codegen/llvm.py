@@ -48,6 +48,8 @@ row or by column (NumPy itself adds an axis-0 sum's rows one after the other, le
 
 from __future__ import annotations
 
+import math
+import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -55,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 from llvmlite import ir
 
+from .. import float_errors
 from ..kernel import Instruction, Kernel, Output
 from ..ops import OpKind
 from . import llvm_math
@@ -63,6 +66,7 @@ from .common import (
     C_MATH,
     COMPARISONS,
     INT64,
+    LIBM_RAISES,
     REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
@@ -95,6 +99,21 @@ MIN_COLUMNS = 16
 MIN_COLUMN_BYTES = 20
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+# Whether kernels read the hardware's floating-point flags (MXCSR's low six bits, SSE's); elsewhere
+# only what the code reports itself (``_Scalars.report``)
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+_MXCSR_FLAGS = 0x3F
+
+
+def _mxcsr(module: ir.Module, name: str) -> ir.Function:
+    """``llvm.x86.sse.stmxcsr`` or ``ldmxcsr``: MXCSR stored to, or loaded from, 4 bytes at a pointer."""
+    symbol = f"llvm.x86.sse.{name}"
+    function = module.globals.get(symbol)
+    if function is None:
+        function = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8.as_pointer()]), symbol)
+    return function
+
+
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 CELLS = I64.as_pointer()
 SCRATCH = I8.as_pointer()
@@ -174,6 +193,57 @@ class _Scalars:
     def __init__(self, builder: ir.IRBuilder, module: ir.Module) -> None:
         self.b = builder
         self.module = module
+        # Whether each set of floating-point flags was reported (``report``): an i1 variable of the
+        # function's by flags, made by ``new_flag``; None where no function watches flags
+        self.reported: dict[int, ir.Value] | None = None
+        self.new_flag: Callable[[], ir.Value] | None = None
+
+    def report(self, condition: ir.Value, bits: int) -> None:
+        """Raise ``bits`` (``float_errors``' flags) where ``condition`` holds: for what NumPy would
+        report but this code computes without the hardware raising it (branch-free math, integer
+        division, guarded casts). An OR reduction of i1, which the loop vectorizer keeps in lanes."""
+        if self.reported is None:
+            return
+        variable = self.reported.get(bits)
+        if variable is None:
+            variable = self.reported[bits] = self.new_flag()
+        self.b.store(self.b.or_(self.b.load(variable), condition), variable)
+
+    def report_libm(self, name: str, x: ir.Value) -> None:
+        """What libm raises for ``name`` of one argument where this code does not (``LIBM_RAISES``)."""
+        b, t = self.b, x.type
+        magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [x])
+        inf = ir.Constant(t, math.inf)
+        tests = {
+            "at_most": lambda bound: b.fcmp_ordered("<=", x, bound),
+            "under": lambda bound: b.fcmp_ordered("<", x, bound),
+            "beyond": lambda bound: b.and_(
+                b.fcmp_ordered(">", magnitude, bound), b.fcmp_ordered("<", magnitude, inf)
+            ),
+            "outside": lambda bound: b.fcmp_ordered(">", magnitude, bound),
+            "from": lambda bound: b.fcmp_ordered(">=", magnitude, bound),
+        }
+        for flags, test, bound in LIBM_RAISES.get(name, ()):
+            self.report(tests[test](ir.Constant(t, bound)), flags)
+
+    def report_result(self, args: list[ir.Value], result: ir.Value) -> None:
+        """What a libm function of several arguments would raise, judged from its result: NaN or an
+        infinity from finite numbers is invalid, a pole or an overflow; a subnormal, or a zero from
+        nonzero finite numbers, an underflow."""
+        b, t = self.b, result.type
+        finite = nonzero = ir.Constant(I1, 1)
+        for arg in args:
+            magnitude = b.call(self.intrinsic("llvm.fabs", arg.type, 1), [arg])
+            finite = b.and_(finite, b.fcmp_ordered("<", magnitude, ir.Constant(arg.type, math.inf)))
+            nonzero = b.and_(nonzero, b.fcmp_ordered("!=", arg, ir.Constant(arg.type, 0.0)))
+        magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [result])
+        not_finite = b.fcmp_unordered(">=", magnitude, ir.Constant(t, math.inf))
+        self.report(
+            b.and_(finite, not_finite), float_errors.INVALID | float_errors.DIVIDE | float_errors.OVERFLOW
+        )
+        smallest = float(np.finfo(np.float32 if t == FLOAT else np.float64).tiny)
+        tiny = b.fcmp_ordered("<", magnitude, ir.Constant(t, smallest))
+        self.report(b.and_(b.and_(finite, nonzero), tiny), float_errors.UNDERFLOW)
 
     def intrinsic(self, name: str, value_type: ir.Type, arity: int) -> ir.Function:
         return self.module.declare_intrinsic(
@@ -242,6 +312,7 @@ class _Scalars:
         integer = ir.IntType(bits)
         bound = ir.Constant(v.type, 2.0 ** (bits - 1))
         inside = b.and_(b.fcmp_ordered(">=", v, b.fneg(bound)), b.fcmp_ordered("<", v, bound))
+        self.report(b.not_(inside), float_errors.INVALID)
         safe = b.select(inside, v, ir.Constant(v.type, 0.0))
         return b.select(inside, b.fptosi(safe, integer), ir.Constant(integer, -(1 << (bits - 1))))
 
@@ -381,11 +452,14 @@ def _int_division(floor: bool, quotient: bool) -> Code:
         b, (x, y) = s.b, a
         zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
         by_zero = b.icmp_unsigned("==", y, zero)
+        s.report(by_zero, float_errors.DIVIDE)
         if not _signed(c):
             safe = b.select(by_zero, one, y)
             value = b.udiv(x, safe) if quotient else b.urem(x, safe)
             return b.select(by_zero, zero, value)
         minus_one = b.icmp_signed("==", y, ir.Constant(x.type, -1))
+        lowest = ir.Constant(x.type, -(1 << (x.type.width - 1)))
+        s.report(b.and_(minus_one, b.icmp_signed("==", x, lowest)), float_errors.OVERFLOW)
         safe = b.select(b.or_(by_zero, minus_one), one, y)
         truncated = b.select(minus_one, b.sub(zero, x), b.sdiv(x, safe))
         rest = b.select(minus_one, zero, b.srem(x, safe))
@@ -457,6 +531,7 @@ def _int_reciprocal(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x = s.b, a[0]
     zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
     by_zero = ir.Constant(x.type, integer_reciprocal_of_zero(c.dtype))
+    s.report(b.icmp_unsigned("==", x, zero), float_errors.DIVIDE | float_errors.INVALID)  # as NumPy's loop
     result = b.select(b.icmp_unsigned("==", x, zero), by_zero, zero)
     result = b.select(b.icmp_unsigned("==", x, one), one, result)
     if _signed(c):
@@ -523,8 +598,18 @@ def _intrinsic(name: str, arity: int = 1) -> Code:
 
 
 def _inline_math(name: str) -> Code:
-    """The backend's own branch-free exp, log, tanh and pow (``llvm_math``)."""
-    return lambda s, a, c: llvm_math.call(s.module, s.b, name, *a, for_half=c.half)
+    """The backend's own branch-free exp, log, tanh and pow (``llvm_math``), reporting what libm's
+    would raise (``_Scalars.report_libm``; ``report_result`` for several arguments)."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        result = llvm_math.call(s.module, s.b, name, *a, for_half=c.half)
+        if len(a) == 1:
+            s.report_libm(name, a[0])
+        else:
+            s.report_result(a, result)
+        return result
+
+    return code
 
 
 def _libm(symbol: str) -> Code:
@@ -680,11 +765,19 @@ def _signbit(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
 def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     """NumPy's float32/64 power by one value: 0.5, 2 and -1 are sqrt, square and reciprocal."""
     b, (x, y), t = s.b, a, register_type(c.dtype)
+    one = ir.Constant(t, 1.0)
     result = llvm_math.call(s.module, b, "power", x, y, for_half=c.half)
-    result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, -1.0)), b.fdiv(ir.Constant(t, 1.0), x), result)
+    # Each special case computed on x where it applies, elsewhere on a value that raises no flag:
+    # not a constant, or LLVM would move the division or root back out of the select
+    magnitude = b.call(s.intrinsic("llvm.fabs", t, 1), [x])
+    reciprocal = b.fcmp_ordered("==", y, ir.Constant(t, -1.0))
+    divisor = b.select(reciprocal, x, b.fadd(magnitude, one))
+    result = b.select(reciprocal, b.fdiv(one, divisor), result)
     result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
-    sqrt = b.call(s.intrinsic("llvm.sqrt", t, 1), [x])
-    return b.select(b.fcmp_ordered("==", y, ir.Constant(t, 0.5)), sqrt, result)
+    root = b.fcmp_ordered("==", y, ir.Constant(t, 0.5))
+    result = b.select(root, b.call(s.intrinsic("llvm.sqrt", t, 1), [b.select(root, x, magnitude)]), result)
+    s.report_result([x, y], result)
+    return result
 
 
 FLOAT_CODE: dict[str, Code] = {
@@ -1217,6 +1310,7 @@ class _KernelFunction:
         body = function.append_basic_block("body")
         self.b = ir.IRBuilder(body)
         self.scalars = _Scalars(self.b, module.module)
+        self.watch_flags()
         self.cells = function.args[0]
         self.arguments = list(function.args[2:])
         self.operands = self.memory_operands()
@@ -1224,7 +1318,48 @@ class _KernelFunction:
         self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
         self.running: dict[int, ir.Value] = {}  # each scan's running value: lane storage
 
+    def watch_flags(self) -> None:
+        """Start counting floating-point flags: the ones ``_Scalars.report`` raises, and on x86 the
+        ones the hardware raises (MXCSR's, cleared here, the caller's put back at the end)."""
+
+        def new_flag() -> ir.Value:
+            variable = self.variable(I1)
+            ir.IRBuilder(self.entry_block).store(ir.Constant(I1, 0), variable)
+            return variable
+
+        self.scalars.reported, self.scalars.new_flag = {}, new_flag
+        if not _X86:
+            return
+        self.control, control = self.variable(I32), self.variable(I32)
+        self.b.call(_mxcsr(self.module.module, "stmxcsr"), [self.b.bitcast(self.control, I8.as_pointer())])
+        self.b.store(self.b.and_(self.b.load(self.control), ir.Constant(I32, ~_MXCSR_FLAGS)), control)
+        self.b.call(_mxcsr(self.module.module, "ldmxcsr"), [self.b.bitcast(control, I8.as_pointer())])
+
+    def report_flags(self) -> None:
+        """OR the flags raised into ``float_errors.FLAGS``, where any was."""
+        b, module = self.b, self.module.module
+        raised = ir.Constant(I32, 0)
+        for bits, variable in self.scalars.reported.items():
+            raised = b.or_(raised, b.select(b.load(variable), ir.Constant(I32, bits), ir.Constant(I32, 0)))
+        if _X86:
+            status = self.variable(I32)
+            b.call(_mxcsr(module, "stmxcsr"), [b.bitcast(status, I8.as_pointer())])
+            hardware = b.load(status)
+            # MXCSR's invalid (bit 0), divide (2), overflow (3) and underflow (4), as NumPy's bits
+            numpy_bits = b.or_(
+                b.and_(b.lshr(hardware, ir.Constant(I32, 2)), ir.Constant(I32, 7)),
+                b.shl(b.and_(hardware, ir.Constant(I32, 1)), ir.Constant(I32, 3)),
+            )
+            raised = b.or_(raised, numpy_bits)
+            b.call(_mxcsr(module, "ldmxcsr"), [b.bitcast(self.control, I8.as_pointer())])
+        word = module.globals.get(float_errors.FLAGS_SYMBOL)
+        if word is None:
+            word = ir.GlobalVariable(module, I64, float_errors.FLAGS_SYMBOL)
+        with b.if_then(b.icmp_unsigned("!=", raised, ir.Constant(I32, 0)), likely=False):
+            b.atomic_rmw("or", word, b.zext(raised, I64), "monotonic")
+
     def end_function(self) -> None:
+        self.report_flags()
         self.b.ret_void()
         ir.IRBuilder(self.entry_block).branch(self.entry_block.function.blocks[1])
         self.module.scratch_bytes = max(self.module.scratch_bytes, aligned(self.scratch_used))

@@ -192,6 +192,14 @@ class _Emitter:
         half = b.sub(b.lshr(b.add(n, self.integer(2048)), self.integer(1)), self.integer(1024))
         return b.fmul(b.fmul(y, self.power_of_two(half)), self.power_of_two(b.sub(n, half)))
 
+    def harmless(self, x: ir.Value) -> ir.Value:
+        """A number in [1, 2) made of x's mantissa bits, for an edge case's lanes to compute on in x's
+        stead without raising a floating-point flag. Not a constant: LLVM would then move the
+        arithmetic back onto x through the select, for every lane."""
+        b = self.b
+        mantissa = b.and_(b.bitcast(x, I64), self.integer((1 << 52) - 1))
+        return b.bitcast(b.or_(mantissa, self.integer(1023 << 52)), DOUBLE)
+
     def special(self, x: ir.Value, cases: list[tuple[ir.Value, ir.Value]], result: ir.Value) -> ir.Value:
         """The first case whose condition holds, else ``result``; NaN arguments give themselves."""
         b = self.b
@@ -414,15 +422,16 @@ class _Emitter:
         sign of x."""
         b = self.b
         a = self.intrinsic("llvm.fabs", x)
+        edge = b.or_(b.fcmp_ordered("==", a, self.const(0.0)), b.fcmp_ordered("==", a, self.const(math.inf)))
         # a subnormal |x| is scaled by 2^54 (its root by 2^18): y^3 - a would be subnormal too
         subnormal = b.fcmp_ordered("<", a, self.const(2.0**-1022))
         scaled = b.select(subnormal, b.fmul(a, self.const(2.0**54)), a)
+        scaled = b.select(edge, self.harmless(x), scaled)  # 0 and inf are themselves: no 0/0, no inf - inf
         result = self.exp(b.fmul(self.log(scaled), self.const(1.0 / 3.0)))
         if self.precision == DOUBLE:  # float32's result is far coarser than the guess's error
             excess = self.fma(b.fmul(result, result), result, b.fneg(scaled))
             result = b.fsub(result, b.fdiv(excess, b.fmul(b.fmul(result, result), self.const(3.0))))
         result = b.fmul(result, b.select(subnormal, self.const(2.0**-18), self.const(1.0)))
-        edge = b.or_(b.fcmp_ordered("==", a, self.const(0.0)), b.fcmp_ordered("==", a, self.const(math.inf)))
         return self.special(x, [(edge, x)], self.intrinsic("llvm.copysign", result, x))
 
     # -- the inverse circular functions, from one arctangent --

@@ -1,0 +1,98 @@
+"""NumPy's floating-point error state, as ops record it and as their reruns restore it.
+
+NumPy decides what a divide-by-zero, overflow, underflow or invalid operation does (warn, raise,
+ignore, call, log) from its error state (``np.errstate``, ``np.seterr``), a context variable read
+when a ufunc runs. A lazy op runs later, maybe outside the ``with np.errstate(...)`` it was
+recorded in, so each op keeps the state in force when it was recorded (``current``), and whatever
+runs it through NumPy runs it under that state (``restored``).
+
+A compiled kernel does not call NumPy: it reports the IEEE flags its work raised into one word,
+``FLAGS`` (its address ``flags_address``, which kernels name as ``FLAGS_SYMBOL``), as NumPy's bit
+values. Where a kernel raised a flag that some op of it does not ignore (``heeded``), its ops run
+again by NumPy under their recorded states, which then warns, raises or calls exactly as NumPy
+does: a flag is rare, and reporting one too many only costs that rerun.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+# NumPy's bits (``np._core.umath`` FPE_*): what kernels report
+DIVIDE, OVERFLOW, UNDERFLOW, INVALID = 1, 2, 4, 8
+CATEGORIES = {DIVIDE: "divide", OVERFLOW: "over", UNDERFLOW: "under", INVALID: "invalid"}
+FLAGS_SYMBOL = "dynfuse_float_flags"
+
+try:  # NumPy 2's context variable: reading it costs a few tens of nanoseconds
+    from numpy._core.umath import _extobj_contextvar as _state
+except ImportError:  # a NumPy that keeps it elsewhere: ops run under the state in force when they run
+    _state = None
+
+# One 8-byte word kernels OR their flags into (atomically: threads of one launch share it)
+FLAGS = array.array("q", [0])
+
+
+def flags_address() -> int:
+    return FLAGS.buffer_info()[0]
+
+
+def take_flags() -> int:
+    """The flags kernels raised since the last call, cleared."""
+    flags = FLAGS[0]
+    if flags:
+        FLAGS[0] = 0
+    return flags
+
+
+def current() -> Any:
+    """The error state in force: an opaque value ``enter`` takes (None where it cannot be read)."""
+    return None if _state is None else _state.get()
+
+
+def enter(state: Any) -> Any:
+    """Put ``state`` (from ``current``) in force, until ``leave`` is given what this returns."""
+    return None if state is None or _state is None else _state.set(state)
+
+
+def leave(token: Any) -> None:
+    if token is not None:
+        _state.reset(token)
+
+
+@contextlib.contextmanager
+def restored(state: Any) -> Iterator[None]:
+    """Run under ``state`` (from ``current``)."""
+    token = enter(state)
+    try:
+        yield
+    finally:
+        leave(token)
+
+
+_modes: dict[Any, dict[str, str]] = {}  # by state, a few: a loop may enter a fresh errstate each time
+
+
+def _modes_of(state: Any) -> dict[str, str]:
+    modes = _modes.get(state)
+    if modes is None:
+        if len(_modes) >= 64:
+            _modes.clear()
+        with restored(state):
+            modes = _modes[state] = np.geterr()
+    return modes
+
+
+def heeded(flags: int, states: Iterable[Any]) -> bool:
+    """Whether any of ``states`` (ops' recorded states; None: the one in force) does not ignore a
+    flag of ``flags``."""
+    names = [name for bit, name in CATEGORIES.items() if flags & bit]
+    for state in {id(state): state for state in states}.values():
+        state = current() if state is None else state
+        modes = np.geterr() if state is None else _modes_of(state)
+        if any(modes[name] != "ignore" for name in names):
+            return True
+    return False
