@@ -62,9 +62,6 @@ static struct {
     PyObject *held_ancestors;  /* trace.held_ancestors, the Python reference: for what C does not take */
     PyObject *package_path;    /* dynfuse's directory: code there is no site of the program's */
     PyObject *materialize_carried; /* execute.materialize_carried */
-    PyObject *errstate_var;    /* NumPy's error state's context variable (float_errors._state), or None */
-    PyObject *float_flags;     /* float_errors.FLAGS: the word kernels report floating-point flags into */
-    volatile int64_t *flags_word;
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -74,6 +71,9 @@ static struct {
     PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend;
     PyObject *zero, *empty; /* 0 and () */
     int bound;
+    PyObject *errstate_var;       /* NumPy's error state's context variable (float_errors._state), or None */
+    PyObject *float_flags;        /* float_errors.FLAGS: the word kernels report floating-point flags into */
+    volatile int64_t *flags_word; /* its memory */
 } S;
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))

@@ -401,7 +401,7 @@ class _Run:
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
-        compiled = None
+        compiled, reported = None, False
         tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats)
         if tier is Tier.COMPILING:
             # No thread to be had (Python is exiting): then it compiles when next asked for.
@@ -415,7 +415,7 @@ class _Run:
                     params = [self.nodes[n].buffer for n in step.params]
                     outputs = self.launched(step, compiled, inputs, params)
                     if outputs is None:
-                        compiled = None
+                        compiled, reported = None, True
             except MemoryError:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
@@ -423,7 +423,9 @@ class _Run:
                 stats.count_fallback(f"kernel:{self.backend.name}")
                 compiled = None
         if compiled is None:
-            self.interpret(step)
+            # Ran again by NumPy for the floating-point errors it reports: at the program's line
+            with float_errors.warned_where_asked() if reported else contextlib.nullcontext():
+                self.interpret(step)
             return
         self.compiled_step = compiled
         stats.count("kernels_launched")

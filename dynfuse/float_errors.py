@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import array
 import contextlib
+import os
+import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -96,3 +99,33 @@ def heeded(flags: int, states: Iterable[Any]) -> bool:
         if any(modes[name] != "ignore" for name in names):
             return True
     return False
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@contextlib.contextmanager
+def warned_where_asked() -> Iterator[None]:
+    """The warnings of what runs inside given again at the program's line that asked for the value
+    (the first frame outside dynfuse), under the program's filters, as NumPy's come from the line
+    that called it; not at dynfuse's line that ran NumPy."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            frame = sys._getframe(1)
+            while frame.f_back is not None and (
+                frame.f_code.co_filename.startswith(_PACKAGE)
+                or frame.f_code.co_filename == contextlib.__file__
+            ):
+                frame = frame.f_back
+    for warning in caught:
+        warnings.warn_explicit(
+            warning.message,
+            warning.category,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            module=frame.f_globals.get("__name__"),
+            registry=frame.f_globals.setdefault("__warningregistry__", {}),
+        )

@@ -1,6 +1,7 @@
 """NumPy's floating-point errors from lazy ops: every way of running them warns, raises, ignores or
 calls as NumPy does, under the error state in force when each op was recorded."""
 
+import sys
 import warnings
 
 import numpy as np
@@ -192,3 +193,11 @@ def test_flags_from_every_thread_of_a_launch(monkeypatch):
         np.asarray(1.0 / (dnp.asarray(values) * 1.0))
     with np.errstate(over="raise"), pytest.raises(FloatingPointError, match="overflow encountered in reduce"):
         np.asarray((dnp.asarray(np.full(1 << 20, 1e304)) * 1.0).sum())
+
+
+def test_a_warning_names_the_line_that_asked_for_the_value():
+    value = dnp.log(dnp.asarray(np.zeros(N)) * 1.0)
+    with pytest.warns(RuntimeWarning, match="divide by zero encountered in log") as caught:
+        line = sys._getframe().f_lineno + 1
+        np.asarray(value)
+    assert [(warning.filename, warning.lineno) for warning in caught] == [(__file__, line)]

@@ -132,7 +132,14 @@ def call(
         wide = [
             argument if precision == DOUBLE else body.fpext(argument, DOUBLE) for argument in function.args
         ]
-        result = getattr(_Emitter(module, body, precision), name)(*wide)
+        emitter = _Emitter(module, body, precision)
+        # The code computes on numbers: a NaN read by its comparisons would raise the hardware's
+        # invalid flag, which C's functions do not (and which kernels report), so NaN lanes compute
+        # on a stand-in and get NaN's answer after
+        numbers = [
+            body.select(body.fcmp_unordered("uno", arg, arg), stand_in(body, arg), arg) for arg in wide
+        ]
+        result = emitter.of_nan(name, wide, getattr(emitter, name)(*numbers))
         if precision == FLOAT:
             result = body.fptrunc(result, FLOAT)
             if for_half:
@@ -142,6 +149,20 @@ def call(
                 )
         body.ret(result)
     return builder.call(function, list(arguments))
+
+
+def stand_in(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """A float of magnitude in [1, 2) made of x's sign and mantissa bits, for lanes where x would
+    raise a floating-point flag (NaN in a comparison, an edge case's arithmetic) to compute on in
+    its stead. Not a constant, nor of a known sign: LLVM would then move the arithmetic or the
+    comparison back onto x through the select, for every lane."""
+    exponent = {32: 8, 64: 11, 16: 5}
+    width = 32 if x.type == FLOAT else 64 if x.type == DOUBLE else 16
+    mantissa = width - 1 - exponent[width]
+    integer = ir.IntType(width)
+    kept = ir.Constant(integer, (1 << (width - 1)) | ((1 << mantissa) - 1))
+    one = ir.Constant(integer, ((1 << (exponent[width] - 1)) - 1) << mantissa)
+    return b.bitcast(b.or_(b.and_(b.bitcast(x, integer), kept), one), x.type)
 
 
 class _Emitter:
@@ -192,13 +213,20 @@ class _Emitter:
         half = b.sub(b.lshr(b.add(n, self.integer(2048)), self.integer(1)), self.integer(1024))
         return b.fmul(b.fmul(y, self.power_of_two(half)), self.power_of_two(b.sub(n, half)))
 
-    def harmless(self, x: ir.Value) -> ir.Value:
-        """A number in [1, 2) made of x's mantissa bits, for an edge case's lanes to compute on in x's
-        stead without raising a floating-point flag. Not a constant: LLVM would then move the
-        arithmetic back onto x through the select, for every lane."""
+    def of_nan(self, name: str, arguments: list[ir.Value], result: ir.Value) -> ir.Value:
+        """``result`` where no argument is NaN; C's answer where one is: NaN, but pow(1, y) and
+        pow(x, ±0), which are 1."""
         b = self.b
-        mantissa = b.and_(b.bitcast(x, I64), self.integer((1 << 52) - 1))
-        return b.bitcast(b.or_(mantissa, self.integer(1023 << 52)), DOUBLE)
+        nan = b.fcmp_unordered("uno", arguments[0], arguments[-1])
+        if len(arguments) == 1:
+            return b.select(nan, arguments[0], result)
+        either = b.fadd(arguments[0], arguments[1])  # NaN, quietly
+        if name == "power":
+            x, y = arguments
+            one = self.const(1.0)
+            exact = b.or_(b.fcmp_ordered("==", x, one), b.fcmp_ordered("==", y, self.const(0.0)))
+            either = b.select(exact, one, either)
+        return b.select(nan, either, result)
 
     def special(self, x: ir.Value, cases: list[tuple[ir.Value, ir.Value]], result: ir.Value) -> ir.Value:
         """The first case whose condition holds, else ``result``; NaN arguments give themselves."""
@@ -426,7 +454,7 @@ class _Emitter:
         # a subnormal |x| is scaled by 2^54 (its root by 2^18): y^3 - a would be subnormal too
         subnormal = b.fcmp_ordered("<", a, self.const(2.0**-1022))
         scaled = b.select(subnormal, b.fmul(a, self.const(2.0**54)), a)
-        scaled = b.select(edge, self.harmless(x), scaled)  # 0 and inf are themselves: no 0/0, no inf - inf
+        scaled = b.select(edge, stand_in(b, a), scaled)  # 0 and inf are themselves: no 0/0, no inf - inf
         result = self.exp(b.fmul(self.log(scaled), self.const(1.0 / 3.0)))
         if self.precision == DOUBLE:  # float32's result is far coarser than the guess's error
             excess = self.fma(b.fmul(result, result), result, b.fneg(scaled))
