@@ -209,34 +209,19 @@ class _Scalars:
             variable = self.reported[bits] = self.new_flag()
         self.b.store(self.b.or_(self.b.load(variable), condition), variable)
 
-    def number(self, v: ir.Value) -> ir.Value:
-        """``v``, a float, with NaN lanes given a number in their stead (``llvm_math.stand_in``):
-        an x86 ordered comparison reading NaN raises the hardware's invalid flag, which NumPy's
-        comparisons do not."""
-        if isinstance(v, ir.Constant):
-            return v
-        return self.b.select(self.b.fcmp_unordered("uno", v, v), llvm_math.stand_in(self.b, v), v)
-
-    def ordered(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
-        """``fcmp_ordered(op, x, y)`` (false where either is NaN) that raises no flag for NaN."""
-        b = self.b
-        if op in ("==", "!=", "ord", "uno") or (isinstance(x, ir.Constant) and isinstance(y, ir.Constant)):
-            return b.fcmp_ordered(op, x, y)
-        return b.and_(b.fcmp_ordered(op, self.number(x), self.number(y)), b.fcmp_ordered("ord", x, y))
-
     def report_libm(self, name: str, x: ir.Value) -> None:
         """What libm raises for ``name`` of one argument where this code does not (``LIBM_RAISES``)."""
         b, t = self.b, x.type
         magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [x])
         inf = ir.Constant(t, math.inf)
         tests = {
-            "at_most": lambda bound: self.ordered("<=", x, bound),
-            "under": lambda bound: self.ordered("<", x, bound),
+            "at_most": lambda bound: b.fcmp_ordered("<=", x, bound),
+            "under": lambda bound: b.fcmp_ordered("<", x, bound),
             "beyond": lambda bound: b.and_(
-                self.ordered(">", magnitude, bound), self.ordered("<", magnitude, inf)
+                b.fcmp_ordered(">", magnitude, bound), b.fcmp_ordered("<", magnitude, inf)
             ),
-            "outside": lambda bound: self.ordered(">", magnitude, bound),
-            "from": lambda bound: self.ordered(">=", magnitude, bound),
+            "outside": lambda bound: b.fcmp_ordered(">", magnitude, bound),
+            "from": lambda bound: b.fcmp_ordered(">=", magnitude, bound),
         }
         for flags, test, bound in LIBM_RAISES.get(name, ()):
             self.report(tests[test](ir.Constant(t, bound)), flags)
@@ -249,7 +234,7 @@ class _Scalars:
         finite = nonzero = ir.Constant(I1, 1)
         for arg in args:
             magnitude = b.call(self.intrinsic("llvm.fabs", arg.type, 1), [arg])
-            finite = b.and_(finite, self.ordered("<", magnitude, ir.Constant(arg.type, math.inf)))
+            finite = b.and_(finite, b.fcmp_ordered("<", magnitude, ir.Constant(arg.type, math.inf)))
             nonzero = b.and_(nonzero, b.fcmp_ordered("!=", arg, ir.Constant(arg.type, 0.0)))
         magnitude = b.call(self.intrinsic("llvm.fabs", t, 1), [result])
         not_finite = b.fcmp_unordered(">=", magnitude, ir.Constant(t, math.inf))
@@ -257,7 +242,7 @@ class _Scalars:
             b.and_(finite, not_finite), float_errors.INVALID | float_errors.DIVIDE | float_errors.OVERFLOW
         )
         smallest = float(np.finfo(np.float32 if t == FLOAT else np.float64).tiny)
-        tiny = self.ordered("<", magnitude, ir.Constant(t, smallest))
+        tiny = b.fcmp_ordered("<", magnitude, ir.Constant(t, smallest))
         self.report(b.and_(b.and_(finite, nonzero), tiny), float_errors.UNDERFLOW)
 
     def intrinsic(self, name: str, value_type: ir.Type, arity: int) -> ir.Function:
@@ -316,7 +301,7 @@ class _Scalars:
             high = b.xor(
                 self.truncate(b.fsub(wide, ir.Constant(wide.type, 2.0**63)), 64), ir.Constant(I64, 1 << 63)
             )
-            return Value(b.select(self.ordered(">=", wide, ir.Constant(wide.type, 2.0**63)), high, low), to)
+            return Value(b.select(b.fcmp_ordered(">=", wide, ir.Constant(wide.type, 2.0**63)), high, low), to)
         bits = 64 if to.itemsize == 8 or (to.kind == "u" and to.itemsize == 4) else 32
         result = self.truncate(wide, bits)
         return Value(b.trunc(result, target) if target.width < bits else result, to)
@@ -326,7 +311,7 @@ class _Scalars:
         b = self.b
         integer = ir.IntType(bits)
         bound = ir.Constant(v.type, 2.0 ** (bits - 1))
-        inside = b.and_(self.ordered(">=", v, b.fneg(bound)), self.ordered("<", v, bound))
+        inside = b.and_(b.fcmp_ordered(">=", v, b.fneg(bound)), b.fcmp_ordered("<", v, bound))
         self.report(b.not_(inside), float_errors.INVALID)
         safe = b.select(inside, v, ir.Constant(v.type, 0.0))
         return b.select(inside, b.fptosi(safe, integer), ir.Constant(integer, -(1 << (bits - 1))))
@@ -346,7 +331,7 @@ class _Scalars:
         back = b.fpext(nearest, DOUBLE)
         inexact = b.fcmp_unordered("!=", back, v)
         fabs = self.intrinsic("llvm.fabs", DOUBLE, 1)
-        overshoot = self.ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
+        overshoot = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
         bits = b.bitcast(nearest, I32)
         toward_zero = b.select(overshoot, b.sub(bits, ir.Constant(I32, 1)), bits)
         odd = b.select(inexact, b.or_(toward_zero, ir.Constant(I32, 1)), toward_zero)
@@ -381,7 +366,7 @@ class _Scalars:
         op = COMPARISONS[name]
         if left.dtype.kind == "f":
             lhs, rhs = self.widen(left.ir, left.dtype), self.widen(right.ir, right.dtype)
-            return b.fcmp_unordered(op, lhs, rhs) if op == "!=" else self.ordered(op, lhs, rhs)
+            return b.fcmp_unordered(op, lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
         if left.dtype.kind != right.dtype.kind and {left.dtype.kind, right.dtype.kind} == {"i", "u"}:
             wide = ir.IntType(65)  # NumPy compares int64 with uint64 exactly
             lhs = (b.sext if left.dtype.kind == "i" else b.zext)(left.ir, wide)
@@ -658,7 +643,7 @@ def _float_extremum(larger: bool, propagate_nan: bool) -> Code:
         b, (x, y) = s.b, a
         pred = (">" if larger else "<") + ("=" if c.half else "")
         nan_side = x if propagate_nan else y
-        first = b.or_(s.ordered(pred, x, y), b.fcmp_unordered("uno", nan_side, nan_side))
+        first = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", nan_side, nan_side))
         return b.select(first, x, y)
 
     return code
@@ -670,9 +655,9 @@ def _float_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     -0.0 against the high one (NumPy's SIMD loop)."""
     b, (x, low_bound, high_bound) = s.b, a
     low_tie = ">=" if c.half or c.scalar_bounds else ">"
-    above = b.or_(s.ordered(low_tie, x, low_bound), b.fcmp_unordered("uno", x, x))
+    above = b.or_(b.fcmp_ordered(low_tie, x, low_bound), b.fcmp_unordered("uno", x, x))
     low = b.select(above, x, low_bound)
-    below = s.ordered("<=" if c.half else "<", low, high_bound)
+    below = b.fcmp_ordered("<=" if c.half else "<", low, high_bound)
     if c.scalar_bounds and not c.half:
         tie = b.fcmp_ordered("==", low, high_bound)
         bits_type = I32 if low.type == FLOAT else I64
@@ -684,8 +669,8 @@ def _float_clip(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
 def _float_sign(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, x, t = s.b, a[0], register_type(c.dtype)
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
-    positive = b.select(s.ordered(">", x, zero), one, zero)
-    negative = b.select(s.ordered("<", x, zero), ir.Constant(t, -1.0), positive)
+    positive = b.select(b.fcmp_ordered(">", x, zero), one, zero)
+    negative = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), positive)
     return b.select(b.fcmp_unordered("uno", x, x), x, negative)
 
 
@@ -702,7 +687,7 @@ def _float_divmod(quotient: bool) -> Code:
         div = b.fdiv(b.fsub(x, mod), y)
         fix = b.and_(
             b.fcmp_unordered("!=", mod, zero),
-            b.xor(s.ordered("<", y, zero), s.ordered("<", mod, zero)),
+            b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)),
         )
         mod_fixed = b.select(fix, b.fadd(mod, y), mod)
         div_fixed = b.select(fix, b.fsub(div, ir.Constant(t, 1.0)), div)
@@ -711,7 +696,7 @@ def _float_divmod(quotient: bool) -> Code:
             return b.select(by_zero, mod, nonzero)
         floor = b.call(s.intrinsic("llvm.floor", t, 1), [div_fixed])
         rounded = b.select(
-            s.ordered(">", b.fsub(div_fixed, floor), ir.Constant(t, 0.5)),
+            b.fcmp_ordered(">", b.fsub(div_fixed, floor), ir.Constant(t, 0.5)),
             b.fadd(floor, ir.Constant(t, 1.0)),
             floor,
         )
@@ -726,7 +711,7 @@ def _float_divmod(quotient: bool) -> Code:
 def _heaviside(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, (x, y), t = s.b, a, register_type(c.dtype)
     zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
-    result = b.select(s.ordered("<", x, zero), zero, one)
+    result = b.select(b.fcmp_ordered("<", x, zero), zero, one)
     result = b.select(b.fcmp_ordered("==", x, zero), y, result)
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
@@ -756,8 +741,8 @@ def _logaddexp(base2: bool) -> Code:
 
         positive = b.fadd(x, log_one_plus_exp(b.fneg(difference)))
         not_positive = b.fadd(y, log_one_plus_exp(difference))
-        result = b.select(s.ordered("<=", difference, ir.Constant(t, 0.0)), not_positive, difference)
-        result = b.select(s.ordered(">", difference, ir.Constant(t, 0.0)), positive, result)
+        result = b.select(b.fcmp_ordered("<=", difference, ir.Constant(t, 0.0)), not_positive, difference)
+        result = b.select(b.fcmp_ordered(">", difference, ir.Constant(t, 0.0)), positive, result)
         s.report(b.fcmp_unordered("uno", x, y), float_errors.INVALID)  # NumPy's loop compares a NaN
         return b.select(b.fcmp_ordered("==", x, y), same, result)
 
@@ -778,16 +763,21 @@ def _signbit(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     return s.b.icmp_signed("<", bits, ir.Constant(bits.type, 0))
 
 
-def _report_power(s: _Scalars, x: ir.Value, y: ir.Value, result: ir.Value) -> None:
-    """What C's pow raises: as judged from its result, and the pole of 0 to a negative power, -inf too."""
-    s.report_result([x, y], result)
-    zero = ir.Constant(x.type, 0.0)
-    s.report(s.b.and_(s.b.fcmp_ordered("==", x, zero), s.ordered("<", y, zero)), float_errors.DIVIDE)
+def _report_power(s: _Scalars, result: ir.Value) -> None:
+    """What C's pow raises that the exponential's scaling does not (its overflow and underflow), as
+    judged from the result: an infinity or NaN is the pole of 0 to a negative power or a negative x
+    to a non-integer power, or else came from one (an infinite or NaN operand), which costs a rerun."""
+    b, t = s.b, result.type
+    magnitude = b.call(s.intrinsic("llvm.fabs", t, 1), [result])
+    s.report(
+        b.fcmp_unordered(">=", magnitude, ir.Constant(t, math.inf)),
+        float_errors.DIVIDE | float_errors.INVALID,
+    )
 
 
 def _inline_power(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     result = llvm_math.call(s.module, s.b, "power", *a, for_half=c.half)
-    _report_power(s, *a, result)
+    _report_power(s, result)
     return result
 
 
@@ -796,16 +786,16 @@ def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     b, (x, y), t = s.b, a, register_type(c.dtype)
     one = ir.Constant(t, 1.0)
     result = llvm_math.call(s.module, b, "power", x, y, for_half=c.half)
-    # Each special case computed on x where it applies, elsewhere on a value that raises no flag:
-    # not a constant, or LLVM would move the division or root back out of the select
-    magnitude = b.call(s.intrinsic("llvm.fabs", t, 1), [x])
+    # Each special case computed on x where it applies, elsewhere on |y| + 1, which raises no flag:
+    # not a constant, or LLVM would move the division or root back onto x for every power; the one
+    # value, so it costs a select
+    harmless = b.fadd(b.call(s.intrinsic("llvm.fabs", t, 1), [y]), one)
     reciprocal = b.fcmp_ordered("==", y, ir.Constant(t, -1.0))
-    divisor = b.select(reciprocal, x, b.fadd(magnitude, one))
-    result = b.select(reciprocal, b.fdiv(one, divisor), result)
+    result = b.select(reciprocal, b.fdiv(one, b.select(reciprocal, x, harmless)), result)
     result = b.select(b.fcmp_ordered("==", y, ir.Constant(t, 2.0)), b.fmul(x, x), result)
     root = b.fcmp_ordered("==", y, ir.Constant(t, 0.5))
-    result = b.select(root, b.call(s.intrinsic("llvm.sqrt", t, 1), [b.select(root, x, magnitude)]), result)
-    _report_power(s, x, y, result)
+    result = b.select(root, b.call(s.intrinsic("llvm.sqrt", t, 1), [b.select(root, x, harmless)]), result)
+    _report_power(s, result)
     return result
 
 

@@ -132,14 +132,7 @@ def call(
         wide = [
             argument if precision == DOUBLE else body.fpext(argument, DOUBLE) for argument in function.args
         ]
-        emitter = _Emitter(module, body, precision)
-        # The code computes on numbers: a NaN read by its comparisons would raise the hardware's
-        # invalid flag, which C's functions do not (and which kernels report), so NaN lanes compute
-        # on a stand-in and get NaN's answer after
-        numbers = [
-            body.select(body.fcmp_unordered("uno", arg, arg), stand_in(body, arg), arg) for arg in wide
-        ]
-        result = emitter.of_nan(name, wide, getattr(emitter, name)(*numbers))
+        result = getattr(_Emitter(module, body, precision), name)(*wide)
         if precision == FLOAT:
             result = body.fptrunc(result, FLOAT)
             if for_half:
@@ -152,10 +145,10 @@ def call(
 
 
 def stand_in(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """A float of magnitude in [1, 2) made of x's sign and mantissa bits, for lanes where x would
-    raise a floating-point flag (NaN in a comparison, an edge case's arithmetic) to compute on in
-    its stead. Not a constant, nor of a known sign: LLVM would then move the arithmetic or the
-    comparison back onto x through the select, for every lane."""
+    """A float of magnitude in [1, 2) made of x's sign and mantissa bits, for the lanes of a case the
+    code selects away to compute on in x's stead, raising no floating-point flag. Not a constant,
+    nor of a known sign: LLVM would then move the arithmetic back onto x through the select, for
+    every lane."""
     exponent = {32: 8, 64: 11, 16: 5}
     width = 32 if x.type == FLOAT else 64 if x.type == DOUBLE else 16
     mantissa = width - 1 - exponent[width]
@@ -212,21 +205,6 @@ class _Emitter:
         b = self.b
         half = b.sub(b.lshr(b.add(n, self.integer(2048)), self.integer(1)), self.integer(1024))
         return b.fmul(b.fmul(y, self.power_of_two(half)), self.power_of_two(b.sub(n, half)))
-
-    def of_nan(self, name: str, arguments: list[ir.Value], result: ir.Value) -> ir.Value:
-        """``result`` where no argument is NaN; C's answer where one is: NaN, but pow(1, y) and
-        pow(x, ±0), which are 1."""
-        b = self.b
-        nan = b.fcmp_unordered("uno", arguments[0], arguments[-1])
-        if len(arguments) == 1:
-            return b.select(nan, arguments[0], result)
-        either = b.fadd(arguments[0], arguments[1])  # NaN, quietly
-        if name == "power":
-            x, y = arguments
-            one = self.const(1.0)
-            exact = b.or_(b.fcmp_ordered("==", x, one), b.fcmp_ordered("==", y, self.const(0.0)))
-            either = b.select(exact, one, either)
-        return b.select(nan, either, result)
 
     def special(self, x: ir.Value, cases: list[tuple[ir.Value, ir.Value]], result: ir.Value) -> ir.Value:
         """The first case whose condition holds, else ``result``; NaN arguments give themselves."""
