@@ -23,6 +23,11 @@ running at the same time must not share.
   a reduction's compile time, and most reductions never need them. In rows mode FINISH combines
   the states of fewer rows than threads: it is compiled for size, not vectorized.
 
+Each function ORs the floating-point flags its call raised (NumPy's bits: on x86 MXCSR's, cleared
+at entry and put back at exit, and what ``_Scalars.report`` reports where the code raises nothing
+though NumPy's loop would) into the external 8-byte word ``float_errors.FLAGS_SYMBOL``, atomically,
+at its end: the launcher takes it after the launch.
+
 A reducing kernel works in one of two modes, with the same code:
 
 - *Rows*: one row at a time, each pass walking the row's elements in the inner loop (its
@@ -99,6 +104,11 @@ MIN_COLUMNS = 16
 MIN_COLUMN_BYTES = 20
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+CELLS = I64.as_pointer()
+SCRATCH = I8.as_pointer()
+_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # what ``Layout.element_cost`` sums
+
 # Whether kernels read the hardware's floating-point flags (MXCSR's low six bits, SSE's); elsewhere
 # only what the code reports itself (``_Scalars.report``)
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -113,11 +123,6 @@ def _mxcsr(module: ir.Module, name: str) -> ir.Function:
         function = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8.as_pointer()]), symbol)
     return function
 
-
-HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-CELLS = I64.as_pointer()
-SCRATCH = I8.as_pointer()
-_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # what ``Layout.element_cost`` sums
 
 # What an element of a math function's code costs here, for a float32 result and a float64 one, in
 # units of a cheap float32 op (an add: the op table's cost 1), measured on one thread by
@@ -787,8 +792,8 @@ def _power_by_one_value(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     one = ir.Constant(t, 1.0)
     result = llvm_math.call(s.module, b, "power", x, y, for_half=c.half)
     # Each special case computed on x where it applies, elsewhere on |y| + 1, which raises no flag:
-    # not a constant, or LLVM would move the division or root back onto x for every power; the one
-    # value, so it costs a select
+    # not a constant, or LLVM would move the division or root back onto x for every power, and of
+    # the call's one y, computed once, so a case costs a select
     harmless = b.fadd(b.call(s.intrinsic("llvm.fabs", t, 1), [y]), one)
     reciprocal = b.fcmp_ordered("==", y, ir.Constant(t, -1.0))
     result = b.select(reciprocal, b.fdiv(one, b.select(reciprocal, x, harmless)), result)
