@@ -401,7 +401,7 @@ class _Run:
 
     def run_kernel(self, step: KernelStep) -> None:
         kernel = step.kernel
-        compiled, reported = None, False
+        compiled = None
         tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats)
         if tier is Tier.COMPILING:
             # No thread to be had (Python is exiting): then it compiles when next asked for.
@@ -413,9 +413,7 @@ class _Run:
                 if compiled is not None:
                     inputs = [self.array(source, kernel.shape) for source in step.loads]
                     params = [self.nodes[n].buffer for n in step.params]
-                    outputs = self.launched(step, compiled, inputs, params)
-                    if outputs is None:
-                        compiled, reported = None, True
+                    outputs = launch(kernel, compiled, inputs, params, self.memory)
             except MemoryError:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
@@ -423,25 +421,19 @@ class _Run:
                 stats.count_fallback(f"kernel:{self.backend.name}")
                 compiled = None
         if compiled is None:
-            # Ran again by NumPy for the floating-point errors it reports: at the program's line
-            with float_errors.warned_where_asked() if reported else contextlib.nullcontext():
-                self.interpret(step)
+            self.interpret(step)
             return
+        flags = float_errors.take_flags()
+        if flags:  # NumPy's warning or error: the program's, not a fault
+            order = [self.nodes[number] for number in step.nodes]
+            if float_errors.heeded(flags, (node.errstate for node in order)):
+                known = {self.nodes[number]: value for number, value in self.buffers.items()}
+                interpret.rerun_for_errors(order, known)
         self.compiled_step = compiled
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
-
-    def launched(self, step: KernelStep, compiled: CompiledKernel, inputs: list, params: list) -> list | None:
-        """The step's kernel launched: its outputs; None where it raised a floating-point flag that
-        an op of the step heeds (then NumPy runs the ops, and warns or raises as it would)."""
-        outputs = launch(step.kernel, compiled, inputs, params, self.memory)
-        flags = float_errors.take_flags()
-        if flags and float_errors.heeded(flags, (self.nodes[number].errstate for number in step.nodes)):
-            stats.count("float_error_reruns")
-            return None
-        return outputs
 
     def interpret(self, step: KernelStep) -> None:
         """The step's nodes by the reference executor: on host copies where the run is elsewhere."""

@@ -63,6 +63,28 @@ def run(
     return {node: values[node] for node in wanted}
 
 
+def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = None) -> None:
+    """For a compiled kernel that raised a floating-point flag an op of ``order`` heeds: NumPy's run
+    of the ops that can report a floating-point error (``Op.reports_float_errors``), with the ops of
+    ``order`` they read, each under its recorded error state, so NumPy warns (at the program's line
+    that asked for the value), raises, calls or logs as it would have. The values stay the
+    kernel's: a comparison or a select reading NaN raises the hardware's flag, NumPy's never
+    report, and a kernel of those alone costs nothing."""
+    order = list(dict.fromkeys(order))
+    reporting = [node for node in order if node.op.reports_float_errors]
+    if not reporting:
+        return
+    inside, needed, pending = set(order), set(), list(reporting)
+    while pending:
+        node = pending.pop()
+        if node not in needed:
+            needed.add(node)
+            pending.extend(child for child in node.inputs if child in inside)
+    stats.count("float_error_reruns")
+    with float_errors.warned_where_asked():
+        run([node for node in order if node in needed], (), known)  # for what NumPy says alone
+
+
 def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
     """Intermediates whose memory the last op reading them may write its result into, as NumPy's own
     ``var`` squares in place: a fresh array of a large intermediate then costs its page faults

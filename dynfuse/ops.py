@@ -34,6 +34,9 @@ class OpKind(enum.Enum):
     BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
 
+_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # the kinds that do arithmetic
+
+
 @dataclass(frozen=True, eq=False)
 class Op:
     name: str
@@ -74,6 +77,12 @@ class Op:
 
     def __repr__(self) -> str:
         return self.name
+
+    @property
+    def reports_float_errors(self) -> bool:
+        """Whether NumPy's loop for it can report a floating-point error (divide by zero, overflow,
+        underflow, invalid): what a compiled kernel's flag makes NumPy run again (``execute``)."""
+        return self.kind in _COMPUTING and self.name not in _QUIET
 
     def bound(self, params: tuple) -> Callable[[Any], Any]:
         """The reference with ``params`` (a node's), as a call of its one operand."""
@@ -231,6 +240,15 @@ _JUMPING_NAMES = (
 )
 _JUMPING = frozenset(_JUMPING_NAMES.split())
 _TIES_OF_ZEROS = frozenset({"maximum", "minimum", "fmax", "fmin"})  # ``Op.signed_zeros``
+# Ops whose NumPy loops never report a floating-point error (``Op.reports_float_errors``): they
+# compare, test, select, change a sign or round, and make no NaN of numbers
+_QUIET_NAMES = (
+    "equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor "
+    "logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift isnan isinf isfinite "
+    "signbit maximum minimum fmax fmin clip where absolute fabs negative positive copysign sign floor "
+    "ceil trunc rint heaviside max min argmax argmin any all"
+)
+_QUIET = frozenset(_QUIET_NAMES.split())
 
 
 def _cost(name: str) -> float:

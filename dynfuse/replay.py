@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from . import cache, config, float_errors, host_pool, schedule, stats, tiers, trace, views
+from . import cache, config, float_errors, host_pool, interpret, schedule, stats, tiers, trace, views
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
@@ -292,9 +292,17 @@ class KernelReplay:
                     inputs.append(value if source is None else read(value, source, self.kernel.shape, memory))
                 params = [leaves[position].buffer for position in self.params]
             results = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
-            flags = float_errors.take_flags()
-            if flags and float_errors.heeded(flags, (member.errstate for member in (node, *node.ancestors))):
-                return False  # the planned path runs it again, its ops by NumPy where they raise
+        except MemoryError:
+            raise
+        except Exception:
+            forget(key)
+            return False
+        flags = float_errors.take_flags()
+        if flags:  # NumPy's warning or error: the program's, not a fault of the replay
+            order = [*node.ancestors, node]
+            if float_errors.heeded(flags, (member.errstate for member in order)):
+                interpret.rerun_for_errors(order)
+        try:
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]
             for slot, (output, _, shape) in enumerate(self.stores):

@@ -9,7 +9,7 @@ import pytest
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import float_errors
+from dynfuse import float_errors, ops
 from dynfuse.testing.compare import compiling
 
 N = 64
@@ -214,3 +214,38 @@ def test_nan_data_warns_nothing_numpy_does_not():
     with np.errstate(all="ignore"):
         expected = np.where(data > 0, np.maximum(data, 0.5), -data) + np.minimum(data, 1.0)
     np.testing.assert_array_equal(values, expected)
+
+
+def test_comparisons_and_selects_on_nan_data_rerun_nothing():
+    data = np.linspace(-2.0, 2.0, N)
+    data[::5] = np.nan
+    x = dnp.asarray(data)
+    values = np.asarray(dnp.where(x > 0, dnp.maximum(x, 0.5), -x))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(values, np.where(data > 0, np.maximum(data, 0.5), -data))
+    assert dynfuse.stats()["float_error_reruns"] == 0
+
+
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, 1e300, -1e300, 1e-310, 0.5]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name, op in ops.ELEMENTWISE.items() if not op.reports_float_errors)
+)
+def test_an_op_said_never_to_report_never_does_in_numpy(name):
+    """What the op table says of ``reports_float_errors`` is NumPy's behavior on every special value."""
+    op = ops.ELEMENTWISE[name]
+    arity = op.reference.nin if isinstance(op.reference, np.ufunc) else 3
+    for dtype in (np.float64, np.float32, np.int64):
+        with np.errstate(all="ignore"):
+            values = np.array(SPECIAL, dtype=np.float64).astype(dtype)
+        grid = np.meshgrid(*[values] * arity, indexing="ij")
+        arguments = [axis.ravel() for axis in grid]
+        if name == "where":
+            arguments[0] = arguments[0] > 0
+        with warnings.catch_warnings(), np.errstate(all="raise"):
+            warnings.simplefilter("error")
+            try:
+                op.reference(*arguments)
+            except TypeError:  # no loop for this dtype (a float bitwise op)
+                continue
