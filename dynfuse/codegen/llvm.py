@@ -879,9 +879,14 @@ def _prod(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
 
 
 def _extremum_reduction(name: str) -> ReductionCode:
-    """The elementwise maximum or minimum, NaN and signed zeros included."""
+    """The elementwise maximum or minimum, NaN and signed zeros included. A float32/64 one is LLVM's
+    ``llvm.maximum``/``minimum`` (NaN wins, -0.0 below +0.0), which the loop vectorizer knows as a
+    reduction: NumPy's own reduction keeps whichever zero its vector layout meets, so either sign
+    of an equal zero is its answer too (``Op.signed_zeros``)."""
 
     def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        if dtype.kind == "f" and dtype.itemsize in (4, 8):
+            return s.b.call(s.intrinsic(f"llvm.{name}", register_type(dtype), 2), a)
         return s.apply(name, [Value(value, dtype) for value in a], (dtype, dtype, dtype), dtype).ir
 
     return code
