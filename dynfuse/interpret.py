@@ -65,13 +65,17 @@ def run(
 
 def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = None) -> None:
     """For a compiled kernel that raised a floating-point flag an op of ``order`` heeds: NumPy's run
-    of the ops that can report a floating-point error (``Op.reports_float_errors``), with the ops of
+    of the ops that can report a floating-point error (``Op.reports_float_errors_on``), with the ops of
     ``order`` they read, each under its recorded error state, so NumPy warns (at the program's line
     that asked for the value), raises, calls or logs as it would have. The values stay the
     kernel's: a comparison or a select reading NaN raises the hardware's flag, NumPy's never
     report, and a kernel of those alone costs nothing."""
     order = list(dict.fromkeys(order))
-    reporting = [node for node in order if node.op.reports_float_errors]
+    reporting = [
+        node
+        for node in order
+        if node.op.reports_float_errors_on([node.dtype, *(child.dtype for child in node.inputs)])
+    ]
     if not reporting:
         return
     inside, needed, pending = set(order), set(), list(reporting)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +81,16 @@ class Op:
     @property
     def reports_float_errors(self) -> bool:
         """Whether NumPy's loop for it can report a floating-point error (divide by zero, overflow,
-        underflow, invalid): what a compiled kernel's flag makes NumPy run again (``execute``)."""
+        underflow, invalid): what a compiled kernel's flag makes NumPy run again (``interpret``)."""
         return self.kind in _COMPUTING and self.name not in _QUIET
+
+    def reports_float_errors_on(self, dtypes: Iterable[np.dtype | None]) -> bool:
+        """``reports_float_errors`` for a loop of these operand and result dtypes: one that computes
+        in floats (a cast to float16 overflows), or an integer division (by zero); integer
+        arithmetic otherwise wraps without a word."""
+        if not self.reports_float_errors:
+            return False
+        return self.name in _DIVISION or any(dtype is not None and dtype.kind in "fc" for dtype in dtypes)
 
     def bound(self, params: tuple) -> Callable[[Any], Any]:
         """The reference with ``params`` (a node's), as a call of its one operand."""

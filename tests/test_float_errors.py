@@ -249,3 +249,11 @@ def test_an_op_said_never_to_report_never_does_in_numpy(name):
                 op.reference(*arguments)
             except TypeError:  # no loop for this dtype (a float bitwise op)
                 continue
+
+
+def test_counting_nan_data_reruns_nothing():
+    """A comparison's flag on NaN, then an integer sum, which never reports: nothing to run again."""
+    data = np.linspace(-2.0, 2.0, N)
+    data[::3] = np.nan
+    assert int((dnp.asarray(data) > 0).sum()) == int((data > 0).sum())
+    assert dynfuse.stats()["float_error_reruns"] == 0
