@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import cache, float_errors, interpret, registry, replay, schedule, stats, tiers, trace
+from . import cache, interpret, registry, replay, schedule, stats, tiers, trace
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel
 from .launch import launch, leaf_value, library_call, read
@@ -423,12 +423,11 @@ class _Run:
         if compiled is None:
             self.interpret(step)
             return
-        flags = float_errors.take_flags()
-        if flags:  # NumPy's warning or error: the program's, not a fault
-            order = [self.nodes[number] for number in step.nodes]
-            if float_errors.heeded(flags, (node.errstate for node in order)):
-                known = {self.nodes[number]: value for number, value in self.buffers.items()}
-                interpret.rerun_for_errors(order, known)
+        # NumPy's warning or error, outside the fault handling: the program's, not a fault
+        interpret.heed_kernel_flags(
+            lambda: [self.nodes[number] for number in step.nodes],
+            lambda: {self.nodes[number]: value for number, value in self.buffers.items()},
+        )
         self.compiled_step = compiled
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))

@@ -11,7 +11,7 @@ would have then.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,20 @@ def run(
                     del values[child]
     stats.count("interpreted_ops", len(order))
     return {node: values[node] for node in wanted}
+
+
+def heed_kernel_flags(
+    nodes: Callable[[], Sequence[Node]], known: Callable[[], Mapping[Node, Any]] | None = None
+) -> None:
+    """After a compiled kernel's launch: the floating-point flags it raised taken, and where an op
+    of ``nodes()`` (what it computed, inputs first) heeds one, the ops run again by NumPy for what it
+    reports (``rerun_for_errors``); ``known()`` gives the values of what they read that are not
+    leaves. Both are asked for only then: a launch without a flag pays one read of the word."""
+    flags = float_errors.take_flags()
+    if flags:
+        order = nodes()
+        if float_errors.heeded(flags, (node.errstate for node in order)):
+            rerun_for_errors(order, None if known is None else known())
 
 
 def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = None) -> None:

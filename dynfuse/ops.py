@@ -34,7 +34,7 @@ class OpKind(enum.Enum):
     BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
 
-_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # the kinds that do arithmetic
+COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # the kinds that do arithmetic
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +82,7 @@ class Op:
     def reports_float_errors(self) -> bool:
         """Whether NumPy's loop for it can report a floating-point error (divide by zero, overflow,
         underflow, invalid): what a compiled kernel's flag makes NumPy run again (``interpret``)."""
-        return self.kind in _COMPUTING and self.name not in _QUIET
+        return self.kind in COMPUTING and self.name not in _QUIET
 
     def reports_float_errors_on(self, dtypes: Iterable[np.dtype | None]) -> bool:
         """``reports_float_errors`` for a loop of these operand and result dtypes: one that computes

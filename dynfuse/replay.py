@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from . import cache, config, float_errors, host_pool, interpret, schedule, stats, tiers, trace, views
+from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace, views
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
@@ -297,11 +297,7 @@ class KernelReplay:
         except Exception:
             forget(key)
             return False
-        flags = float_errors.take_flags()
-        if flags:  # NumPy's warning or error: the program's, not a fault of the replay
-            order = [*node.ancestors, node]
-            if float_errors.heeded(flags, (member.errstate for member in order)):
-                interpret.rerun_for_errors(order)
+        interpret.heed_kernel_flags(lambda: [*node.ancestors, node])  # the program's error, not a fault
         try:
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]

@@ -64,7 +64,7 @@ from llvmlite import ir
 
 from .. import float_errors
 from ..kernel import Instruction, Kernel, Output
-from ..ops import OpKind
+from ..ops import COMPUTING, OpKind
 from . import llvm_math
 from .common import (
     BOOL,
@@ -107,7 +107,6 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 CELLS = I64.as_pointer()
 SCRATCH = I8.as_pointer()
-_COMPUTING = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.SCAN)  # what ``Layout.element_cost`` sums
 
 # Whether kernels read the hardware's floating-point flags (MXCSR's low six bits, SSE's); elsewhere
 # only what the code reports itself (``_Scalars.report``)
@@ -1199,7 +1198,7 @@ class _KernelModule(KernelFacts):
             columns=self.columns,
             lanes=self.lanes,
             scratch_bytes=self.scratch_bytes,
-            element_cost=sum(element_cost(inst) for inst in self.instructions if inst.op.kind in _COMPUTING),
+            element_cost=sum(element_cost(inst) for inst in self.instructions if inst.op.kind in COMPUTING),
         )
 
     def blocks_at_most(self) -> int:
