@@ -37,6 +37,8 @@ static const char *const array_slot_names[ARRAY_SLOTS] = {"_node", "_base", "_vi
 static struct {
     PyTypeObject *node_type, *array_type;
     Py_ssize_t node_offsets[NODE_SLOTS], array_offsets[ARRAY_SLOTS];
+    Py_ssize_t recordings_offset, refs_offset; /* _PendingNodes._recordings, _Recording.refs */
+    PyTypeObject *recording_type;
     PyObject *trace_module;    /* for STRUCTURE_TABLE_LIMIT and REPLAY_KEY_LIMIT, read when used */
     PyObject *config_module;   /* for max_depth, read when used */
     PyObject *structure_ids;   /* trace._structure_ids */
@@ -68,7 +70,7 @@ static struct {
     PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
     PyObject *str_recording, *str_refs, *str_sweep_at, *str_sweep;
     PyObject *str_move_to_end, *str_deep, *str_runs, *str_launch_plan, *str_sweep_own;
-    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_recordings, *str_direct, *str_tiers, *str_backend;
+    PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_direct, *str_tiers, *str_backend;
     PyObject *zero, *empty; /* 0 and () */
     int bound;
     PyObject *errstate_var;       /* NumPy's error state's context variable (float_errors._state), or None */
@@ -105,6 +107,104 @@ static int slot_offsets(PyTypeObject *type, const char *const *names, Py_ssize_t
         }
     }
     return 0;
+}
+
+/* ---- making and dropping nodes and lazy arrays -------------------------------------------------
+   Small-array code makes and drops a Node and a LazyArray for each view or result it handles at
+   once (``x[:i]`` is NumPy's view, a leaf node over it, and the lazy array). CPython's generic
+   allocation and deallocation of a slotted class (subtype_dealloc walks the class's member
+   descriptions each time) cost more than NumPy's view itself. For these two classes, whose layout
+   is known once bound (slots only, from object, no finalizer), deallocation does the same steps
+   itself (untrack, clear weak references, drop each slot, release the class) and keeps up to
+   KEPT_FREE dropped objects of each class, their slots cleared, for the next allocation, as
+   CPython's own free lists do for tuples. A subclass keeps CPython's allocation and
+   subtype_dealloc, which clears its own slots and then calls these. */
+
+enum { MAX_DROPPED_SLOTS = 24, KEPT_FREE = 256 };
+typedef struct {
+    PyTypeObject *type; /* the class whose objects are kept (borrowed: S holds it) */
+    Py_ssize_t offsets[MAX_DROPPED_SLOTS]; /* each object slot's offset */
+    int count, free;
+    PyObject *kept[KEPT_FREE]; /* dropped objects: untracked, no references, slots NULL */
+} SlotLayout;
+static SlotLayout node_layout, array_layout;
+
+/* Reads the layout of ``type`` into ``layout``; 0 where the class is not of the kind handled here. */
+static int droppable_layout(PyTypeObject *type, SlotLayout *layout)
+{
+    unsigned long unusual = 0;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    unusual |= Py_TPFLAGS_MANAGED_DICT;
+#endif
+#ifdef Py_TPFLAGS_MANAGED_WEAKREF
+    unusual |= Py_TPFLAGS_MANAGED_WEAKREF;
+#endif
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(type->tp_flags & Py_TPFLAGS_HAVE_GC) || (type->tp_flags & unusual)
+        || type->tp_base != &PyBaseObject_Type || type->tp_dictoffset != 0 || type->tp_itemsize != 0
+        || type->tp_finalize != NULL || type->tp_del != NULL || type->tp_free != PyObject_GC_Del
+        || type->tp_alloc != PyType_GenericAlloc || type->tp_members == NULL)
+        return 0;
+    layout->count = 0;
+    for (PyMemberDef *member = type->tp_members; member->name != NULL; member++) {
+        if (member->flags & READONLY)
+            continue;
+        if (member->type != T_OBJECT_EX || layout->count == MAX_DROPPED_SLOTS)
+            return 0;
+        layout->offsets[layout->count++] = member->offset;
+    }
+    layout->type = type;
+    return 1;
+}
+
+static inline PyObject *kept_alloc(SlotLayout *layout, PyTypeObject *type, Py_ssize_t items)
+{
+    if (type != layout->type || items != 0 || layout->free == 0)
+        return PyType_GenericAlloc(type, items);
+    PyObject *made = PyObject_Init(layout->kept[--layout->free], type);
+    PyObject_GC_Track(made);
+    return made;
+}
+
+static inline void drop_slots(PyObject *self, SlotLayout *layout)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (type->tp_weaklistoffset != 0 && SLOT(self, type->tp_weaklistoffset) != NULL)
+        PyObject_ClearWeakRefs(self);
+    for (int i = 0; i < layout->count; i++)
+        Py_CLEAR(SLOT(self, layout->offsets[i]));
+    if (type == layout->type && layout->free < KEPT_FREE)
+        layout->kept[layout->free++] = self;
+    else
+        type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *node_alloc(PyTypeObject *type, Py_ssize_t items)
+{
+    return kept_alloc(&node_layout, type, items);
+}
+
+static PyObject *lazy_array_alloc(PyTypeObject *type, Py_ssize_t items)
+{
+    return kept_alloc(&array_layout, type, items);
+}
+
+/* Untracked before the trashcan, which may put the object aside (in its GC links) and drop it later,
+   as CPython's own deallocators do. */
+static void node_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_TRASHCAN_BEGIN(self, node_dealloc) /* a long chain of nodes dropped at once */
+    drop_slots(self, &node_layout);
+    Py_TRASHCAN_END
+}
+
+static void lazy_array_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_TRASHCAN_BEGIN(self, lazy_array_dealloc)
+    drop_slots(self, &array_layout);
+    Py_TRASHCAN_END
 }
 
 static Py_ssize_t module_int(PyObject *module, PyObject *name)
@@ -724,27 +824,33 @@ static uint64_t dict_version(PyObject *dict)
 #endif
 }
 
-/* tiers.direct_elements(); -1 with an error set. It is read on every element access, so it is
-   kept while the settings it depends on (config.direct, config.tiers, registry.backend) are the
-   same objects: a backend's Target is fixed once the backend is made. While neither module's dict
-   was written to since, they are not even looked up. */
-static Py_ssize_t direct_limit(void)
+/* tiers.direct_elements(), kept: it is read on every element access, so it is kept while the
+   settings it depends on (config.direct, config.tiers, registry.backend) are the same objects: a
+   backend's Target is fixed once the backend is made. While neither module's dict was written to
+   since, they are not even looked up. */
+static struct {
+    PyObject *config, *registry; /* the modules' dicts, which live as long as the bound modules */
+    PyObject *seen[3];           /* strong references, so an identity is never reused while kept */
+    uint64_t versions[2];
+    Py_ssize_t kept;             /* -1: not read yet */
+} limit_memo = {.kept = -1};
+
+/* direct_limit, where the settings' dicts changed since: -1 with an error set. */
+static Py_ssize_t read_direct_limit(void)
 {
-    static PyObject *seen[3]; /* strong references, so an identity is never reused while kept */
-    static uint64_t seen_versions[2];
-    static Py_ssize_t kept = -1;
-    PyObject *config = PyModule_GetDict(S.config_module), *registry = PyModule_GetDict(S.registry_module);
-    uint64_t versions[2] = {dict_version(config), dict_version(registry)};
-    if (kept >= 0 && versions[0] && versions[0] == seen_versions[0] && versions[1] == seen_versions[1])
-        return kept;
+    if (limit_memo.config == NULL) {
+        limit_memo.config = PyModule_GetDict(S.config_module);
+        limit_memo.registry = PyModule_GetDict(S.registry_module);
+    }
+    uint64_t versions[2] = {dict_version(limit_memo.config), dict_version(limit_memo.registry)};
     PyObject *now[3] = { /* borrowed */
-        PyDict_GetItemWithError(config, S.str_direct),
-        PyDict_GetItemWithError(config, S.str_tiers),
-        PyDict_GetItemWithError(registry, S.str_backend),
+        PyDict_GetItemWithError(limit_memo.config, S.str_direct),
+        PyDict_GetItemWithError(limit_memo.config, S.str_tiers),
+        PyDict_GetItemWithError(limit_memo.registry, S.str_backend),
     };
-    int same = kept >= 0;
+    int same = limit_memo.kept >= 0;
     for (int i = 0; i < 3; i++)
-        same &= now[i] != NULL && now[i] == seen[i];
+        same &= now[i] != NULL && now[i] == limit_memo.seen[i];
     if (!same) {
         if (PyErr_Occurred())
             return -1;
@@ -754,12 +860,23 @@ static Py_ssize_t direct_limit(void)
         if (value == -1)
             return -1;
         for (int i = 0; i < 3; i++)
-            Py_XSETREF(seen[i], Py_XNewRef(now[i]));
-        kept = value;
+            Py_XSETREF(limit_memo.seen[i], Py_XNewRef(now[i]));
+        limit_memo.kept = value;
     }
-    seen_versions[0] = versions[0];
-    seen_versions[1] = versions[1];
-    return kept;
+    limit_memo.versions[0] = versions[0];
+    limit_memo.versions[1] = versions[1];
+    return limit_memo.kept;
+}
+
+/* tiers.direct_elements(); -1 with an error set. */
+static inline Py_ssize_t direct_limit(void)
+{
+    if (limit_memo.kept >= 0) {
+        uint64_t config = dict_version(limit_memo.config);
+        if (config != 0 && config == limit_memo.versions[0] && dict_version(limit_memo.registry) == limit_memo.versions[1])
+            return limit_memo.kept;
+    }
+    return read_direct_limit();
 }
 
 /* Whether the node holds a buffer in host memory (trace.Node with no inputs, on devices.HOST). */
@@ -1136,6 +1253,19 @@ static int walk_rows(UfuncCallInfo *info, int nin, PyObject *const *values, char
 /* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
    ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
    NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
+/* The type number of a NumPy scalar of the types scalar code reads most (an element of a float64,
+   float32, int64 or bool array), known from its exact class: PyArray_DescrFromScalar finds it by a
+   longer search. -1 for any other value. */
+static inline int common_scalar_kind(PyObject *value)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    return type == &PyDoubleArrType_Type  ? NPY_DOUBLE
+           : type == &PyFloatArrType_Type ? NPY_FLOAT
+           : type == &PyLongArrType_Type  ? NPY_LONG
+           : type == &PyBoolArrType_Type  ? NPY_BOOL
+                                          : -1;
+}
+
 static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
 {
     static int ready; /* 1: the names below found; -1: not found (NumPy's dispatch runs every call) */
@@ -1166,6 +1296,8 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
                 return NULL;
         } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
             kinds[i] = PyFloat_CheckExact(value) ? KIND_PYTHON_FLOAT : KIND_PYTHON_INT;
+            strides[i] = STRIDE_ZERO;
+        } else if ((kinds[i] = common_scalar_kind(value)) >= 0) {
             strides[i] = STRIDE_ZERO;
         } else if (PyArray_IsScalar(value, Generic)) {
             PyArray_Descr *descr = PyArray_DescrFromScalar(value);
@@ -1249,8 +1381,9 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
     return result;
 }
 
-/* direct: the op's reference called now on the operands' buffers and scalars. */
-static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count)
+/* direct: the op's reference called now on the operands' buffers and scalars; NumPy's loop called
+   directly where the op is ``elementwise`` (a library call's gufunc has no such loop). */
+static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count, int elementwise)
 {
     PyObject *values[2];
     for (Py_ssize_t i = 0; i < count; i++)
@@ -1259,7 +1392,7 @@ static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t 
     PyObject *reference = op_reference(op);
     if (reference == NULL)
         return NULL;
-    PyObject *made = loop_now(reference, values, count, NULL);
+    PyObject *made = elementwise ? loop_now(reference, values, count, NULL) : NULL;
     if (made == NULL && !PyErr_Occurred())
         made = PyObject_Vectorcall(reference, values, count, NULL);
     Py_DECREF(reference);
@@ -1659,7 +1792,7 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         if (limit == -1 && PyErr_Occurred())
             return NULL;
         if (size < limit && (numpy_scalars || !same_shapes || !site_records()))
-            return run_direct(op, operands, count);
+            return run_direct(op, operands, count, 1);
     }
     if (numpy_scalars || !same_shapes || has_zero_extent(NODE_SLOT(array, SHAPE)))
         return Py_NewRef(Py_None); /* an empty result: the general path probes empty operands */
@@ -1719,9 +1852,8 @@ static int plain_index(PyObject *index, int slices)
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = items[i];
-        if (PyLong_CheckExact(item) || PyArray_IsScalar(item, Integer))
-            continue;
-        if (slices && (PySlice_Check(item) || item == Py_None || item == Py_Ellipsis))
+        if (PyLong_CheckExact(item) || (slices && (PySlice_Check(item) || item == Py_None || item == Py_Ellipsis))
+            || PyArray_IsScalar(item, Integer))
             continue;
         return 0;
     }
@@ -1748,21 +1880,16 @@ static PyObject *declined(void)
    list not swept since its nodes were computed answers no; the Python path then sweeps it). */
 static int nothing_pending(void)
 {
-    PyObject *recordings = PyObject_GetAttr(S.pending, S.str_recordings);
-    if (recordings == NULL) {
-        PyErr_Clear();
+    PyObject *recordings = SLOT(S.pending, S.recordings_offset);
+    if (recordings == NULL || !PyList_CheckExact(recordings))
         return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recordings); i++) {
+        PyObject *recording = PyList_GET_ITEM(recordings, i);
+        PyObject *refs = Py_TYPE(recording) == S.recording_type ? SLOT(recording, S.refs_offset) : NULL;
+        if (refs == NULL || !PyList_CheckExact(refs) || PyList_GET_SIZE(refs) != 0)
+            return 0;
     }
-    int empty = PyList_CheckExact(recordings);
-    for (Py_ssize_t i = 0; empty && i < PyList_GET_SIZE(recordings); i++) {
-        PyObject *refs = PyObject_GetAttr(PyList_GET_ITEM(recordings, i), S.str_refs);
-        empty = refs != NULL && PyList_CheckExact(refs) && PyList_GET_SIZE(refs) == 0;
-        if (refs == NULL)
-            PyErr_Clear();
-        Py_XDECREF(refs);
-    }
-    Py_DECREF(recordings);
-    return empty;
+    return 1;
 }
 
 /* trace.nothing_pending_swept(): this thread's list of references swept in place (the dead and
@@ -1813,6 +1940,88 @@ static char *element_address(PyArrayObject *values, PyObject *index)
     return address;
 }
 
+/* NumPy's view of ``array`` (an ndarray of a plain dtype, one axis or more) by an index of Python
+   ints, NumPy integers, slices, None and at most one Ellipsis, made as NumPy's basic indexing makes
+   it (mapping.c's get_view_from_index: the same data, shape, strides, flags and base) without
+   NumPy's general parsing of the index, which costs more than the view. NULL without an error
+   where the index is anything else, would pick one element (NumPy's scalar), or NumPy would raise:
+   NumPy's indexing then runs, and raises its error. */
+static PyObject *basic_view(PyArrayObject *array, PyObject *index)
+{
+    PyObject *const *items = &index;
+    Py_ssize_t count = 1;
+    if (PyTuple_CheckExact(index)) {
+        items = &PyTuple_GET_ITEM(index, 0);
+        count = PyTuple_GET_SIZE(index);
+    }
+    int ndim = PyArray_NDIM(array), consumed = 0, integers = 0, ellipses = 0, added = 0;
+    if (!PyArray_CheckExact(array) || ndim == 0 || !plain_type(PyArray_TYPE(array)) || count > NPY_MAXDIMS)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = items[i];
+        if (item == Py_None)
+            added++;
+        else if (item == Py_Ellipsis)
+            ellipses++;
+        else if (PySlice_Check(item))
+            consumed++;
+        else if (PyLong_CheckExact(item) || PyArray_IsScalar(item, Integer))
+            consumed++, integers++;
+        else
+            return NULL;
+    }
+    if (ellipses > 1 || consumed > ndim || (integers == ndim && added == 0 && ellipses == 0)
+        || ndim - integers + added > NPY_MAXDIMS)
+        return NULL;
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    char *data = PyArray_BYTES(array);
+    int axis = 0, made = 0;
+    for (Py_ssize_t i = 0; i <= count; i++) {
+        PyObject *item = i < count ? items[i] : Py_Ellipsis; /* the axes left over: an Ellipsis's */
+        if (item == Py_None) {
+            shape[made] = 1;
+            strides[made++] = 0;
+        } else if (item == Py_Ellipsis) {
+            for (int left = ndim - consumed; left > 0 && axis < ndim; left--, axis++, made++) {
+                shape[made] = PyArray_DIM(array, axis);
+                strides[made] = PyArray_STRIDE(array, axis);
+            }
+            consumed = ndim; /* a second pass, at the end, adds none */
+        } else {
+            npy_intp extent = PyArray_DIM(array, axis), stride = PyArray_STRIDE(array, axis++);
+            Py_ssize_t start, stop, step;
+            if (PySlice_Check(item)) {
+                if (PySlice_Unpack(item, &start, &stop, &step) < 0) {
+                    PyErr_Clear();
+                    return NULL;
+                }
+                Py_ssize_t steps = PySlice_AdjustIndices(extent, &start, &stop, step);
+                if (steps <= 0) /* NumPy's empty slice starts at the first element */
+                    steps = 0, step = 1, start = 0;
+                shape[made] = steps;
+                strides[made++] = stride * step;
+            } else {
+                start = PyNumber_AsSsize_t(item, NULL);
+                if (start == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return NULL;
+                }
+                if (start < 0)
+                    start += extent;
+                if (start < 0 || start >= extent)
+                    return NULL;
+            }
+            data += stride * start;
+        }
+    }
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    Py_INCREF(descr);
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, made, shape, strides, data, PyArray_FLAGS(array), NULL);
+    if (view != NULL && PyArray_SetBaseObject((PyArrayObject *)view, Py_NewRef(array)) < 0)
+        Py_CLEAR(view);
+    return view;
+}
+
 /* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis:
    NumPy's scalar, or a small view. NULL without an error where it does not apply. */
 static PyObject *read_elements(PyObject *self, PyObject *index)
@@ -1840,9 +2049,11 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
         PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
     }
-    PyObject *item = PyObject_GetItem(NODE_SLOT(node, BUFFER), index);
-    if (item == NULL || !PyArray_Check(item))
-        return item; /* the element, or NumPy's IndexError */
+    PyObject *item = basic_view(buffer, index);
+    if (item == NULL && (PyErr_Occurred() || (item = PyObject_GetItem((PyObject *)buffer, index)) == NULL))
+        return NULL; /* NumPy's IndexError */
+    if (!PyArray_Check(item))
+        return item; /* the element */
     PyObject *view = PyArray_SIZE((PyArrayObject *)item) < limit ? direct_view(self, item, 0) : NULL;
     Py_DECREF(item); /* too large: recorded by the Python method */
     return view;
@@ -1895,7 +2106,7 @@ static PyObject *library_now(PyObject *op, PyObject *const *operands)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return NULL;
-    return run_direct(op, operands, 2);
+    return run_direct(op, operands, 2, 0);
 }
 
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
@@ -1958,6 +2169,14 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
                         : NULL;
     if (element != NULL) /* a scalar into one element: packed as NumPy's integer indexing does */
         return PyArray_Pack(PyArray_DESCR(buffer), element, value) < 0 ? -1 : 1;
+    PyObject *view = PyArray_ISWRITEABLE(buffer) ? basic_view(buffer, index) : NULL;
+    if (view != NULL) { /* NumPy's assignment through a view: its copy into the view NumPy makes */
+        int copied = PyArray_CopyObject((PyArrayObject *)view, value);
+        Py_DECREF(view);
+        return copied < 0 ? -1 : 1;
+    }
+    if (PyErr_Occurred())
+        return -1;
     return PyObject_SetItem((PyObject *)buffer, index, value) < 0 ? -1 : 1;
 }
 
@@ -2762,11 +2981,20 @@ static PyObject *power_now(PyObject *self, PyObject *exponent)
     return made == NULL ? NULL : direct_result(made);
 }
 
-static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* A function or method whose common case runs in C (fast_function): ``op`` and ``order`` say which
+   case, ``general`` is the Python function that runs otherwise. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *op, *general, *dict;
+    long order;
+} MethodObject;
+
+static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    /* data: (op, the ufunc -> op table, or None; order; the Python function) */
-    PyObject *op = PyTuple_GET_ITEM(data, 0), *general = PyTuple_GET_ITEM(data, 2);
-    long order = PyLong_AsLong(PyTuple_GET_ITEM(data, 1));
+    /* op: the op, the ufunc -> op table, or None */
+    PyObject *op = method->op, *general = method->general;
+    long order = method->order;
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     if (order == ORDER_POWER && nargs == 2 && keywords == 0) { /* x ** y: NumPy's operator, its substitutes too */
         PyObject *made = power_now(args[0], args[1]);
@@ -2864,23 +3092,13 @@ static PyObject *fast_method_call(PyObject *data, PyObject *const *args, Py_ssiz
 }
 
 
-/* A C function over ``data`` standing for a Python function (``general``): it binds as that
-   function does, and with Py_TPFLAGS_METHOD_DESCRIPTOR, Python calls it with the instance as the
-   first argument (``x[i]``, ``x + y``, ``x.sum()``) without making a bound method first. Its name
-   and docstring are the Python function's; its ``__dict__`` takes other attributes (a ufunc's). */
-typedef PyObject *(*DataCall)(PyObject *data, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    DataCall call;
-    PyObject *data, *general, *dict;
-} MethodObject;
-
+/* The C function standing for a Python function (``general``): it binds as that function does, and
+   with Py_TPFLAGS_METHOD_DESCRIPTOR, Python calls it with the instance as the first argument
+   (``x[i]``, ``x + y``, ``x.sum()``) without making a bound method first. Its name and docstring are
+   the Python function's; its ``__dict__`` takes other attributes (a ufunc's). */
 static PyObject *method_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    MethodObject *method = (MethodObject *)self;
-    return method->call(method->data, args, PyVectorcall_NARGS(nargsf), kwnames);
+    return fast_method_call((MethodObject *)self, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 static PyObject *method_get(PyObject *self, PyObject *instance, PyObject *owner)
@@ -2893,7 +3111,7 @@ static PyObject *method_get(PyObject *self, PyObject *instance, PyObject *owner)
 static int method_traverse(PyObject *self, visitproc visit, void *arg)
 {
     MethodObject *method = (MethodObject *)self;
-    Py_VISIT(method->data);
+    Py_VISIT(method->op);
     Py_VISIT(method->general);
     Py_VISIT(method->dict);
     return 0;
@@ -2902,7 +3120,7 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg)
 static int method_clear(PyObject *self)
 {
     MethodObject *method = (MethodObject *)self;
-    Py_CLEAR(method->data);
+    Py_CLEAR(method->op);
     Py_CLEAR(method->general);
     Py_CLEAR(method->dict);
     return 0;
@@ -2959,14 +3177,14 @@ static PyTypeObject method_type = {
     .tp_doc = "A dynfuse function or method whose common case runs in C.",
 };
 
-static PyObject *new_method(DataCall call, PyObject *data, PyObject *general)
+static PyObject *new_method(PyObject *op, long order, PyObject *general)
 {
     MethodObject *method = PyObject_GC_New(MethodObject, &method_type);
     if (method == NULL)
         return NULL;
     method->vectorcall = method_vectorcall;
-    method->call = call;
-    method->data = Py_XNewRef(data);
+    method->op = Py_NewRef(op);
+    method->order = order;
     method->general = Py_NewRef(general);
     method->dict = NULL;
     PyObject_GC_Track(method);
@@ -2990,12 +3208,7 @@ static PyObject *fast_function(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_ValueError, "fast_function: bad order %s, op or function", order_name);
         return NULL;
     }
-    PyObject *data = Py_BuildValue("(OlO)", op, order, general);
-    if (data == NULL)
-        return NULL;
-    PyObject *function = new_method(fast_method_call, data, general);
-    Py_DECREF(data);
-    return function;
+    return new_method(op, order, general);
 }
 
 /* LazyArray's operator slots, pointed at its C methods. A Python class's slot looks its dunder method
@@ -3028,7 +3241,7 @@ static BinarySlot binary_slots[BINARY_SLOTS] = {
 static PyObject *call_method(MethodObject *method, PyObject *self, PyObject *other)
 {
     PyObject *args[2] = {self, other};
-    return method->call(method->data, args, 2, NULL);
+    return fast_method_call(method, args, 2, NULL);
 }
 
 static PyObject *binary_slot(int which, PyObject *first, PyObject *second)
@@ -3086,7 +3299,7 @@ static int fast_ass_subscript(PyObject *self, PyObject *index, PyObject *value)
     if (value == NULL || !Py_IS_TYPE(self, S.array_type) || setitem_method == NULL)
         return original_ass_subscript(self, index, value);
     PyObject *args[3] = {self, index, value};
-    PyObject *done = setitem_method->call(setitem_method->data, args, 3, NULL);
+    PyObject *done = fast_method_call(setitem_method, args, 3, NULL);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
@@ -3113,7 +3326,7 @@ static PyObject *unary_slot(int which, PyObject *self)
     MethodObject *method = unary_slots[which].method;
     if (!Py_IS_TYPE(self, S.array_type) || method == NULL)
         return unary_slots[which].original(self);
-    return method->call(method->data, &self, 1, NULL);
+    return fast_method_call(method, &self, 1, NULL);
 }
 
 #define FAST_UNARY_SLOT(which) \
@@ -3574,6 +3787,20 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     if (slot_offsets((PyTypeObject *)values[0], node_slot_names, S.node_offsets, NODE_SLOTS) < 0
         || slot_offsets((PyTypeObject *)values[1], array_slot_names, S.array_offsets, ARRAY_SLOTS) < 0)
         return NULL;
+    static const char *const recordings_name[] = {"_recordings"}, *const refs_name[] = {"refs"};
+    PyObject *recording_type = PyObject_GetAttrString(PyDict_GetItemString(kwargs, "trace_module"), "_Recording");
+    if (recording_type == NULL)
+        return NULL;
+    int read = PyType_Check(recording_type)
+               && slot_offsets(Py_TYPE(PyDict_GetItemString(kwargs, "pending")), recordings_name, &S.recordings_offset, 1) == 0
+               && slot_offsets((PyTypeObject *)recording_type, refs_name, &S.refs_offset, 1) == 0;
+    if (!read) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "bind: trace._Recording is not a class");
+        Py_DECREF(recording_type);
+        return NULL;
+    }
+    S.recording_type = (PyTypeObject *)recording_type; /* held for the process */
     if (values[COUNT - 2] != Py_None && !PyContextVar_CheckExact(values[COUNT - 2])) {
         PyErr_SetString(PyExc_TypeError, "bind: errstate_var is not a context variable");
         return NULL;
@@ -3590,6 +3817,14 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     for (int i = 0; i < COUNT; i++)
         *objects[i].target = Py_NewRef(values[i]);
+    if (droppable_layout(S.node_type, &node_layout)) {
+        S.node_type->tp_alloc = node_alloc;
+        S.node_type->tp_dealloc = node_dealloc;
+    }
+    if (droppable_layout(S.array_type, &array_layout)) {
+        S.array_type->tp_alloc = lazy_array_alloc;
+        S.array_type->tp_dealloc = lazy_array_dealloc;
+    }
     S.bound = 1;
     Py_RETURN_NONE;
 }
@@ -3723,7 +3958,6 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_direct = PyUnicode_InternFromString("direct");
     S.str_tiers = PyUnicode_InternFromString("tiers");
     S.str_backend = PyUnicode_InternFromString("backend");
-    S.str_recordings = PyUnicode_InternFromString("_recordings");
     S.str_index = PyUnicode_InternFromString("index");
     S.str_shape = PyUnicode_InternFromString("shape");
     S.str_axes = PyUnicode_InternFromString("axes");
@@ -3731,7 +3965,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_keepdims = PyUnicode_InternFromString("keepdims");
     S.str_dtype = PyUnicode_InternFromString("dtype");
     if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_move_to_end == NULL || S.str_deep == NULL
-        || S.str_runs == NULL || S.str_launch_plan == NULL || S.str_sweep_own == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_recordings == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
+        || S.str_runs == NULL || S.str_launch_plan == NULL || S.str_sweep_own == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

@@ -264,6 +264,8 @@ class _PendingNodes:
     write, what was recorded since the last (one statement), not up to a thousand dead references.
     """
 
+    __slots__ = ("_lock", "_recordings")  # the C recorder reads _recordings by its slot
+
     def __init__(self) -> None:
         self._recordings: list[_Recording] = []
         self._lock = threading.Lock()

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -806,3 +807,70 @@ def test_an_in_place_update_reading_what_it_writes_is_numpys(recorder):
         step(expected)
         step(actual)
         same(actual, expected)
+
+
+# ---- basic indexing of computed arrays: NumPy's views, made without NumPy's parsing ------------
+
+
+@st.composite
+def laid_out_arrays(draw):
+    """A small float64 or int32 array in any layout NumPy's slicing gives: steps, reversals,
+    transposes, a read-only flag."""
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(0, 5)) for _ in range(ndim))
+    dtype = draw(st.sampled_from([np.float64, np.int32]))
+    steps = tuple(draw(st.sampled_from([1, 2, -1])) for _ in range(ndim))
+    spans = [extent * abs(step) for extent, step in zip(shape, steps, strict=True)]
+    values = np.arange(np.prod(spans), dtype=dtype).reshape(spans)
+    values = values[tuple(slice(None, None, step) for step in steps)]
+    if draw(st.booleans()):
+        values = values.transpose(draw(st.permutations(range(ndim))))
+    if draw(st.booleans()):
+        values = values.copy()
+    values.flags.writeable = draw(st.booleans())
+    return values
+
+
+def basic_indices(ndim: int):
+    whole = st.one_of(
+        st.integers(-7, 7),
+        st.integers(-7, 7).map(np.int64),
+        st.integers(-7, 7).map(np.intp),
+        st.builds(slice, *[st.none() | st.integers(-8, 8)] * 2, st.none() | st.integers(-3, 3)),
+        st.just(None),
+        st.just(Ellipsis),
+    )
+    return st.one_of(whole, st.lists(whole, max_size=ndim + 2).map(tuple))
+
+
+def _result_or_raised(action):
+    """What ``action`` gives, or the type and message of what it raises."""
+    try:
+        return action(), None
+    except Exception as error:  # any error NumPy raises must be raised alike
+        return None, (type(error), str(error))
+
+
+@given(data=st.data())
+@settings(max_examples=400, deadline=None)
+def test_basic_indexing_gives_numpys_views_and_writes(data):
+    values = data.draw(laid_out_arrays())
+    index = data.draw(basic_indices(values.ndim))
+    array = dnp.asarray(values)
+    mirror = np.asarray(array)  # the array's buffer: dynfuse reads and writes this memory
+    expected, raised = _result_or_raised(lambda: mirror[index])
+    got, got_raised = _result_or_raised(lambda: array[index])
+    assert got_raised == raised
+    if raised is None:
+        same(got, expected)
+        if isinstance(expected, np.ndarray):  # a view: the same memory, layout and flags
+            view = got._node.buffer
+            assert view.strides == expected.strides and view.flags == expected.flags
+            assert view.__array_interface__["data"] == expected.__array_interface__["data"]
+            assert view.base is expected.base
+    copy = mirror.copy()
+    copy.flags.writeable = mirror.flags.writeable
+    _, write_raised = _result_or_raised(lambda: copy.__setitem__(index, -3))
+    _, got_write_raised = _result_or_raised(lambda: array.__setitem__(index, -3))
+    assert got_write_raised == write_raised
+    same(array[...], copy)

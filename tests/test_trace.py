@@ -284,7 +284,7 @@ def test_an_array_nothing_read_is_searched_again_once_a_node_is_recorded(monkeyp
     assert trace.pending_readers(values) == []
     searched = []
     with monkeypatch.context() as patch:
-        patch.setattr(trace._pending, "alive", lambda: searched.append(1) or [held._node])
+        patch.setattr(trace._PendingNodes, "alive", lambda _: searched.append(1) or [held._node])
         assert trace.pending_readers(values) == [] and not searched
     reader = dynfuse.asarray(values[2:]) * 2
     assert [id(node) for node in trace.pending_readers(values)] == [id(reader._node)]
@@ -325,3 +325,65 @@ def test_pending_nodes_of_an_ended_thread_are_kept_while_alive():
     sweeping.start()
     sweeping.join()
     assert id(results[0]._node) in {id(node) for node in trace.pending_readers(np.asarray(x))}
+
+
+# ---- making and dropping nodes and lazy arrays --------------------------------------------------
+# The C recorder allocates and drops these two classes itself, keeping dropped objects for reuse:
+# what CPython guarantees of an object's end and start must hold all the same.
+
+
+class _Released:
+    """An object whose release is seen through a weak reference."""
+
+
+def test_a_dropped_node_or_array_releases_its_slots_and_calls_weak_reference_callbacks():
+    called = []
+    node = Node.leaf(np.arange(3.0), exposed=False)
+    array = dynfuse.LazyArray(node)
+    watched = [weakref.ref(node, called.append), weakref.ref(array, called.append)]
+    buffer = weakref.ref(node.buffer)
+    del array, node
+    gc.collect()
+    assert [ref() for ref in watched] == [None, None] and len(called) == 2
+    assert buffer() is None
+
+
+def test_subclasses_drop_their_own_slots_and_their_bases():
+    class Marked(Node):
+        __slots__ = ("mark",)
+
+    class MarkedArray(dynfuse.LazyArray):
+        __slots__ = ("mark",)
+
+    node = Marked.leaf(np.arange(2.0), exposed=False)
+    array = MarkedArray(Node.leaf(np.arange(2.0), exposed=False))
+    marks = [_Released(), _Released(), _Released()]
+    node.mark, array.mark, node.params = marks
+    released = [weakref.ref(mark) for mark in marks]
+    del node, array, marks
+    gc.collect()
+    assert [ref() for ref in released] == [None, None, None]
+
+
+def test_objects_made_after_many_drops_start_empty_tracked_and_hold_their_class():
+    values = dynfuse.asarray(np.arange(64.0))
+    classes = (Node, dynfuse.LazyArray)
+    held = [sys.getrefcount(cls) for cls in classes]
+    for start in range(2000):
+        values[start % 60 :]  # each a node and a lazy array, dropped at once
+    assert [sys.getrefcount(cls) for cls in classes] == held
+    fresh = Node.__new__(Node)
+    assert gc.is_tracked(fresh)
+    with pytest.raises(AttributeError):
+        fresh.buffer  # noqa: B018 (never set: unset, whatever object was reused)
+    array = dynfuse.LazyArray.__new__(dynfuse.LazyArray)
+    with pytest.raises(AttributeError):
+        array._node  # noqa: B018
+
+
+def test_a_long_chain_of_nodes_is_dropped_without_exhausting_the_stack():
+    node = leaf()
+    for _ in range(200_000):
+        node = apply(NEGATIVE, node)
+    del node  # each node holds the one below through its inputs
+    gc.collect()
