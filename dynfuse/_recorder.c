@@ -2097,15 +2097,45 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
     return Py_NewRef(self);
 }
 
+/* ``a @ b`` of two float64 or float32 vectors of one length, as NumPy's matmul computes it: its loop
+   calls the dtype's dot function (``DOUBLE_dot``, BLAS's ddot where the strides allow) for a
+   row times a column, which this calls without the ufunc's dispatch, several times the dot's own
+   cost on the short rows of a loop over a matrix. NumPy's scalar; NULL without an error where the
+   operands are anything else or a floating-point flag was raised (NumPy then computes it again and
+   warns as its error state says). */
+static PyObject *vector_dot(PyObject *first, PyObject *second)
+{
+    PyArrayObject *a = (PyArrayObject *)first, *b = (PyArrayObject *)second;
+    if (!PyArray_CheckExact(first) || !PyArray_CheckExact(second) || PyArray_NDIM(a) != 1 || PyArray_NDIM(b) != 1
+        || PyArray_DIM(a, 0) != PyArray_DIM(b, 0) || PyArray_DIM(a, 0) == 0 || PyArray_DESCR(a) != PyArray_DESCR(b)
+        || (PyArray_TYPE(a) != NPY_DOUBLE && PyArray_TYPE(a) != NPY_FLOAT) || !PyArray_ISALIGNED(a)
+        || !PyArray_ISALIGNED(b) || !PyArray_ISNOTSWAPPED(a))
+        return NULL;
+    PyArray_DotFunc *dot = PyDataType_GetArrFuncs(PyArray_DESCR(a))->dotfunc;
+    if (dot == NULL)
+        return NULL;
+    double result[2]; /* room for either type's value, aligned */
+    clear_float_flags();
+    dot(PyArray_BYTES(a), PyArray_STRIDE(a, 0), PyArray_BYTES(b), PyArray_STRIDE(b, 0), result, PyArray_DIM(a, 0), NULL);
+    if (float_flags_raised())
+        return NULL;
+    tallies[TALLY_DIRECT_LOOPS]++;
+    return PyArray_Scalar(result, PyArray_DESCR(a), NULL);
+}
+
 /* direct.library_call for a two-operand library call (matmul, dot) on computed host arrays: its reference
    now, whatever the size. NULL without an error where it does not apply. */
 static PyObject *library_now(PyObject *op, PyObject *const *operands)
 {
-    if (host_node(operands[0]) == NULL || host_node(operands[1]) == NULL)
+    PyObject *first = host_node(operands[0]), *second = host_node(operands[1]);
+    if (first == NULL || second == NULL)
         return NULL;
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return NULL;
+    PyObject *product = op == S.matmul ? vector_dot(NODE_SLOT(first, BUFFER), NODE_SLOT(second, BUFFER)) : NULL;
+    if (product != NULL || PyErr_Occurred())
+        return product == NULL ? NULL : direct_result(product);
     return run_direct(op, operands, 2, 0);
 }
 

@@ -723,8 +723,8 @@ def test_small_ufunc_calls_are_numpys_bit_for_bit_with_its_warnings_and_errors(n
 
 
 def test_numpys_loop_runs_without_its_dispatch_where_it_can():
-    """The common small calls take NumPy's loop directly; what it must not take (a gufunc, a cast,
-    broadcasting) goes through NumPy's call."""
+    """The common small calls take NumPy's loop directly (a product of two vectors NumPy's dot);
+    what it must not take (a matrix product, a cast, broadcasting) goes through NumPy's call."""
     if not accelerate.in_use():
         pytest.skip("the C recorder is not in use")
     x, y = dnp.asarray(np.linspace(0, 1, 50)), dnp.asarray(np.linspace(1, 2, 50))
@@ -736,6 +736,8 @@ def test_numpys_loop_runs_without_its_dispatch_where_it_can():
         lambda: np.float64(3) * x,
         lambda: x[::2] + y[:25],
         lambda: grid[1:4, 2:5] * grid[:3, :3],  # a window, walked a row at a time
+        lambda: x @ y,
+        lambda: grid[2, 1:6] @ grid[1:6, 3],
     ]
     for call in counted:
         before = dynfuse.stats()["direct_loops"]
@@ -744,7 +746,9 @@ def test_numpys_loop_runs_without_its_dispatch_where_it_can():
     f32 = dnp.asarray(np.ones(50, np.float32))
     row = dnp.asarray(np.ones((3, 50)))
     not_counted = (
-        lambda: x @ y,
+        lambda: grid @ grid,
+        lambda: x @ x[:, None],
+        lambda: f32 @ x,
         lambda: f32 * np.float64(2),
         lambda: row + x,
         lambda: x / 0.0,
@@ -874,3 +878,32 @@ def test_basic_indexing_gives_numpys_views_and_writes(data):
     _, got_write_raised = _result_or_raised(lambda: array.__setitem__(index, -3))
     assert got_write_raised == write_raised
     same(array[...], copy)
+
+
+@given(
+    length=st.integers(1, 40),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    steps=st.tuples(st.sampled_from([1, 2, -1]), st.sampled_from([1, 3, -2])),
+    special=st.sampled_from([None, np.inf, np.nan, 1e300]),
+    data=st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_product_of_two_vectors_is_numpys_matmul_bit_for_bit_with_its_warnings(
+    length, dtype, steps, special, data
+):
+    """A row times a column (``L[i, :i] @ x[:i]``) calls the dot NumPy's matmul calls: NumPy's scalar,
+    bit for bit, whatever the strides, and NumPy's warning where a flag is raised."""
+    seed = data.draw(st.integers(0, 2**16))
+    values = [np.random.default_rng(seed + k).standard_normal(length * 3).astype(dtype) for k in range(2)]
+    if special is not None:
+        values[0][data.draw(st.integers(0, length - 1))] = special
+    operands = [
+        whole[:: abs(step)][:length][:: np.sign(step)] for whole, step in zip(values, steps, strict=True)
+    ]
+    lazy = [dnp.asarray(operand) for operand in operands]
+    before = dynfuse.stats()["direct_loops"]
+    actual, expected = _outcome(lambda: lazy[0] @ lazy[1]), _outcome(lambda: operands[0] @ operands[1])
+    same(actual[0], expected[0])
+    assert actual[1] == expected[1]
+    if not expected[1] and accelerate.in_use():  # NumPy's own loop, called directly
+        assert dynfuse.stats()["direct_loops"] == before + 1
