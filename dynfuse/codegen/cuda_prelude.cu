@@ -44,19 +44,31 @@ template <typename T, int N> struct df_pack {
   }
 };
 
-// ---- float16: stored as its bits, computed in float, rounded once per op as NumPy's half loops
+// ---- float16: stored as its bits, computed in float, rounded once per op as NumPy's half loops.
+// The GPU's cvt gives a NaN the canonical positive NaN; NumPy's conversions keep its sign (which
+// copysign and signbit read) and the top of its payload, quieted, as the x86 conversions do.
 #ifdef __CUDA_ARCH__
 __device__ __forceinline__ float df_half_to_float(df_u16 bits) {
+  if ((bits & 0x7c00u) == 0x7c00u && (bits & 0x03ffu) != 0u)
+    return __uint_as_float(((df_u32)(bits & 0x8000u) << 16) | 0x7fc00000u | ((df_u32)(bits & 0x03ffu) << 13));
   float value;
   asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(bits));
   return value;
 }
 __device__ __forceinline__ df_u16 df_float_to_half(float value) {
+  if (isnan(value)) {
+    const df_u32 word = __float_as_uint(value);
+    return (df_u16)(((word >> 16) & 0x8000u) | 0x7e00u | ((word >> 13) & 0x03ffu));
+  }
   df_u16 bits;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
   return bits;
 }
 __device__ __forceinline__ df_u16 df_double_to_half(double value) {  // one rounding, as NumPy's
+  if (isnan(value)) {
+    const unsigned long long word = (unsigned long long)__double_as_longlong(value);
+    return (df_u16)(((word >> 48) & 0x8000u) | 0x7e00u | ((word >> 42) & 0x03ffu));
+  }
   df_u16 bits;
   asm("cvt.rn.f16.f64 %0, %1;" : "=h"(bits) : "d"(value));
   return bits;
