@@ -286,6 +286,16 @@ def test_integer_division_by_zero_by_minus_one_and_of_negatives(dtype, name):
     assert_exact(actual, expected)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_a_nan_keeps_its_sign_through_a_kernel(dtype):
+    """copysign and signbit read a NaN's sign, which NumPy's loops and its float16 conversions keep
+    (a GPU's own conversion of a float16 NaN gives the positive NaN)."""
+    x, y = pairs(edge_values(dtype))
+    assert_exact(*run_fused(lambda a, b: np.copysign(keep(a), keep(b)), x, y))
+    assert_exact(*run_fused(lambda a, b: np.copysign(65520.0, keep(b)) * keep(a), x, y))
+    assert_exact(*run_fused(lambda a: np.signbit(keep(a)), edge_values(dtype)))
+
+
 # NumPy refuses a negative Python int with an unsigned array.
 PYTHON_DIVISORS = [
     (dtype, d) for dtype in INTEGER_DTYPES for d in (0, -1, 3, -3) if d >= 0 or dtype.kind == "i"
