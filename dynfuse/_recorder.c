@@ -1250,9 +1250,6 @@ static int walk_rows(UfuncCallInfo *info, int nin, PyObject *const *values, char
     return 0;
 }
 
-/* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
-   ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
-   NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 /* The type number of a NumPy scalar of the types scalar code reads most (an element of a float64,
    float32, int64 or bool array), known from its exact class: PyArray_DescrFromScalar finds it by a
    longer search. -1 for any other value. */
@@ -1266,6 +1263,9 @@ static inline int common_scalar_kind(PyObject *value)
                                           : -1;
 }
 
+/* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
+   ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
+   NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
 {
     static int ready; /* 1: the names below found; -1: not found (NumPy's dispatch runs every call) */
@@ -1908,6 +1908,23 @@ static PyObject *nothing_pending_swept(PyObject *module, PyObject *unused)
     return PyBool_FromLong(nothing_pending());
 }
 
+/* The position an integer index item (a Python int or NumPy integer) picks along an axis of
+   ``extent`` elements, negative ones counted from the end as NumPy counts them: 1 with it in
+   ``*at``; 0, no error set, where it is out of bounds or no integer (NumPy's indexing then runs,
+   and raises its error). */
+static int axis_position(PyObject *item, npy_intp extent, Py_ssize_t *at)
+{
+    Py_ssize_t position = PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : PyNumber_AsSsize_t(item, NULL);
+    if (position == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (position < 0)
+        position += extent;
+    *at = position;
+    return position >= 0 && position < extent;
+}
+
 /* The address of the element a full index of Python ints picks in ``values``, as NumPy's own
    integer indexing finds it; NULL where the index is anything else or out of bounds (NumPy's
    indexing then runs, and raises its error). */
@@ -1924,16 +1941,8 @@ static char *element_address(PyArrayObject *values, PyObject *index)
         return NULL;
     char *address = PyArray_BYTES(values);
     for (int axis = 0; axis < ndim; axis++) {
-        if (!PyLong_CheckExact(items[axis]))
-            return NULL;
-        Py_ssize_t at = PyLong_AsSsize_t(items[axis]), extent = PyArray_DIM(values, axis);
-        if (at == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return NULL;
-        }
-        if (at < 0)
-            at += extent;
-        if (at < 0 || at >= extent)
+        Py_ssize_t at;
+        if (!PyLong_CheckExact(items[axis]) || !axis_position(items[axis], PyArray_DIM(values, axis), &at))
             return NULL;
         address += at * PyArray_STRIDE(values, axis);
     }
@@ -2000,16 +2009,8 @@ static PyObject *basic_view(PyArrayObject *array, PyObject *index)
                     steps = 0, step = 1, start = 0;
                 shape[made] = steps;
                 strides[made++] = stride * step;
-            } else {
-                start = PyNumber_AsSsize_t(item, NULL);
-                if (start == -1 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    return NULL;
-                }
-                if (start < 0)
-                    start += extent;
-                if (start < 0 || start >= extent)
-                    return NULL;
+            } else if (!axis_position(item, extent, &start)) {
+                return NULL;
             }
             data += stride * start;
         }
