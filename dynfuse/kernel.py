@@ -8,8 +8,10 @@ form, each numbered by its position:
 - ``load``: input array ``slot``, already laid out by the executor as an array of ``shape`` (any
   strides, zero along broadcast axes, negative for flips), so views cost nothing here. Its params
   say how it reads memory: ``broadcast`` (the axes it is constant along), ``contiguous`` (C order
-  over the whole shape), ``zero_dim`` (its source is 0-d: one value for the whole kernel) and
-  ``fastest`` (the axis along which it steps through memory fastest, None for one value);
+  over the whole shape), ``zero_dim`` (its source is 0-d: one value for the whole kernel),
+  ``fastest`` (the axis along which it steps through memory fastest, None for one value) and
+  ``wraps`` (a rolled read: (axis, start, modulus) for each axis read at (i + start) % modulus,
+  past the array's extent along it up to ``modulus``);
 - ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
   ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;
@@ -88,7 +90,10 @@ class Instruction:
         where = "row" if self.row else "elem"
         kind = self.op.kind
         if kind is OpKind.BUFFER:
-            call = f"load in{self.slot}"
+            wraps = dict(self.params).get("wraps", ())
+            call = f"load in{self.slot}" + "".join(
+                f", axis {axis} at (i + {start}) % {modulus}" for axis, start, modulus in wraps
+            )
         elif kind is OpKind.SCALAR:
             call = f"param p{self.slot} ({dict(self.params)['type']})"
         else:

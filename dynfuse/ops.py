@@ -31,6 +31,9 @@ class OpKind(enum.Enum):
     REDUCTION = "reduction"
     SCAN = "scan"  # a running reduction along one axis (cumsum): per element, in order along the axis
     VIEW = "view"  # a new index map over the same data: no arithmetic, no copy
+    # Elements moved to other places (``np.roll``): a new array of its own, fused as an index map
+    # over its input, as a view is
+    MOVE = "move"
     BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
 
@@ -414,6 +417,16 @@ VIEWS: dict[str, Op] = {
 }
 
 
+def _roll(array: np.ndarray, shifts: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """``numpy.roll`` by normalized params: (axis, shift) pairs, each axis once, 0 < shift < extent."""
+    if not shifts:
+        return np.array(array, copy=True)
+    return np.roll(array, [shift for _, shift in shifts], [axis for axis, _ in shifts])
+
+
+MOVES: dict[str, Op] = {"roll": Op("roll", OpKind.MOVE, _roll)}
+
+
 def _concatenate(*arrays: np.ndarray, **params: Any) -> np.ndarray:
     """``numpy.concatenate`` with each array an operand, as a node's inputs are."""
     return np.concatenate(arrays, **params)
@@ -458,7 +471,6 @@ BARRIERS: dict[str, Op] = {
         _barrier("inner", views.inner_shape),
         _barrier("einsum", views.einsum_shape, _einsum),
         _barrier("concatenate", reference=_concatenate),
-        _barrier("roll"),
         _barrier("tile"),
         _barrier("repeat"),
         _barrier("pad", views.pad_shape),
@@ -467,7 +479,7 @@ BARRIERS: dict[str, Op] = {
 }
 
 OPS: dict[str, Op] = {
-    op.name: op for table in (ELEMENTWISE, REDUCTIONS, SCANS, VIEWS, BARRIERS) for op in table.values()
+    op.name: op for table in (ELEMENTWISE, REDUCTIONS, SCANS, VIEWS, MOVES, BARRIERS) for op in table.values()
 }
 
 # Elementwise NumPy ufuncs that ``__array_ufunc__`` records, and the op each one is (matmul, a gufunc,

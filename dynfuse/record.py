@@ -567,6 +567,37 @@ def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_vie
     return bound_depth(result)
 
 
+def roll(value: Any, shift: Any, axis: Any = None) -> Any:
+    """``np.roll``: its elements moved around the given axes, as a node (``ops.MOVES``) that a kernel
+    reads through an index map that wraps, so no shifted copy is made. Shifts and axes as NumPy
+    takes them: broadcast together, an axis named twice moving by the sum; with no axis, the
+    flattened array's elements move. A shift given as a lazy array is NumPy's to run."""
+    if is_lazy(shift) or is_lazy(axis):
+        return fallback("roll", np.roll, (value, shift, axis), {})
+    array = lazy(value)
+    if axis is None and array.ndim != 1:
+        if array.ndim == 0:
+            return roll(array, shift, ())
+        return reshape(roll(reshape(array, (-1,)), shift, 0), array.shape)
+    axes = views.normalize_axis_tuple(0 if axis is None else axis, array.ndim, allow_duplicate=True)
+    pairs = np.broadcast(shift, axes)
+    if pairs.ndim > 1:
+        raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+    totals = dict.fromkeys(range(array.ndim), 0)
+    for amount, along in pairs:
+        totals[along] += int(amount)
+    shifts = tuple(
+        (along, amount % array.shape[along])
+        for along, amount in totals.items()
+        if array.shape[along] and amount % array.shape[along]
+    )
+    op = ops.MOVES["roll"]
+    made = direct.library_call(op, (array,), {"shifts": shifts})
+    if made is not direct.DECLINED:
+        return made
+    return new_array(Node(op, (array._node,), (("shifts", shifts),), array.shape, array.dtype), scalar=False)
+
+
 def lazy(value: Any) -> Any:
     """``value`` as a lazy array; a Python scalar becomes a 0-d array, as NumPy's functions make it."""
     return value if is_lazy(value) else LazyArray(array_node(value))

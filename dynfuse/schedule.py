@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -97,11 +98,17 @@ class Why(enum.Enum):
     NOT_INLINE = "kernel {later} reads {node}, a {} that kernel {earlier} stores and it cannot compute inline"
     BARRIER = "a barrier between them: kernel {later} reads {node} from library {}"
     AFTER = "kernel {later} reads {node} from kernel {}, which runs between them"
-    NO_SHARING = "no kernels share in this plan: one would both compute {node} and read it out of its order"
+    UNSHARED = (
+        "kernel {later} reads {node} out of its order (shifted, or per row): kernel {earlier} computes it"
+    )
+    # why a stored node's readers keep out of its kernel
+    RECOMPUTED = "read at {} more places in its kernel: computing it there costs {:g}, reading it back {:g}"
     # why a node is stored, besides being requested or a library call's input
     REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
     SCAN_READ = "a scan along axes {} that a kernel over {} reads other than in order in its own pass"
     RESHAPE = "a reshape from {} to {} that no index map expresses reads it"
+    MOVED = "a kernel over {} reads this roll with a step or across axes, which no wrap expresses"
+    MANY_PLACES = "a kernel reads it at more than {} places around each element (a stencil of a stencil)"
     LONG_ROWS = "its readers need another pass over rows of {} elements, more than the {} one kernel makes"
     COST = "computing it in each of {} kernels costs {:g}, storing it once {:g} (in element loads)"
     RUNNING = "a {} that {} kernels would each compute, each reading its whole operand: computed once"
@@ -207,6 +214,12 @@ def _scan_axes(node: Node) -> tuple[int, ...]:
 
 # Nodes that read whole rows of their operand for each value: never computed twice.
 _RUNNING = (OpKind.REDUCTION, OpKind.SCAN)
+# What a kernel computes inline where a kernel it joins stores it: values per element, in its pass
+_INLINE = (OpKind.ELEMENTWISE, OpKind.SCAN, OpKind.MOVE)
+# The most index maps a kernel computes one elementwise node at (a 3x3 stencil's of a computed
+# value); a node read at more is stored, so a chain of stencils (a time loop of rolls) is not
+# inlined step into step, its work multiplying with each step.
+MOST_PLACES = 9
 
 
 def _keeps_dims(node: Node) -> bool:
@@ -260,8 +273,8 @@ class _Planner:
         self.library = {n for n, node in enumerate(self.nodes) if _runs_in_library(node, target)}
         self.stored = {n for n in self.requested if self.nodes[n].op.kind is not OpKind.VIEW} - self.library
         # Stored nodes of one iteration space share kernels, unless a shared kernel would compute a
-        # node and also read it out of its order: that node, then.
-        self.unshared_by: int | None = None
+        # node and also read it out of its order: then no node that reads it joins its kernel.
+        self.unshared: set[int] = set()
         self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
 
     def number(self, node: Node) -> int:
@@ -336,14 +349,16 @@ class _Planner:
                 self.why_stored.update((n, needs[n]) for n in new)
                 continue
             if needs:  # a kernel would need a node that it computes itself: share no kernels
-                if self.unshared_by is not None:
+                if needs.keys() <= self.unshared:
                     raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
-                self.unshared_by = min(needs)
+                self.unshared |= needs.keys()
                 continue
             shared = self._worth_storing(builders)
             if shared:
+                unshared = {n for n in shared if n in self.stored}
+                self.unshared |= unshared
                 self.stored |= shared.keys()
-                self.why_stored |= shared
+                self.why_stored |= {n: why for n, why in shared.items() if n not in unshared}
                 continue
             return self._assemble(steps, builders)
 
@@ -407,9 +422,7 @@ class _Planner:
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
                 after = {producers[read] for read in reads}
                 refused = None if apart is None else []
-                position = None
-                if self.unshared_by is None:
-                    position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
+                position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
                 if position is None:
                     if apart is not None:
                         apart += self._apart(steps, shape, reads, after, producers, refused)
@@ -442,7 +455,7 @@ class _Planner:
 
         It may read what that kernel stores only where the value can be computed inline: an
         elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
-        per-row value.
+        per-row value, nor a node an earlier plan found read out of its order (``unshared``).
         """
         later = len(steps)
         for position in range(later - 1, max(max(after, default=-1), 0) - 1, -1):
@@ -463,10 +476,15 @@ class _Planner:
                     refused.append(Apart(position, later, Why.AXES, None, (group.axes, axes)))
                 continue
             if position in after:
+                unshared = reads.intersection(group.roots, self.unshared)
+                if unshared:
+                    if refused is not None:
+                        refused.append(Apart(position, later, Why.UNSHARED, min(unshared)))
+                    continue
                 computed = [
                     n
                     for n in reads.intersection(group.roots)
-                    if self.nodes[n].op.kind not in (OpKind.ELEMENTWISE, OpKind.SCAN) or n in group.row_roots
+                    if self.nodes[n].op.kind not in _INLINE or n in group.row_roots
                 ]
                 if computed:
                     if refused is not None:
@@ -507,8 +525,6 @@ class _Planner:
         for position in asked:
             if position in answers:
                 apart.append(answers[position])
-            elif self.unshared_by is not None:
-                apart.append(Apart(position, len(steps), Why.NO_SHARING, self.unshared_by))
             else:  # a step between them computes what it reads
                 assert latest_read > position, "a kernel the planner asked gave no answer"
                 node = min(n for n in reads if producers[n] == latest_read)
@@ -526,15 +542,22 @@ class _Planner:
         the op table, weighted by ``Target.compute_weight``), ``w`` in all. Recomputing costs
         ``w * sum(s_j)``; storing costs ``w * size`` once, a write of ``size`` and reads of
         ``sum(s_j)``. So a node that one kernel reads through a small view (a column of it) is
-        computed again there rather than stored whole. A reduction computed twice re-reads its whole
-        input: always stored. Units: one element loaded or stored.
+        computed again there rather than stored whole. A kernel that reads a node at several places
+        around each element (shifted views, rolls: a stencil) computes it once per place, each
+        counted as a kernel of its own. A reduction computed twice re-reads its whole input: always
+        stored. Units: one element loaded or stored.
+
+        A node stored already, that the kernel storing it also computes at other places (a time
+        step's result, read shifted by the next step, which joined its kernel), is read back by a
+        kernel of its own after it (``unshared``) where computing it again costs more than reading
+        it: ``w`` a place against a load, and a pass more over its ``size``.
         """
         weight = self.target.compute_weight
-        computed_over: dict[int, list[int]] = {}  # node -> the iteration size of each kernel computing it
+        computed_over: dict[int, list[int]] = {}  # node -> the iteration size of each computation of it
         for builder in builders:
             size = views.size_of(builder.shape)
-            for n in builder.computed:
-                computed_over.setdefault(n, []).append(size)
+            for n, places in builder.places().items():
+                computed_over.setdefault(n, []).extend([size] * places)
         region_cost: dict[int, float] = {}
         winners: dict[int, tuple[Why, tuple]] = {}
         for n in sorted(computed_over):
@@ -546,16 +569,27 @@ class _Planner:
             )
             region_cost[n] = min(node.op.cost + inner if node.op.kind is OpKind.ELEMENTWISE else inner, 1e12)
             sizes = computed_over[n]
-            if len(sizes) < 2 or node.op.kind is OpKind.VIEW:
+            if len(sizes) < 2 or node.op.kind is OpKind.VIEW or n in self.unshared:
                 continue
             work, size, reads = weight * region_cost[n], views.size_of(node.shape), sum(sizes)
-            if node.op.kind in _RUNNING:
+            if n in self.stored:
+                again = reads - sizes[0]
+                if work * again > again + size:
+                    winners[n] = Why.RECOMPUTED, (len(sizes) - 1, work * again, again + size)
+            elif node.op.kind in _RUNNING:
                 winners[n] = Why.RUNNING, (node.op.name, len(sizes))
             elif work * reads > work * size + size + reads:
                 winners[n] = Why.COST, (len(sizes), work * reads, work * size + size + reads)
-        # Store the outermost winners first: storing them may make the inner ones single-use.
-        inner_winners = {self.number(child) for n in winners for child in self.nodes[n].inputs}
-        return {n: why for n, why in winners.items() if n not in inner_winners}
+        # Store the outermost winners first: storing them (or unsharing them) may make the inner ones
+        # single-use. The walk stops at stored nodes: those are unshared all at once.
+        inner = set()
+        below = [self.number(child) for n in winners for child in self.nodes[n].inputs]
+        while below:
+            n = below.pop()
+            if n not in inner and not self.is_source(n):
+                inner.add(n)
+                below.extend(self.number(child) for child in self.nodes[n].inputs)
+        return {n: why for n, why in winners.items() if n not in inner}
 
     # -- the plan --
 
@@ -605,7 +639,11 @@ class _KernelBuilder:
         while self.reshaped and not self.axes:
             finer = views.common_refinement(self.shape, self.reshaped.pop())
             if finer is not None and finer != self.shape:
+                coarser = self.shape
                 self._build(finer)
+                if self.needs.keys() & self.roots:  # a root (a roll) that the finer shape cannot read
+                    self._build(coarser)
+                    break
         self._check_passes()
 
     def _build(self, shape: tuple[int, ...]) -> None:
@@ -619,6 +657,7 @@ class _KernelBuilder:
         self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
         self.needs: dict[int, tuple[Why, tuple]] = {}  # nodes that must be stored for it to exist, and why
         self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
+        self.maps_read: Counter[int] = Counter()  # elementwise node -> the index maps it is computed at
         self.outputs = [self._root(n) for n in self.group.roots]
 
     def _root(self, n: int) -> Output:
@@ -680,7 +719,21 @@ class _KernelBuilder:
                 return [], lambda _: self._load(Source(n, (), index_map))
             self.computed.add(n)
             return [(child, child_map)], lambda values: values[0]
+        if kind is OpKind.MOVE:  # read through a map that wraps: its input is read where it moved from
+            params = dict(node.params)
+            child_map = views.view_input_map(
+                index_map, node.op.name, params, node.inputs[0].shape, self.shape
+            )
+            if child_map is None:
+                self.needs[n] = Why.MOVED, (self.shape,)
+                return [], lambda _: self._load(Source(n, (), index_map))
+            self.computed.add(n)
+            return [(planner.number(node.inputs[0]), child_map)], lambda values: values[0]
         if kind is OpKind.ELEMENTWISE:
+            self.maps_read[n] += 1
+            if self.maps_read[n] > MOST_PLACES:  # inlined further, a stencil's work would multiply
+                self.needs[n] = Why.MANY_PLACES, (MOST_PLACES,)
+                return [], lambda _: self._load(Source(n, (), index_map))
             operands = [
                 (planner.number(child), views.broadcast_input_map(index_map, child.shape, node.shape))
                 for child in node.inputs
@@ -723,12 +776,14 @@ class _KernelBuilder:
             self.loads.append(source)
             self.computed.update(source.views)
             broadcast, contiguous, zero_dim, fastest = self.planner.access_layout(source, self.shape)
+            wraps = views.wrapped_axes(source.index_map)
             params = (
                 ("slot", slot),
                 ("broadcast", broadcast),
-                ("contiguous", contiguous),
+                ("contiguous", contiguous and not wraps),
                 ("zero_dim", zero_dim),
                 ("fastest", fastest),
+                ("wraps", wraps),
             )
             return self._emit(key, Instruction(LOAD, (), params, dtype, row, 0))
         return self.numbering[key]
@@ -785,6 +840,24 @@ class _KernelBuilder:
                 self.needs[self.reduction_nodes[number]] = Why.LONG_ROWS, (row_elements, limit)
             else:
                 wanted.extend(inst.args)
+
+    def places(self) -> Counter[int]:
+        """Each node it computes, and at how many places around an element it does: its index maps,
+        less what they say of axes of extent 1 (the iteration's index there is always 0)."""
+        moving = [extent > 1 for extent in self.shape]
+        places = {
+            (
+                n,
+                tuple(
+                    tuple(step * move for step, move in zip(row, moving, strict=True))
+                    for row in index_map.rows
+                ),
+                index_map[1:],
+            )
+            for n, index_map in self.values
+            if n in self.computed
+        }
+        return Counter(n for n, _, _ in places)
 
     def kernel(self) -> Kernel:
         return Kernel(self.shape, self.axes, tuple(self.instructions), tuple(self.outputs))

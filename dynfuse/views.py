@@ -358,11 +358,18 @@ def pad_shape(shape: Shape, *, pad_width: Any, **ignored: Any) -> Shape:
 # regroup axes) and implicit broadcasting change the map, not the data, so a view of a computed
 # value costs index arithmetic, not a copy. Maps are canonical, so two view paths that land on the
 # same elements give the same value, once.
+#
+# A roll (``np.roll``) moves elements around an axis, which no affine map does: the map then
+# wraps some kernel axes first. ``wraps`` lists (k, start, modulus): the affine map reads kernel
+# axis k at (i[k] + start) % modulus, the position along the rolled axis of an array of extent
+# ``modulus``. A wrap is kept only where it happens inside the iteration (start + extent >
+# modulus); otherwise the roll only shifts the index, and its map stays affine.
 
 
 class IndexMap(NamedTuple):
     rows: tuple[tuple[int, ...], ...]  # one per node axis: a coefficient per kernel axis
     offsets: tuple[int, ...]  # one per node axis
+    wraps: tuple[tuple[int, int, int], ...] = ()  # (kernel axis, start, modulus), by kernel axis
 
 
 def identity_map(ndim: int) -> IndexMap:
@@ -379,7 +386,7 @@ def row_map(ndim: int, axes: tuple[int, ...], keepdims: bool) -> IndexMap:
 def is_row_read(index_map: IndexMap, shape: Shape, axes: tuple[int, ...], keepdims: bool) -> bool:
     """True when ``index_map`` reads a reduction's result of ``shape`` at the row index, as ``row_map``."""
     expected = row_map(len(index_map.rows[0]) if index_map.rows else 0, axes, keepdims)
-    if len(expected.rows) != len(index_map.rows):
+    if len(expected.rows) != len(index_map.rows) or index_map.wraps:
         return False
     return all(
         extent == 1 or (row == wanted and offset == 0)
@@ -402,6 +409,7 @@ def broadcast_input_map(index_map: IndexMap, input_shape: Shape, output_shape: S
     return IndexMap(
         tuple((0,) * width if ones else index_map.rows[axis + lead] for axis, ones in enumerate(broadcast)),
         tuple(0 if ones else index_map.offsets[axis + lead] for axis, ones in enumerate(broadcast)),
+        index_map.wraps,
     )
 
 
@@ -421,7 +429,7 @@ def view_input_map(
         for position, axis in enumerate(params["axes"]):
             rows[axis] = index_map.rows[position]
             offsets[axis] = index_map.offsets[position]
-        return IndexMap(tuple(rows), tuple(offsets))
+        return IndexMap(tuple(rows), tuple(offsets), index_map.wraps)
     if op_name == "broadcast_to":
         return broadcast_input_map(index_map, input_shape, params["shape"])
     if op_name == "getitem":
@@ -430,6 +438,8 @@ def view_input_map(
         return _reshape_input_map(index_map, params["shape"], input_shape, iteration_shape)
     if op_name == "diagonal":
         return _diagonal_input_map(index_map, params["offset"], params["axis1"], params["axis2"], input_shape)
+    if op_name == "roll":
+        return _roll_input_map(index_map, params["shifts"], input_shape, iteration_shape)
     raise ValueError(f"no index map for the view {op_name!r}")
 
 
@@ -448,7 +458,7 @@ def _diagonal_input_map(
     for axis, shift in ((axis1, max(-offset, 0)), (axis2, max(offset, 0))):
         rows[axis] = along
         offsets[axis] = start + shift if length > 0 else 0  # an empty diagonal reads nothing
-    return IndexMap(tuple(rows), tuple(offsets))
+    return IndexMap(tuple(rows), tuple(offsets), index_map.wraps)
 
 
 def _getitem_input_map(index_map: IndexMap, index: tuple, width: int) -> IndexMap:
@@ -465,7 +475,7 @@ def _getitem_input_map(index_map: IndexMap, index: tuple, width: int) -> IndexMa
         else:  # an integer: a fixed position on an input axis the view drops
             rows.append((0,) * width)
             offsets.append(item)
-    return IndexMap(tuple(rows), tuple(offsets))
+    return IndexMap(tuple(rows), tuple(offsets), index_map.wraps)
 
 
 def contiguous_strides(shape: Shape) -> tuple[int, ...]:
@@ -499,6 +509,7 @@ def _reshape_input_map(
     width = len(iteration_shape)
     if size_of(iteration_shape) == 0 or size_of(input_shape) == 0:
         return IndexMap(((0,) * width,) * len(input_shape), (0,) * len(input_shape))
+    iteration_shape = read_extents(index_map, iteration_shape)
     linear, position = _combine(contiguous_strides(shape), index_map, width)
     in_strides = contiguous_strides(input_shape)
     offsets = []
@@ -520,7 +531,57 @@ def _reshape_input_map(
         high = offsets[axis] + sum(span for span in spans if span > 0)
         if low < 0 or high >= extent:
             return None  # the index would carry from one axis into the next: not a strided view
-    return IndexMap(tuple(map(tuple, rows)), tuple(offsets))
+    return IndexMap(tuple(map(tuple, rows)), tuple(offsets), index_map.wraps)
+
+
+def read_extents(index_map: IndexMap, iteration_shape: Shape) -> Shape:
+    """How far the affine part of the map reads along each kernel axis: the iteration's extent, or a
+    wrapped axis's whole modulus (a wrap that happens reads every position of it)."""
+    if not index_map.wraps:
+        return iteration_shape
+    extents = list(iteration_shape)
+    for axis, _, modulus in index_map.wraps:
+        extents[axis] = modulus
+    return tuple(extents)
+
+
+def _roll_input_map(
+    index_map: IndexMap, shifts: tuple[tuple[int, int], ...], input_shape: Shape, iteration_shape: Shape
+) -> IndexMap | None:
+    """The map into a roll's input: along each rolled axis d, position p of the result is position
+    (p - shift) % extent of the input. Where d does not move with the iteration, that is a new
+    offset; where it moves with one kernel axis k at unit step (and no other axis reads k), k wraps;
+    None otherwise (a strided or flipped read of a roll: the roll is stored first)."""
+    rows, offsets = list(index_map.rows), list(index_map.offsets)
+    wraps = {axis: (start, modulus) for axis, start, modulus in index_map.wraps}
+    for d, shift in shifts:
+        extent = input_shape[d]
+        moving = [k for k, step in enumerate(rows[d]) if step and iteration_shape[k] > 1]
+        if not moving:
+            offsets[d] = (offsets[d] - shift) % extent
+            continue
+        k = moving[0]
+        if len(moving) > 1 or rows[d][k] != 1 or any(row[k] for e, row in enumerate(rows) if e != d):
+            return None
+        if k in wraps:  # a roll of a roll along the same whole axis: the shifts add
+            start, modulus = wraps[k]
+            if offsets[d] or modulus != extent:
+                return None
+            start = (start - shift) % extent
+        else:
+            start = (offsets[d] - shift) % extent
+            offsets[d] = 0
+        if start + iteration_shape[k] <= extent:  # no wrap inside the iteration: a shift
+            offsets[d] += start
+            wraps.pop(k, None)
+        else:
+            wraps[k] = (start, extent)
+    return IndexMap(tuple(rows), tuple(offsets), tuple((axis, *wraps[axis]) for axis in sorted(wraps)))
+
+
+def wrapped_axes(index_map: IndexMap) -> tuple[tuple[int, int, int], ...]:
+    """The wraps a read through ``index_map`` depends on: those of kernel axes it reads along."""
+    return tuple(wrap for wrap in index_map.wraps if any(row[wrap[0]] for row in index_map.rows))
 
 
 def strided_view(array: Any, index_map: IndexMap, shape: Shape, memory: Memory) -> Any:

@@ -179,6 +179,18 @@ def test_sources_and_explain_need_no_gpu():
     assert dynfuse.stats()["materializations"] == 0
 
 
+def test_rolled_loads_compile():
+    """Loads that wrap around an axis (``np.roll``), elementwise and in reductions along and across it."""
+    kernels = []
+    for shape in [(6, 5), (64, 2000), (3, 70000)]:
+        x = dynfuse.asarray(np.ones(shape, np.float32))
+        stencil = np.roll(x, 1, 0) + np.roll(x, -1, 0) + np.roll(x, 3, 1) - 4 * x
+        kernels += kernels_of(stencil) + kernels_of(np.roll(x * 2, 2, 1).sum(axis=1))
+        kernels += kernels_of(np.roll(x, (1, -2), (0, 1)).max(axis=0))
+    assert all("df_wrap(" in BACKEND.source(kernel) for kernel in kernels)
+    check_compiles(kernels)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     arrays=inputs(),

@@ -122,11 +122,28 @@ def test_a_scan_read_along_other_rows():
     ]
 
 
-def test_no_kernels_share_when_one_would_read_what_it_computes_out_of_order():
+def test_what_reads_a_node_out_of_its_order_keeps_out_of_the_kernel_computing_it():
     running = np.cumsum(lazy(4, 6), axis=0)
     assert reasons(running, running[::-1] + 1) == [
-        "kernel 0 | kernel 1: not fused: no kernels share in this plan: "
-        "one would both compute %1 (cumsum) and read it out of its order"
+        "kernel 0 | kernel 1: not fused: kernel 1 reads %1 (cumsum) out of its order (shifted, or per row): "
+        "kernel 0 computes it"
+    ]
+
+
+def test_a_stencil_of_a_stencil_is_stored():
+    x = lazy(8, 8)
+    step = x * 0.5 + 1.0
+    for _ in range(2):
+        step = np.roll(step, 1, 0) + np.roll(step, -1, 0) + np.roll(step, 1, 1) + np.roll(step, -1, 1) - step
+    assert reasons(step) == [
+        "kernel 0 | kernel 1: not fused: kernel 1 reads %4 (add) out of its order (shifted, or per row): "
+        "kernel 0 computes it",
+        "kernel 1 | kernel 2: not fused: kernel 2 reads %12 (subtract) out of its order "
+        "(shifted, or per row): kernel 1 computes it",
+        "%4 stored by kernel 0: a kernel reads it at more than 9 places around each element "
+        "(a stencil of a stencil)",
+        "%12 stored by kernel 1: computing it in each of 5 kernels costs 1280, storing it once 640 "
+        "(in element loads)",
     ]
 
 

@@ -483,8 +483,12 @@ def test_the_kernel_signature_is_structural():
         "contiguous": True,
         "zero_dim": False,
         "fastest": 1,
+        "wraps": (),
     }
     assert dict(flipped.inputs[0].params)["contiguous"] is False
+    rolled = kernels(np.roll(x, 3, 1) * 2)[0].kernel
+    assert dict(rolled.inputs[0].params)["wraps"] == ((1, 5, 8),)  # read at (i + 5) % 8 along axis 1
+    assert dict(rolled.inputs[0].params)["contiguous"] is False
     assert dict(kernels(x.T * 2)[0].kernel.inputs[0].params)["fastest"] == 0
     assert {dict(inst.params)["broadcast"] for inst in broadcast.inputs} == {(), (0,)}
 

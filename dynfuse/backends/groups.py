@@ -27,7 +27,20 @@ _NAMESPACE: dict[str, Any] = {
     "as_strided": lambda array, shape, strides: np.lib.stride_tricks.as_strided(
         array, shape, strides, writeable=False
     ),
+    "wrapped": lambda array, wraps: _wrapped(array, wraps),
 }
+
+
+def _wrapped(array: np.ndarray, wraps: tuple[tuple[int, int, int], ...]) -> np.ndarray:
+    """A rolled load as an array of the kernel's shape: along each wrapped axis, the elements at
+    (i + start) % modulus of the memory the load reaches (``modulus`` positions along it)."""
+    reach = list(array.shape)
+    for axis, _, modulus in wraps:
+        reach[axis] = modulus
+    whole = np.lib.stride_tricks.as_strided(array, tuple(reach), array.strides, writeable=False)
+    for axis, start, modulus in wraps:
+        whole = np.take(whole, (np.arange(array.shape[axis]) + start) % modulus, axis=axis)
+    return whole
 
 
 class GroupBackend:
@@ -58,14 +71,17 @@ class GroupBackend:
                 # source stays 0-d, as NumPy sees it op by op (its loops treat a 0-d operand apart
                 # from a broadcast one, and signed zeros in min/max/clip can tell). Both are
                 # re-strided, not sliced, so they hold their value even when rows are empty.
+                read = f"inputs[{inst.slot}]"
+                wraps = dict(inst.params).get("wraps")
+                if wraps:
+                    lines.append(f"    v{number} = wrapped({read}, {wraps!r})")
+                    read = f"v{number}"
                 if dict(inst.params)["zero_dim"]:
-                    call = f"as_strided(inputs[{inst.slot}], (), ())"
+                    call = f"as_strided({read}, (), ())"
                 elif inst.row:
-                    call = (
-                        f"as_strided(inputs[{inst.slot}], {kernel.row_shape!r}, inputs[{inst.slot}].strides)"
-                    )
+                    call = f"as_strided({read}, {kernel.row_shape!r}, {read}.strides)"
                 else:
-                    call = f"inputs[{inst.slot}]"
+                    call = read
             elif kind is OpKind.SCALAR:
                 call = f"params[{inst.slot}]"
             elif kind is OpKind.REDUCTION:

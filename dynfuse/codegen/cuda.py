@@ -675,9 +675,16 @@ class _Generator(KernelFacts):
         ]
 
     @staticmethod
-    def offset(coordinates: dict[int, str], strides: list[str]) -> str:
+    def offset(coordinates: dict[int, str], strides: list[str], wraps: tuple = ()) -> str:
+        """An element's offset from its coordinates; along a wrapped axis (a rolled load's
+        (axis, start, modulus)), from where the coordinate wraps to."""
+        moved = {
+            axis: f"df_wrap({coordinates[axis]}, {start}, {modulus})"
+            for axis, start, modulus in wraps
+            if axis in coordinates
+        }
         terms = [
-            f"{coordinates[axis]} * (df_i64){stride}"
+            f"{moved.get(axis, coordinates[axis])} * (df_i64){stride}"
             for axis, stride in enumerate(strides)
             if axis in coordinates and stride != "0"
         ]
@@ -721,7 +728,8 @@ class _Generator(KernelFacts):
             elif params["contiguous"] and element is not None:
                 raw = f"in{inst.slot}[{element}]"
             else:
-                raw = f"in{inst.slot}[{self.offset(coordinates, self.strides(inst))}]"
+                offset = self.offset(coordinates, self.strides(inst), params.get("wraps", ()))
+                raw = f"in{inst.slot}[{offset}]"
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
             operand = (f"v{inst.args[0]}", self.instructions[inst.args[0]].dtype)

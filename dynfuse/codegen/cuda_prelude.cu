@@ -144,6 +144,12 @@ template <typename T> __device__ __forceinline__ T df_right_shift(T x, T y, int 
   return (is_signed && x < 0) ? (T)-1 : (T)0;
 }
 
+// A rolled load's position along an axis: the coordinate moved by start, around an extent of modulus
+__device__ __forceinline__ df_i64 df_wrap(df_i64 coordinate, df_i64 start, df_i64 modulus) {
+  const df_i64 moved = coordinate + start;
+  return moved >= modulus ? moved - modulus : moved;
+}
+
 // x86's truncating conversions, which NumPy's loops give: the lowest integer when out of range
 __device__ __forceinline__ df_i32 df_truncate32(double value) {
   return (value >= -2147483648.0 && value < 2147483648.0) ? (df_i32)value : (df_i32)0x80000000;

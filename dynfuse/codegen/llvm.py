@@ -917,44 +917,54 @@ REDUCTION_CODE: dict[str, ReductionCode] = {
 # -- the kernel's loops ---------------------------------------------------------------------------
 
 Stride = int | ir.Value  # in elements: known when the module is built, or read at launch
+Wrap = tuple[int, int] | None  # a rolled read along an axis: (start, modulus); None: read in order
 
 
 @dataclass
 class _Operand:
-    """An array the kernel reads or writes: its typed pointer and a stride per axis."""
+    """An array the kernel reads or writes: its typed pointer, a stride per axis, and a wrap per
+    axis (``Wrap``: a load that reads axis k at (i + start) % modulus)."""
 
     pointer: ir.Value
     dtype: np.dtype
     strides: list[Stride]
+    wraps: Sequence[Wrap]
 
 
 @dataclass(frozen=True)
 class _Group:
-    """Adjacent axes that every operand steps through as one: an extent and one stride each."""
+    """Adjacent axes that every operand steps through as one: an extent, one stride each, and one
+    wrap each (only a group of one axis wraps)."""
 
     extent: int
     strides: tuple[Stride | None, ...]
+    wraps: tuple[Wrap, ...]
 
 
 def coalesce(
-    axes: list[int], shape: tuple[int, ...], operand_strides: Sequence[Sequence[Stride | None]]
+    axes: list[int],
+    shape: tuple[int, ...],
+    operand_strides: Sequence[Sequence[Stride | None]],
+    operand_wraps: Sequence[Sequence[Wrap]],
 ) -> list[_Group]:
-    """Merge axes wherever every operand's stride is known and C-ordered across them; drop extent-1
-    axes. A stride is known where it is an int (None: one read at launch, not yet loaded)."""
+    """Merge axes wherever every operand's stride is known and C-ordered across them and none wraps
+    along them; drop extent-1 axes. A stride is known where it is an int (None: one read at launch,
+    not yet loaded)."""
     groups: list[_Group] = []
     for axis in axes:
         if shape[axis] == 1:
             continue
         strides = tuple(operand[axis] for operand in operand_strides)
-        if groups:
+        wraps = tuple(operand[axis] for operand in operand_wraps)
+        if groups and not any(wraps):
             last = groups[-1]
-            if all(
+            if not any(last.wraps) and all(
                 isinstance(outer, int) and isinstance(inner, int) and outer == inner * shape[axis]
                 for outer, inner in zip(last.strides, strides, strict=True)
             ):
-                groups[-1] = _Group(last.extent * shape[axis], strides)
+                groups[-1] = _Group(last.extent * shape[axis], strides, wraps)
                 continue
-        groups.append(_Group(shape[axis], strides))
+        groups.append(_Group(shape[axis], strides, wraps))
     return groups
 
 
@@ -1177,6 +1187,7 @@ class _KernelModule(KernelFacts):
         # levels of a pairwise sum's binary counter: a bit of the count of blocks each
         self.pairwise_levels = self.blocks_at_most().bit_length()
         self.operand_strides = self.known_strides()
+        self.operand_wraps = self.known_wraps()
         self.lanes = self.chunk_columns() if self.columns else 1  # rows reduced together
         domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.outputs")])
         self.scopes = [
@@ -1227,6 +1238,18 @@ class _KernelModule(KernelFacts):
                 )
         return strides + [c_strides(self.kernel.output_shape(output)) for output in self.kernel.outputs]
 
+    def known_wraps(self) -> list[list[Wrap]]:
+        """Each operand's wrap per axis (loads by slot, then outputs, which never wrap); none along
+        an axis it does not step along."""
+        wraps: list[list[Wrap]] = []
+        for inst, strides in zip(self.loads, self.operand_strides, strict=False):
+            along = [None] * len(self.shape)
+            for axis, start, modulus in dict(inst.params).get("wraps", ()):
+                if strides[axis] != 0:
+                    along[axis] = (start, modulus)
+            wraps.append(along)
+        return wraps + [[None] * len(self.shape) for _ in self.kernel.outputs]
+
     def stride_cell(self, slot: int, axis: int) -> int:
         """The cell of a strided load's stride along ``axis``."""
         first = len(self.loads) + len(self.kernel.outputs) + self.strided.index(slot) * len(self.shape)
@@ -1235,7 +1258,7 @@ class _KernelModule(KernelFacts):
     def chunk_columns(self) -> int:
         """Column mode's chunk: a whole segment of the kept axes when it fits, else as many columns
         as fit, in whole cache lines."""
-        segment = coalesce(self.kept_axes, self.shape, self.operand_strides)[-1].extent
+        segment = coalesce(self.kept_axes, self.shape, self.operand_strides, self.operand_wraps)[-1].extent
         fit = min(COLUMN_LANES, COLUMN_BYTES // self.lane_bytes())
         return segment if segment <= fit else max(fit - fit % LINE_COLUMNS, 1)
 
@@ -1473,13 +1496,14 @@ class _KernelFunction:
                 self.cell(module.stride_cell(inst.slot, axis), I64) if stride is None else stride
                 for axis, stride in enumerate(module.operand_strides[inst.slot])
             ]
-            operands.append(_Operand(pointer, inst.dtype, strides))
+            operands.append(_Operand(pointer, inst.dtype, strides, module.operand_wraps[inst.slot]))
         for position, output in enumerate(module.kernel.outputs):
             pointer = b.inttoptr(
                 self.cell(len(module.loads) + position, I64), storage_type(output.dtype).as_pointer()
             )
+            number = len(module.loads) + position
             operands.append(
-                _Operand(pointer, output.dtype, module.operand_strides[len(module.loads) + position])
+                _Operand(pointer, output.dtype, module.operand_strides[number], module.operand_wraps[number])
             )
         return operands
 
@@ -1653,7 +1677,7 @@ class _KernelFunction:
         ``segment(inner group, bases, index of the segment's start, first, last)`` runs each."""
         b = self.b
         if not groups:
-            groups = [_Group(1, (0,) * len(self.operands))]
+            groups = [_Group(1, (0,) * len(self.operands), (None,) * len(self.operands))]
         inner, outer = groups[-1], groups[:-1]
         if not outer:
             segment(inner, bases, ir.Constant(I64, 0), begin, end)
@@ -1675,18 +1699,78 @@ class _KernelFunction:
                 index = b.urem(rest, extent)
                 rest = b.udiv(rest, extent)
                 segment_bases = [
-                    self.advance(base, index, stride)
-                    for base, stride in zip(segment_bases, group.strides, strict=True)
+                    self.advance(base, index, stride, wrap)
+                    for base, stride, wrap in zip(segment_bases, group.strides, group.wraps, strict=True)
                 ]
             segment(inner, segment_bases, segment_start, first, last)
             b.store(b.add(start, b.sub(last, first)), position)
 
         while_loop(b, lambda: b.icmp_signed("<", b.load(position), end), one_segment)
 
-    def advance(self, base: ir.Value, index: ir.Value, stride: Stride) -> ir.Value:
+    def advance(self, base: ir.Value, index: ir.Value, stride: Stride, wrap: Wrap = None) -> ir.Value:
+        """The offset ``index`` steps of ``stride`` past ``base``; with a wrap, past the position
+        the index wraps to (an index below the modulus: one compare)."""
+        b = self.b
+        if wrap is not None:
+            start, modulus = wrap
+            index = b.add(index, ir.Constant(I64, start))
+            past = b.icmp_signed(">=", index, ir.Constant(I64, modulus))
+            index = b.select(past, b.sub(index, ir.Constant(I64, modulus)), index)
         if isinstance(stride, int):
-            return base if stride == 0 else self.b.add(base, self.b.mul(index, ir.Constant(I64, stride)))
-        return self.b.add(base, self.b.mul(index, stride))
+            return base if stride == 0 else b.add(base, b.mul(index, ir.Constant(I64, stride)))
+        return b.add(base, b.mul(index, stride))
+
+    def segment_loop(
+        self,
+        inner: _Group,
+        bases: list[ir.Value],
+        first: ir.Value,
+        last: ir.Value,
+        element: Callable[[ir.Value, list[ir.Value]], None],
+    ) -> None:
+        """``element(k, offsets)`` for elements ``[first, last)`` along ``inner``. Where an operand
+        wraps along it, in runs between the points where one wraps: each run's offsets step
+        evenly, so its loop vectorizes as any other."""
+        b = self.b
+
+        def run(lower: ir.Value, upper: ir.Value, run_bases: list[ir.Value]) -> None:
+            def at(k: ir.Value) -> None:
+                element(
+                    k,
+                    [
+                        self.advance(base, k, stride)
+                        for base, stride in zip(run_bases, inner.strides, strict=True)
+                    ],
+                )
+
+            counted_loop(b, lower, upper, at)
+
+        if not any(inner.wraps):
+            run(first, last, bases)
+            return
+        points = sorted({modulus - start for start, modulus in filter(None, inner.wraps)})
+        cursor = self.variable(I64)
+        b.store(first, cursor)
+
+        def next_run() -> None:
+            lower = b.load(cursor)
+            upper = last
+            for point in (ir.Constant(I64, point) for point in points):
+                inside = b.and_(b.icmp_signed("<", lower, point), b.icmp_signed("<", point, upper))
+                upper = b.select(inside, point, upper)
+            run_bases = []
+            for base, stride, wrap in zip(bases, inner.strides, inner.wraps, strict=True):
+                if wrap is None:
+                    run_bases.append(base)
+                    continue
+                start, modulus = wrap  # the run lies before its wrap point or after it
+                past = b.icmp_signed(">=", lower, ir.Constant(I64, modulus - start))
+                shift = b.select(past, ir.Constant(I64, start - modulus), ir.Constant(I64, start))
+                run_bases.append(self.advance(base, shift, stride))
+            run(lower, upper, run_bases)
+            b.store(upper, cursor)
+
+        while_loop(b, lambda: b.icmp_signed("<", b.load(cursor), last), next_run)
 
     def elements(self, bodies: _Bodies, accumulators: list[_Accumulator], unit: _Unit | None) -> Callable:
         """A segment of ``range_loop`` run element by element, in blocks where a sum is pairwise or a
@@ -1694,18 +1778,14 @@ class _KernelFunction:
         b = self.b
 
         def segment(inner: _Group, bases: list[ir.Value], start: ir.Value, first: ir.Value, last: ir.Value):
-            def elementwise(body: Callable, lower: ir.Value) -> Callable[[ir.Value], None]:
-                def element(k: ir.Value) -> None:
-                    offsets = [
-                        self.advance(base, k, stride)
-                        for base, stride in zip(bases, inner.strides, strict=True)
-                    ]
+            def elementwise(body: Callable, lower: ir.Value) -> Callable[[ir.Value, list[ir.Value]], None]:
+                def element(k: ir.Value, offsets: list[ir.Value]) -> None:
                     body(b.add(start, k), offsets, b.sub(k, lower))
 
                 return element
 
             if bodies.scanning is None and not any(accumulator.pairwise for accumulator in accumulators):
-                counted_loop(b, first, last, elementwise(bodies.rest, first))
+                self.segment_loop(inner, bases, first, last, elementwise(bodies.rest, first))
                 return
             block_start = self.variable(I64)
             b.store(first, block_start)
@@ -1715,10 +1795,10 @@ class _KernelFunction:
                 upper = b.add(lower, ir.Constant(I64, BLOCK))
                 upper = b.select(b.icmp_signed("<", upper, last), upper, last)
                 if bodies.scanning is not None:
-                    counted_loop(b, lower, upper, elementwise(bodies.scanning, lower))
+                    self.segment_loop(inner, bases, lower, upper, elementwise(bodies.scanning, lower))
                 for accumulator in accumulators:
                     accumulator.start_block(unit)
-                counted_loop(b, lower, upper, elementwise(bodies.rest, lower))
+                self.segment_loop(inner, bases, lower, upper, elementwise(bodies.rest, lower))
                 for accumulator in accumulators:
                     accumulator.end_block(unit)
                 b.store(upper, block_start)
@@ -1730,7 +1810,10 @@ class _KernelFunction:
     # -- units: rows, or chunks of columns --
 
     def groups(self, axes: list[int]) -> list[_Group]:
-        return coalesce(axes, self.module.shape, [operand.strides for operand in self.operands])
+        operands = self.operands
+        return coalesce(
+            axes, self.module.shape, [operand.strides for operand in operands], [o.wraps for o in operands]
+        )
 
     def row_bases(self, row: ir.Value) -> list[ir.Value]:
         bases = [ir.Constant(I64, 0)] * len(self.operands)
@@ -1742,7 +1825,7 @@ class _KernelFunction:
             index = self.b.urem(rest, ir.Constant(I64, extent))
             rest = self.b.udiv(rest, ir.Constant(I64, extent))
             bases = [
-                self.advance(base, index, operand.strides[axis])
+                self.advance(base, index, operand.strides[axis], operand.wraps[axis])
                 for base, operand in zip(bases, self.operands, strict=True)
             ]
         return bases
@@ -1947,6 +2030,8 @@ def reads_columns(kernel: Kernel) -> bool:
     if not kernel.reduce_axes or not moving or moving[-1] in kernel.reduce_axes:
         return False
     if any(dict(inst.params)["fastest"] in kernel.reduce_axes for inst in kernel.inputs):
+        return False
+    if any(dict(inst.params).get("wraps") for inst in kernel.inputs):  # a column's lanes step evenly
         return False
     columns = int(np.prod(kernel.shape[max(kernel.reduce_axes) + 1 :]))
     widest = max((inst.dtype.itemsize for inst in kernel.inputs), default=1)

@@ -1,8 +1,9 @@
 """Shape functions: views recorded as index maps, and the library calls that move elements.
 
 Views (reshape, transpose, broadcasting, new axes, flips) cost nothing: a kernel reads through
-them. ``concatenate``, ``roll``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers) that
-NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
+them, and through ``roll`` too (an index map that wraps around the axis; its result is an array of
+its own, as NumPy's). ``concatenate``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers)
+that NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
 and ``meshgrid`` are written here as NumPy writes them, from those and from views.
 """
 
@@ -233,7 +234,7 @@ def column_stack(tup: Iterable[Any]) -> Any:
 
 
 def roll(a: Any, shift: Any, axis: Any = None) -> Any:
-    return record.barrier(ops.BARRIERS["roll"], (a,), {"shift": shift, "axis": axis})
+    return record.roll(a, shift, axis)
 
 
 def tile(A: Any, reps: Any) -> Any:

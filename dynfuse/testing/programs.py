@@ -420,6 +420,7 @@ def _view(draw, values: list[_Value], target: str):
                 "diagonal",
                 "triu",
                 "tril",
+                "roll",
             ]
         )
     )
@@ -433,6 +434,12 @@ def _view(draw, values: list[_Value], target: str):
     if kind == "flip":
         axis = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1))) if ndim else None
         return Step(target, "call", "flip", (Ref(a.name),), (("axis", axis),)), [a]
+    if kind == "roll":  # elements moved around axes, a copy, read through a map that wraps
+        if ndim and draw(st.booleans()):
+            axes = tuple(draw(st.lists(st.integers(-ndim, ndim - 1), min_size=1, max_size=2)))
+            shifts = tuple(draw(st.integers(-5, 5)) for _ in axes)
+            return Step(target, "call", "roll", (Ref(a.name), shifts, axes)), [a]
+        return Step(target, "call", "roll", (Ref(a.name), draw(st.integers(-5, 5)))), [a]
     if kind == "expand_dims":
         return Step(target, "call", "expand_dims", (Ref(a.name), draw(st.integers(0, ndim)))), [a]
     if kind == "squeeze":
