@@ -84,6 +84,32 @@ def test_a_roll_reads_what_numpys_copy_holds(kernel_backend, z, shift, axis, pro
     assert dynfuse.stats()["fallbacks"] == 0
 
 
+@st.composite
+def rolls(draw):
+    """An array of any dtype and layout (strided, flipped, transposed), and a shift and axis for it."""
+    dtype = draw(st.sampled_from(["bool", "uint8", "int32", "float16", "float32", "float64"]))
+    values = draw(hnp.arrays(dtype, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5)))
+    layouts = {"as is": values, "flipped": values[::-1], "transposed": values.T, "strided": values[..., ::2]}
+    values = layouts[draw(st.sampled_from(sorted(layouts)))]
+    axis = draw(st.one_of(st.none(), st.integers(-values.ndim, values.ndim - 1)))
+    return values, draw(st.integers(-9, 9)), axis
+
+
+@pytest.mark.parametrize("kernel_backend", KERNEL_BACKENDS)
+@given(case=rolls())
+def test_a_roll_of_any_dtype_and_layout_moves_every_value(kernel_backend, case):
+    values, shift, axis = case
+    expected = np.roll(values, shift, axis)
+    with backend(kernel_backend):
+        lazy = dynfuse.asarray(values)
+        read = np.asarray(dnp.roll(lazy, shift, axis))  # a kernel that reads the buffer through a wrap
+        computed = np.asarray(dnp.roll(lazy.copy(), shift, axis))  # and one that moves a computed value
+    for result in (read, computed):
+        assert result.dtype == expected.dtype
+        np.testing.assert_array_equal(result, expected)
+        np.testing.assert_array_equal(np.signbit(result), np.signbit(expected))
+
+
 @pytest.mark.parametrize("kernel_backend", KERNEL_BACKENDS)
 @pytest.mark.parametrize(
     ("shape", "shift", "axis"),
