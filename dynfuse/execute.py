@@ -87,8 +87,8 @@ class _Verdict:
     nothing is counted. Planned, or replayed as a plan, it is not yet what pays (at most 0): only a
     kernel's launch in C costs less than NumPy's calls on small arrays (``replay.KernelReplay``
     tells that verdict). Recording cannot pay (``possible`` False) for a trace without a replay key
-    (several outputs, or too large a structure: it is planned again every time), nor for one of
-    fewer ops than a kernel must fuse (``tiers.could_pay``)."""
+    (too large a structure: it is planned again every time), nor for one of fewer ops than a kernel
+    must fuse (``tiers.could_pay``)."""
 
     def __init__(self, repeats: int, nodes: Sequence[Node], possible: bool = True) -> None:
         self.counters = _counters() if repeats else None
@@ -123,17 +123,19 @@ def _materialize(nodes: Sequence[Node], repeats: int) -> None:
         return
     memory = device or HOST
     backend = registry.BACKENDS[registry.backend] if memory is HOST else backend_for(memory)
-    key = None
-    if backend is not None and backend.memory is memory and len(outputs) == 1:
-        # A device's replays hold kernels compiled for the GPU they ran on (``Backend.variant``)
+    key = group = None
+    if backend is not None and backend.memory is memory:
+        # Several outputs are replayed as their group (a write and the mask it reads, a time
+        # step's carried values); a device's replays hold kernels compiled for the GPU they ran on
+        replayed = outputs[0] if len(outputs) == 1 else (group := Node.group(outputs))
         runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
-        key = trace.replay_key(runs_on, outputs[0])
+        key = trace.replay_key(runs_on, replayed)
         if key is not None:
             kept = replay.find(key)
-            if kept is not None and _replayed(kept, outputs[0], key, backend, repeats):
+            if kept is not None and _replayed(kept, replayed, key, backend, repeats):
                 return
     order = topological_order(outputs)
-    held = held_intermediates(order, outputs)
+    held = held_intermediates(order, outputs, group)
     small = backend is not None and tiny(order, backend)
     # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
     pays = bool(repeats) and key is not None and tiers.could_pay(order)
@@ -144,7 +146,7 @@ def _materialize(nodes: Sequence[Node], repeats: int) -> None:
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
-            results = run_planned(order, outputs, backend, key, small, moved, held, repeats)
+            results = run_planned(order, outputs, backend, key, small, moved, held, repeats, group)
         kept = [*outputs, *held]
         if place is not memory:
             results = _moved_results(results, kept, place, memory)
@@ -234,10 +236,12 @@ def run_planned(
     moved: dict[Node, Any] | None = None,
     held: Sequence[Node] = (),
     repeats: int = 0,
+    group: Node | None = None,
 ) -> dict[Node, Any]:
     """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
-    intermediates the program ``held`` computed too; with a replay ``key`` (one output), what ran
-    is kept for replaying. ``repeats``: the runs a site's trial stands for (``tiers.kernel_tier``)."""
+    intermediates the program ``held`` computed too; with a replay ``key``, what ran is kept for
+    replaying, under the one output or the outputs' ``group``. ``repeats``: the runs a site's trial
+    stands for (``tiers.kernel_tier``)."""
     computed = [*outputs, *held]
     numbered = schedule.number_trace(order, computed)
     try:
@@ -252,7 +256,7 @@ def run_planned(
     # A replay reads its leaves where they are: none may have been moved but a converted NumPy
     # scalar, which goes with any device (``launch.leaf_value`` puts it there at each replay)
     if key is not None and all(leaf.device is None for leaf in moved or ()):  # made while the trace is whole
-        node = outputs[0]
+        node = outputs[0] if group is None else group
         positions = trace.held_positions(node, list(held))
         kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
         if kept is not None:

@@ -1,7 +1,8 @@
 """Replays: a repeated trace run again from its new leaves, without walking, numbering or planning it.
 
 A materialization that plans a trace with a replay key (``trace.replay_key``: the backend and the
-structure recorded with the node) keeps what it ran under that key. A later node of the same
+structure recorded with the node, or with the group of nodes materialized together,
+``Node.group``) keeps what it ran under that key. A later node of the same
 structure finds its own leaves and intermediates at the same positions of its ``leaves`` and
 ``ancestors`` (the structure fixes them), and runs that again:
 - ``KernelReplay``, a plan of one compiled kernel whose loads are leaves or views of leaves: it is
@@ -99,6 +100,12 @@ class Replay:
 def pool(node: Node) -> tuple[Node, ...]:
     """Every node of ``node``'s trace at a position its structure fixes: leaves, ancestors, itself."""
     return (*node.leaves, *node.ancestors, node)
+
+
+def nodes_computed(node: Node) -> list[Node]:
+    """What a run for ``node`` computes, inputs first: its ancestors and itself, or, for a group of
+    nodes materialized together (``Node.group``), its ancestors, the members among them."""
+    return [*node.ancestors] if node.op is trace.GROUP else [*node.ancestors, node]
 
 
 def positions_of(node: Node) -> dict[int, int]:
@@ -297,7 +304,7 @@ class KernelReplay:
         except Exception:
             forget(key)
             return False
-        interpret.heed_kernel_flags(lambda: [*node.ancestors, node])  # the program's error, not a fault
+        interpret.heed_kernel_flags(lambda: nodes_computed(node))  # the program's error, not a fault
         try:
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]

@@ -49,6 +49,10 @@ def structure_id(description: Hashable) -> int:
     return found
 
 
+# The op of a group (``Node.group``): nodes materialized together, as the replay cache sees them
+GROUP = Op("materialized together", OpKind.BARRIER)
+
+
 def replay_key(backend: Hashable, node: Node) -> tuple | None:
     """What identifies a node's trace to the replay cache: the backend (its name; with a device's,
     its GPU too), the structure recorded with the node, and which of its leaf positions hold the same
@@ -146,6 +150,34 @@ class Node:
             recording.counters["ops_recorded"] += 1
             if len(recording.refs) >= recording.sweep_at:
                 recording.sweep()
+
+    @classmethod
+    def group(cls, members: Sequence[Node]) -> Node:
+        """Pending nodes materialized together, as one node to the replay cache (``replay``): its
+        leaves are theirs, its ancestors theirs with each member after its own, its structure theirs
+        and which of its ancestors are the same node (a member another one reads, an intermediate
+        they share), which a structure alone does not say. No trace reads it; it is never pending."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.params, node.shape, node.dtype = GROUP, tuple(members), (), (), None
+        node.buffer, node.exposed, node.depth, node.device = None, False, 0, members[0].device
+        node.errstate = None
+        keys: list[Any] = []
+        leaves: tuple[Node, ...] = ()
+        ancestors: tuple[Node, ...] = ()
+        for member in members:
+            keys.append(member.key)
+            leaves += member.leaves
+            ancestors += member.ancestors
+            ancestors += (member,)
+        if None in keys or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
+            node.key, node.leaves, node.ancestors = None, (), ()
+            return node
+        first: dict[int, int] = {}
+        shared = tuple(
+            first.setdefault(id(ancestor), position) for position, ancestor in enumerate(ancestors)
+        )
+        node.key, node.leaves, node.ancestors = structure_id((GROUP, tuple(keys), shared)), leaves, ancestors
+        return node
 
     @classmethod
     def leaf(cls, array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
@@ -438,7 +470,7 @@ def _ids_viewed(order: list[Node]) -> set[int]:
     return {id(node.inputs[0]) for node in order if node.op.kind is OpKind.VIEW}
 
 
-def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]:
+def held_intermediates(order: list[Node], outputs: Sequence[Node], group: Node | None = None) -> list[Node]:
     """The nodes of ``order`` (not outputs, not views) that the program still holds, and that are
     deep or read through a view (``_worth_keeping``): computed now, they are kept (they become
     leaves), as NumPy would have them, rather than computed again when asked for
@@ -446,23 +478,27 @@ def held_intermediates(order: list[Node], outputs: Sequence[Node]) -> list[Node]
 
     "Held": referenced from outside this trace (``held_outside``), by a lazy array the program
     keeps or by a graph recorded over the node. A miscount can only cost speed: a kept node holds
-    its own value.
+    its own value. The outputs' ``group`` (``Node.group``), where one stands for them, is part of
+    the trace.
     """
     requested = set(map(id, outputs))
     viewed = _ids_viewed(order)
     kept = [node for node in order if _worth_keeping(node, viewed) and id(node) not in requested]
     if not kept:
         return []
-    return held_outside(kept, references_within(order), listed=1)  # ``order`` lists them too
+    inside = references_within(order if group is None else [*order, group])
+    return held_outside(kept, inside, listed=1)  # ``order`` lists them too
 
 
 def deep_ancestors(node: Node, order: list[Node]) -> tuple[tuple[int, int], ...]:
     """``held_intermediates``' candidates in ``node``'s trace (``order``, unmaterialized), for any
     trace of its structure: the first position of each in ``node.ancestors``, and how often the
-    trace itself references it (``references_within``), which the structure fixes."""
-    inside = references_within(order)
+    trace itself references it (``references_within``), which the structure fixes. A group's
+    members are what it computes, not intermediates."""
+    grouped = node.op is GROUP
+    inside = references_within([*order, node] if grouped else order)
     viewed = _ids_viewed(order)
-    seen: set[int] = set()
+    seen: set[int] = set(map(id, node.inputs)) if grouped else set()
     deep = []
     for position, ancestor in enumerate(node.ancestors):
         if _worth_keeping(ancestor, viewed) and id(ancestor) not in seen:

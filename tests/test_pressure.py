@@ -23,8 +23,8 @@ def stored_with(result, monkeypatch):
     kept = []
     held_intermediates = execute.held_intermediates
 
-    def spy(order, outputs):
-        kept.extend(held_intermediates(order, outputs))
+    def spy(order, outputs, group=None):
+        kept.extend(held_intermediates(order, outputs, group))
         return kept
 
     monkeypatch.setattr(execute, "held_intermediates", spy)

@@ -222,3 +222,42 @@ def test_a_statement_writing_into_an_array_replays_its_value(monkeypatch):
         ey[0] = ey[1] * 2
         ey_host[0] = ey_host[1] * 2
     assert_same(ey, ey_host)
+
+
+def test_outputs_materialized_together_are_replayed_as_a_group(monkeypatch):
+    """A masked write materializes the updated array and its mask together; from the second step
+    on, their one kernel is launched again (in C where the recorder is), planned no more."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.config, "direct", False)
+    rng = np.random.default_rng(2)
+    host, gradient_host = rng.standard_normal((2, 20, 30))
+    x, gradient = dynfuse.array(host), dynfuse.asarray(gradient_host)
+    for step in range(5):
+        before, planned = dynfuse.stats()["replays"], plans_looked_up()
+        x -= 0.1 * gradient * (x - 0.5)
+        x[x < -0.9] = 0.0
+        assert (dynfuse.stats()["replays"] > before) == (step > 0)
+        assert (plans_looked_up() > planned) == (step == 0)
+        host -= 0.1 * gradient_host * (host - 0.5)
+        host[host < -0.9] = 0.0
+    assert_same(x, host)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "groups"])
+def test_a_group_replays_only_what_shares_its_members_as_it_did(backend, monkeypatch):
+    """``v`` and ``x + v`` (a member another member reads) against ``v`` and ``x + v'`` with ``v'``
+    a copy of ``v``'s structure: the same structures, but a kernel that computes both members of
+    one would leave the other's ``v`` uncomputed. Each materializes what it was asked for."""
+    monkeypatch.setattr(dynfuse.registry, "backend", backend)
+    monkeypatch.setattr(dynfuse.config, "direct", False)
+    rng = np.random.default_rng(5)
+    for step in range(6):
+        x, w = rng.random(8), rng.random(8)
+        lx, lw = dynfuse.asarray(x), dynfuse.asarray(w)
+        v = lw * 2.0 - lx
+        other = lw * 2.0 - lx if step % 2 else v
+        moved = lx + other
+        dynfuse.evaluate(moved, v)  # the reader first: ``v`` is then first met among its ancestors
+        assert v._node.inputs == () and moved._node.inputs == ()
+        assert_same(v, w * 2.0 - x)
+        assert_same(moved, x + (w * 2.0 - x))
