@@ -87,8 +87,8 @@ class _Verdict:
     nothing is counted. Planned, or replayed as a plan, it is not yet what pays (at most 0): only a
     kernel's launch in C costs less than NumPy's calls on small arrays (``replay.KernelReplay``
     tells that verdict). Recording cannot pay (``possible`` False) for a trace without a replay key
-    (too large a structure: it is planned again every time), nor for one of fewer ops than a kernel
-    must fuse (``tiers.could_pay``)."""
+    (too large a structure: it is planned again every time), for several outputs (their group's
+    lookup runs in Python), nor for one of fewer ops than a kernel must fuse (``tiers.could_pay``)."""
 
     def __init__(self, repeats: int, nodes: Sequence[Node], possible: bool = True) -> None:
         self.counters = _counters() if repeats else None
@@ -138,7 +138,7 @@ def _materialize(nodes: Sequence[Node], repeats: int) -> None:
     held = held_intermediates(order, outputs, group)
     small = backend is not None and tiny(order, backend)
     # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
-    pays = bool(repeats) and key is not None and tiers.could_pay(order)
+    pays = bool(repeats) and key is not None and group is None and tiers.could_pay(order)
     interpreted = backend is None or (small and not repeated_enough(key, backend, repeats if pays else 0))
     place = HOST if interpreted else backend.memory
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
@@ -300,7 +300,7 @@ def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend, rep
         return False
     memory = backend.memory
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
-    with _Verdict(repeats, nodes):
+    with _Verdict(repeats, nodes, node.op is not trace.GROUP):
         values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats)
         outputs = [nodes[number] for number in run.outputs]
         if compiled is not None and run.launchable:

@@ -273,6 +273,8 @@ class KernelReplay:
                 for position, views, load in loads
             )
         verdict = tiers.recording_verdict(1, tiers.paying_ops([nodes[n] for n in step.nodes]), 0)
+        if node.op is trace.GROUP:  # found in Python (only a single node's replay is, in C): never pays
+            verdict = -1
         return cls(kernel, compiled, loads, params, tuple(stores), len(step.nodes), direct, memory, verdict)
 
     def materialize(self, node: Node, key: tuple) -> bool:
