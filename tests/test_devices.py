@@ -68,6 +68,16 @@ def data(shape=(64, 96), dtype=np.float32, seed=0):
 # ---- placing arrays --------------------------------------------------------------------------------
 
 
+def test_a_periodic_stencil_of_rolls_runs_on_the_device(device):
+    """Rolls read through wrapping loads in the device's kernel: the result stays there."""
+    host = data()
+    array = on_device(host, device)
+    result = np.roll(array, 1, 0) + np.roll(array, -2, 1) * 2 - np.roll(array * 3, (5, 7), (0, 1)).sum(axis=0)
+    assert_on_device(result, device)
+    expected = np.roll(host, 1, 0) + np.roll(host, -2, 1) * 2 - np.roll(host * 3, (5, 7), (0, 1)).sum(axis=0)
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-5, atol=1e-4)
+
+
 def test_asarray_puts_a_copy_on_the_device_and_numpy_asarray_copies_it_back(device):
     host = data()
     array = on_device(host, device)
