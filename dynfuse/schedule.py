@@ -101,8 +101,6 @@ class Why(enum.Enum):
     UNSHARED = (
         "kernel {later} reads {node} out of its order (shifted, or per row): kernel {earlier} computes it"
     )
-    # why a stored node's readers keep out of its kernel
-    RECOMPUTED = "read at {} more places in its kernel: computing it there costs {:g}, reading it back {:g}"
     # why a node is stored, besides being requested or a library call's input
     REDUCTION_READ = "a reduction that a kernel over {} reads other than along its rows"
     SCAN_READ = "a scan along axes {} that a kernel over {} reads other than in order in its own pass"
@@ -348,7 +346,7 @@ class _Planner:
                 self.stored |= new
                 self.why_stored.update((n, needs[n]) for n in new)
                 continue
-            if needs:  # a kernel would need a node that it computes itself: share no kernels
+            if needs:  # a kernel would need a node that it computes itself: its readers keep out
                 if needs.keys() <= self.unshared:
                     raise AssertionError(f"the planner cannot make progress: nodes {sorted(needs)}")
                 self.unshared |= needs.keys()
@@ -575,7 +573,7 @@ class _Planner:
             if n in self.stored:
                 again = reads - sizes[0]
                 if work * again > again + size:
-                    winners[n] = Why.RECOMPUTED, (len(sizes) - 1, work * again, again + size)
+                    winners[n] = Why.UNSHARED, ()
             elif node.op.kind in _RUNNING:
                 winners[n] = Why.RUNNING, (node.op.name, len(sizes))
             elif work * reads > work * size + size + reads:
