@@ -59,8 +59,13 @@ def replay_key(backend: Hashable, node: Node) -> tuple | None:
     leaf. None once an ancestor was materialized: the structure no longer says what the node computes."""
     if node.key is None or not all(map(_inputs, node.ancestors)):
         return None
-    ids = list(map(id, node.leaves))
-    return (backend, node.key, tuple(map(ids.index, ids)))
+    return (backend, node.key, first_positions(node.leaves))
+
+
+def first_positions(nodes: tuple[Node, ...]) -> tuple[int, ...]:
+    """Where each of ``nodes`` first appears among them: which positions hold the same node."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(id(node), position) for position, node in enumerate(nodes))
 
 
 _inputs = operator.attrgetter("inputs")
@@ -172,10 +177,7 @@ class Node:
         if None in keys or len(leaves) + len(ancestors) > REPLAY_KEY_LIMIT:
             node.key, node.leaves, node.ancestors = None, (), ()
             return node
-        first: dict[int, int] = {}
-        shared = tuple(
-            first.setdefault(id(ancestor), position) for position, ancestor in enumerate(ancestors)
-        )
+        shared = first_positions(ancestors)
         node.key, node.leaves, node.ancestors = structure_id((GROUP, tuple(keys), shared)), leaves, ancestors
         return node
 

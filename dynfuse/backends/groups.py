@@ -19,17 +19,6 @@ from ..devices import HOST
 from ..kernel import CompiledKernel, Kernel, Target
 from ..ops import OpKind
 
-# The names generated code calls: every op by its table name, and NumPy's dtype for params.
-_NAMESPACE: dict[str, Any] = {
-    **{name: op.reference for name, op in ops.OPS.items()},
-    "dtype": np.dtype,
-    "broadcast_to": np.broadcast_to,
-    "as_strided": lambda array, shape, strides: np.lib.stride_tricks.as_strided(
-        array, shape, strides, writeable=False
-    ),
-    "wrapped": lambda array, wraps: _wrapped(array, wraps),
-}
-
 
 def _wrapped(array: np.ndarray, wraps: tuple[tuple[int, int, int], ...]) -> np.ndarray:
     """A rolled load as an array of the kernel's shape: along each wrapped axis, the elements at
@@ -41,6 +30,18 @@ def _wrapped(array: np.ndarray, wraps: tuple[tuple[int, int, int], ...]) -> np.n
     for axis, start, modulus in wraps:
         whole = np.take(whole, (np.arange(array.shape[axis]) + start) % modulus, axis=axis)
     return whole
+
+
+# The names generated code calls: every op by its table name, and NumPy's dtype for params.
+_NAMESPACE: dict[str, Any] = {
+    **{name: op.reference for name, op in ops.OPS.items()},
+    "dtype": np.dtype,
+    "broadcast_to": np.broadcast_to,
+    "as_strided": lambda array, shape, strides: np.lib.stride_tricks.as_strided(
+        array, shape, strides, writeable=False
+    ),
+    "wrapped": _wrapped,
+}
 
 
 class GroupBackend:
