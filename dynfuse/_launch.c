@@ -1,7 +1,7 @@
 /* Calling a compiled CPU kernel on arrays: the last step of every materialization.
 
    A kernel's entry (codegen/llvm.py) takes a block of 8-byte cells: the data pointer of each input
-   and output, the element strides of each strided input, then each scalar parameter in its loop
+   and output, the element strides of each strided input and output, then each scalar parameter in its loop
    dtype, in the low bytes of its cell. ``backends.cpu._Launcher`` packs them with ``struct`` and
    calls through ctypes, about 3 us: a quarter of a small cached trace's time. ``KernelCall.run``
    does the same in C for a call on one thread. It declines (returns False, having run nothing)
@@ -28,7 +28,7 @@ typedef struct {
     Py_ssize_t inputs, outputs, ndim, param_cell, cell_count;
     int64_t rows;
     Py_ssize_t strided_count;
-    Py_ssize_t *strided; /* the input slots whose element strides follow the pointers */
+    Py_ssize_t *strided; /* the operands (inputs, then outputs after them) whose element strides follow the pointers */
     Py_ssize_t param_count;
     char *param_codes;   /* struct's format character of each parameter, one cell each */
 } KernelCall;
@@ -70,8 +70,8 @@ static int kernel_call_init(KernelCall *self, PyObject *args, PyObject *kwargs)
         self->strided[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(strided, k));
         if (self->strided[k] == -1 && PyErr_Occurred())
             return -1;
-        if (self->strided[k] < 0 || self->strided[k] >= self->inputs) {
-            PyErr_Format(PyExc_ValueError, "strided slot %zd is not an input", self->strided[k]);
+        if (self->strided[k] < 0 || self->strided[k] >= self->inputs + self->outputs) {
+            PyErr_Format(PyExc_ValueError, "strided operand %zd is not an input or output", self->strided[k]);
             return -1;
         }
     }
@@ -188,7 +188,9 @@ static int fill_cells(KernelCall *self, PyObject **inputs, PyObject **params, Py
     }
     int64_t *strides = cells + self->inputs + self->outputs;
     for (Py_ssize_t k = 0; k < self->strided_count; k++) {
-        PyArrayObject *array = (PyArrayObject *)inputs[self->strided[k]];
+        Py_ssize_t number = self->strided[k];
+        PyArrayObject *array =
+            (PyArrayObject *)(number < self->inputs ? inputs[number] : outputs[number - self->inputs]);
         npy_intp itemsize = PyArray_ITEMSIZE(array);
         if (PyArray_NDIM(array) != self->ndim)
             return 0;

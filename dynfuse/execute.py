@@ -19,15 +19,18 @@ device's library (CuPy's), or on host copies where that library cannot make it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from . import cache, interpret, registry, replay, schedule, stats, tiers, trace
 from .devices import HOST, Memory, move
-from .kernel import Backend, CompiledKernel
+from .kernel import Backend, CompiledKernel, Kernel
 from .launch import launch, leaf_value, library_call, read
 from .ops import OpKind
 from .schedule import KernelStep, LibraryStep, Plan, Source
@@ -106,10 +109,11 @@ class _Verdict:
             tiers.settle_sites(verdict, self.nodes)
 
 
-def _materialize(nodes: Sequence[Node], repeats: int) -> None:
+def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     """``materialize``, for a trace that stands for ``repeats`` runs (a site's trial; 0 where no
     site recorded). A replay launched as one kernel settles the sites itself
-    (``replay.KernelReplay``); any other run, here."""
+    (``replay.KernelReplay``); any other run, here. ``into``: the one node's value is written there
+    too (``materialize_into``)."""
     if len(nodes) == 1 and nodes[0].op.kind is not OpKind.VIEW:  # the common case, in line
         outputs = [nodes[0]] if nodes[0].inputs else ()
     else:
@@ -130,9 +134,11 @@ def _materialize(nodes: Sequence[Node], repeats: int) -> None:
         replayed = outputs[0] if len(outputs) == 1 else (group := Node.group(outputs))
         runs_on = backend.name if memory is HOST else (backend.name, backend.variant())
         key = trace.replay_key(runs_on, replayed)
+        if key is not None and into is not None:  # its kernel writes through strides: a run of its own
+            key = (_INTO, key)
         if key is not None:
             kept = replay.find(key)
-            if kept is not None and _replayed(kept, replayed, key, backend, repeats):
+            if kept is not None and _replayed(kept, replayed, key, backend, repeats, into):
                 return
     order = topological_order(outputs)
     held = held_intermediates(order, outputs, group)
@@ -146,10 +152,13 @@ def _materialize(nodes: Sequence[Node], repeats: int) -> None:
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
-            results = run_planned(order, outputs, backend, key, small, moved, held, repeats, group)
+            results = run_planned(order, outputs, backend, key, small, moved, held, repeats, group, into)
         kept = [*outputs, *held]
         if place is not memory:
             results = _moved_results(results, kept, place, memory)
+        if into is not None:  # the node stays pending (``materialize_into``)
+            _write_into(into, results[outputs[0]])
+            kept = list(held)
         for node in kept:
             node.become_leaf(results[node])
     _counters()["materializations"] += 1
@@ -178,6 +187,32 @@ def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memor
         return moved[node]
 
     return {node: value(node) for node in kept}
+
+
+# Tags the replay key of a materialization into a given array (``materialize_into``)
+_INTO = "into"
+
+
+def materialize_into(node: Node, destination: Any) -> None:
+    """Write the value of ``node`` (pending, on the host, not a view) into ``destination``, a host
+    array of its shape and dtype that no leaf of its trace shares memory with: a write's value
+    computed straight into the written region. Where the backend's kernels write through strides
+    (``Target.in_place_elements``) the kernel that stores the node writes ``destination`` itself, no
+    temporary and no copy; elsewhere (an interpreted kernel, a library call) the value is copied
+    in. The node stays pending, since the program may write that memory again: read later, it is
+    computed again from its leaves, which keep its values as any pending node's do. A statement's
+    value is a temporary, which nothing reads later."""
+    with lock:
+        _materialize([node], tiers.site_repeats(), destination)
+
+
+def _write_into(destination: Any, value: Any) -> None:
+    """``value`` into ``destination``, unless a kernel wrote it there (then they are one array)."""
+    if destination is not None and not (
+        value.__array_interface__["data"][0] == destination.__array_interface__["data"][0]
+        and value.strides == destination.strides
+    ):
+        np.copyto(destination, value)
 
 
 def materialize_carried(node: Node) -> None:
@@ -237,11 +272,13 @@ def run_planned(
     held: Sequence[Node] = (),
     repeats: int = 0,
     group: Node | None = None,
+    into: Any = None,
 ) -> dict[Node, Any]:
     """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
     intermediates the program ``held`` computed too; with a replay ``key``, what ran is kept for
     replaying, under the one output or the outputs' ``group``. ``repeats``: the runs a site's trial
-    stands for (``tiers.kernel_tier``)."""
+    stands for (``tiers.kernel_tier``); ``into``: where the kernel storing the one output writes it,
+    if it can (``materialize_into``)."""
     computed = [*outputs, *held]
     numbered = schedule.number_trace(order, computed)
     try:
@@ -261,7 +298,8 @@ def run_planned(
         kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
         if kept is not None:
             replay.keep(key, node, order, positions, kept)
-    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats)
+    given = None if into is None else (numbered.outputs[0], into)
+    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats, given)
     if kept is not None and compiled is not None and kept.launchable:
         kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, compiled, node, backend)
     return {node: values[node] for node in computed}
@@ -272,7 +310,7 @@ def _keep_kernel(
     held: tuple[int, ...],
     nodes: list[Node],
     plan: Plan,
-    compiled: CompiledKernel,
+    compiled: tuple[Kernel, CompiledKernel],
     node: Node,
     backend: Backend,
 ) -> bool:
@@ -286,7 +324,9 @@ def _keep_kernel(
     return True
 
 
-def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend, repeats: int = 0) -> bool:
+def _replayed(
+    kept: replay.Replay, node: Node, key: tuple, backend: Backend, repeats: int = 0, into: Any = None
+) -> bool:
     """Compute ``node`` by what its structure kept, if it kept a run for the deep intermediates
     the program holds now; False where it did not, or that run cannot take this trace."""
     held = kept.held(node)
@@ -294,17 +334,21 @@ def _replayed(kept: replay.Replay, node: Node, key: tuple, backend: Backend, rep
     if run is None:
         return False
     if isinstance(run, replay.KernelReplay):
-        return run.materialize(node, key)
+        return run.materialize(node, key, into)
     nodes = run.nodes_of(node)
     if nodes is None:
         return False
     memory = backend.memory
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
     with _Verdict(repeats, nodes, node.op is not trace.GROUP):
-        values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats)
+        given = None if into is None else (run.outputs[0], into)
+        values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given)
         outputs = [nodes[number] for number in run.outputs]
         if compiled is not None and run.launchable:
             run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
+        if into is not None:  # the node stays pending (``materialize_into``)
+            _write_into(into, values[node])
+            outputs = []
         for output in outputs:
             output.become_leaf(values[output])
     counters = _counters()
@@ -333,11 +377,13 @@ def run_plan(
     compile_small: bool = False,
     moved: dict[Node, Any] | None = None,
     repeats: int = 0,
-) -> tuple[dict[Node, Any], CompiledKernel | None]:
+    given: tuple[int, Any] | None = None,
+) -> tuple[dict[Node, Any], tuple[Kernel, CompiledKernel] | None]:
     """Run ``plan`` over its numbered ``nodes`` on the backend's memory, step by step, each stored
     buffer freed after its last reader: the values of the plan's outputs, and the last kernel that
-    ran compiled (what a replay launches again)."""
-    run = _Run(nodes, backend, compile_small, moved, repeats)
+    ran compiled with its code (what a replay launches again). ``given``: a node's number and the
+    array the kernel storing it writes it into, where it can (``Target.in_place_elements``)."""
+    run = _Run(nodes, backend, compile_small, moved, repeats, given)
     stats.count("kernels_planned", len(plan.kernels))
     inside = None
     for step, release in zip(plan.steps, plan.release, strict=True):
@@ -369,13 +415,16 @@ class _Run:
         compile_small: bool = False,
         moved: dict[Node, Any] | None = None,
         repeats: int = 0,
+        given: tuple[int, Any] | None = None,
     ) -> None:
         self.nodes = nodes
+        self.given = given if given is not None and backend.target.in_place_elements else None
         self.repeats = repeats  # the runs a site's trial stands for
         self.backend = backend
         self.memory: Memory = backend.memory  # where every buffer of the run is
         self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
-        self.compiled_step: CompiledKernel | None = None  # the last kernel that ran compiled
+        # the last kernel that ran compiled, and its code
+        self.compiled_step: tuple[Kernel, CompiledKernel] | None = None
         self.buffers: dict[int, Any] = {}
         # Leaves from another memory, by number: their copies in this one
         self.moved = (
@@ -404,6 +453,7 @@ class _Run:
         return read(value, source, shape, self.memory)
 
     def run_kernel(self, step: KernelStep) -> None:
+        step, given = self.writing_given(step)
         kernel = step.kernel
         compiled = None
         tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats)
@@ -417,7 +467,7 @@ class _Run:
                 if compiled is not None:
                     inputs = [self.array(source, kernel.shape) for source in step.loads]
                     params = [self.nodes[n].buffer for n in step.params]
-                    outputs = launch(kernel, compiled, inputs, params, self.memory)
+                    outputs = launch(kernel, compiled, inputs, params, self.memory, given=given)
             except MemoryError:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
@@ -432,11 +482,23 @@ class _Run:
             lambda: [self.nodes[number] for number in step.nodes],
             lambda: {self.nodes[number]: value for number, value in self.buffers.items()},
         )
-        self.compiled_step = compiled
+        self.compiled_step = (kernel, compiled)
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
+
+    def writing_given(self, step: KernelStep) -> tuple[KernelStep, tuple[int, Any] | None]:
+        """The step with its kernel writing the given array, where it stores the given node in the
+        given array's shape (a per-row output may hold it in another), and that output's position
+        with the array; the step as it is otherwise."""
+        if self.given is None or self.given[0] not in step.stores:
+            return step, None
+        number, array = self.given
+        position = step.stores.index(number)
+        if step.kernel.output_layouts[position][0] != array.shape:
+            return step, None
+        return dataclasses.replace(step, kernel=step.kernel.storing_into(position)), (position, array)
 
     def interpret(self, step: KernelStep) -> None:
         """The step's nodes by the reference executor: on host copies where the run is elsewhere."""

@@ -102,6 +102,22 @@ def heeded(flags: int, states: Iterable[Any]) -> bool:
     return False
 
 
+def may_interrupt(states: Iterable[Any]) -> bool:
+    """Whether a flag a kernel reports could stop the program under any of ``states`` (ops'
+    recorded states; None: the one in force): an error raised, a handler called or logged to, or a
+    warning that a filter makes an error. Then nothing may be written before the kernel's flags are
+    heeded, as NumPy raises before it assigns."""
+    for state in {id(state): state for state in states}.values():
+        state = current() if state is None else state
+        modes = np.geterr() if state is None else _modes_of(state)
+        if any(mode in ("raise", "call", "log") for mode in modes.values()):
+            return True
+    return any(
+        action == "error" and issubclass(RuntimeWarning, category)
+        for action, _, category, _, _ in warnings.filters
+    )
+
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 

@@ -29,11 +29,14 @@ Softmax over rows is one kernel of three passes (max; sum of exp; write), each r
 while it stays in cache, written once.
 
 Outputs are per element (an array of ``shape``) or per row (``shape`` with the reduced axes of
-extent 1). A backend computes exactly what NumPy computes, op by op, in these dtypes.
+extent 1), fresh C-contiguous arrays, or for a ``strided`` output an array the caller gives with
+any strides (the region a write names, which the kernel then writes in place: no temporary, no
+copy). A backend computes exactly what NumPy computes, op by op, in these dtypes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +112,7 @@ class Output:
     value: int  # the instruction whose value is written
     row: bool  # per row: written once per row, into an array with the reduced axes of extent 1
     dtype: np.dtype
+    strided: bool = False  # written through strides read at launch, into the array the caller gives
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ class Kernel:
             (inst.op.name, inst.args, inst.params, inst.dtype, inst.row, inst.stage)
             for inst in self.instructions
         )
-        outputs = tuple((out.value, out.row, out.dtype) for out in self.outputs)
+        outputs = tuple((out.value, out.row, out.dtype, out.strided) for out in self.outputs)
         object.__setattr__(self, "signature", Signature((self.shape, self.reduce_axes, body, outputs)))
 
     @property
@@ -135,6 +139,15 @@ class Kernel:
     def contiguous_loads(self) -> tuple[bool, ...]:
         """Per load slot: whether the kernel was built to read it C-contiguous."""
         return tuple(dict(inst.params)["contiguous"] for inst in self.inputs)
+
+    def storing_into(self, position: int) -> Kernel:
+        """This kernel with output ``position`` written into an array the launch gives (strided)."""
+        variants = self.__dict__.setdefault("_variants", {})
+        if position not in variants:
+            outputs = list(self.outputs)
+            outputs[position] = dataclasses.replace(outputs[position], strided=True)
+            variants[position] = Kernel(self.shape, self.reduce_axes, self.instructions, tuple(outputs))
+        return variants[position]
 
     @functools.cached_property
     def output_layouts(self) -> tuple[tuple[Shape, np.dtype], ...]:
@@ -160,7 +173,8 @@ class Kernel:
     def text(self) -> str:
         lines = [inst.text(number) for number, inst in enumerate(self.instructions)]
         lines += [
-            f"out{position} <- v{out.value} ({'row' if out.row else 'elem'} {out.dtype})"
+            f"out{position} <- v{out.value} ({'row' if out.row else 'elem'} {out.dtype}"
+            f"{', strided' if out.strided else ''})"
             for position, out in enumerate(self.outputs)
         ]
         return "\n".join(lines)
@@ -210,13 +224,19 @@ class Target:
     # library call between kernels, on stored operands, so a plan is never slower than NumPy's op
     # for it (perf/bench_functions.py measures them).
     library_ops: frozenset[tuple[str, str]] = frozenset()
+    # From how many elements a write's value is computed straight into the written region by a
+    # kernel writing an output through strides given at launch (``Output.strided``), rather than
+    # into a fresh array copied in (0: never). The copy saved must outweigh what the direct store's
+    # run costs more than a cached replay's.
+    in_place_elements: int = 0
 
     def __hash__(self) -> int:  # part of every plan-cache key: cheaper than hashing every field
         return hash(self.name)
 
 
 # A compiled kernel: ``run(inputs, params, outputs)``, inputs as arrays of the kernel's shape,
-# params as the Python scalars, outputs as fresh C-contiguous arrays that it fills.
+# params as the Python scalars, outputs as the arrays it fills (fresh C-contiguous ones, or for a
+# strided output the array the caller gives).
 CompiledKernel = Callable[[Sequence[Any], Sequence[Any], Sequence[Any]], None]
 
 

@@ -47,25 +47,33 @@ def launch(
     params: list,
     memory: Memory = HOST,
     held: bool = False,
+    given: tuple[int, Any] | None = None,
 ) -> list[Any]:
     """Run a compiled kernel on its inputs in ``memory``, first copied into the layout it was built
-    for unless they are ``held`` in it already; its fresh outputs. The floating-point flags it raised
-    are in ``float_errors.FLAGS``, for the caller to take."""
+    for unless they are ``held`` in it already; its outputs, fresh but for the strided one ``given``
+    (its position and the array it writes). The floating-point flags it raised are in
+    ``float_errors.FLAGS``, for the caller to take."""
     if not held:
         inputs = [
             memory.contiguous(value) if contiguous and not value.flags.c_contiguous else value
             for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
         ]
-    outputs = allocate_outputs(kernel, memory)
+    outputs = allocate_outputs(kernel, memory, given)
     compiled(inputs, params, outputs)
     return outputs
 
 
-def allocate_outputs(kernel: Kernel, memory: Memory) -> list[Any]:
-    """A kernel's fresh outputs. Running out of memory here raises MemoryError (on the host, once
-    the pool has given its free blocks back), as NumPy would for the same arrays: the program's to
-    handle, never a fault that falls back."""
-    return [memory.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+def allocate_outputs(kernel: Kernel, memory: Memory, given: tuple[int, Any] | None = None) -> list[Any]:
+    """A kernel's fresh outputs, and the ``given`` one. Running out of memory here raises
+    MemoryError (on the host, once the pool has given its free blocks back), as NumPy would for the
+    same arrays: the program's to handle, never a fault that falls back."""
+    outputs = [
+        None if given is not None and position == given[0] else memory.empty(shape, dtype)
+        for position, (shape, dtype) in enumerate(kernel.output_layouts)
+    ]
+    if given is not None:
+        outputs[given[0]] = given[1]
+    return outputs
 
 
 def library_call(node: Node, arguments: list, memory: Memory) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config, devices, direct, dtypes, execute, ops, pressure, registry, stats, views
+from . import config, devices, direct, dtypes, execute, float_errors, ops, pressure, registry, stats, views
 from .devices import HOST
 from .ops import OpKind
 from .tiers import direct_elements
@@ -726,13 +726,15 @@ def setitem(target: Any, index: Any, value: Any) -> None:
     memory = target._node.memory
     if type(value) is LazyArray and memory is HOST and views.index_key(index) is not None:
         # The common case (``b[1:-1, 1:-1] = expression``), without looking for lazy arrays inside
-        # the index: its value, replayed where it can be, copied in by NumPy.
+        # the index: its value, replayed where it can be, written into the region by its kernel or
+        # copied in by NumPy.
         node = value._node
         if node.device not in (None, memory):
             mixed_devices("setitem", (target._node, node))
         with execute.lock:
-            buffer = prepare_write(target, [node])
-            buffer[index] = node.buffer
+            if not _write_in_place(target, index, node):
+                buffer = prepare_write(target, [node])
+                buffer[index] = node.buffer
         return
     lazy_parts = [item for item in flatten((index, value)) if is_lazy(item)]
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
@@ -744,6 +746,44 @@ def setitem(target: Any, index: Any, value: Any) -> None:
             buffer[_concrete(index)] = _concrete(value)
         else:
             buffer[_on_device(_concrete(index), memory)] = _on_device(_concrete(value), memory)
+
+
+def _write_in_place(target: Any, index: Any, node: Node) -> bool:
+    """``target[index] = value`` (``node``) with the value's kernel writing the region itself, no
+    temporary and no copy (``execute.materialize_into``), where that is what NumPy's assignment
+    computes: the value is pending, of the target's dtype and the region's shape, over enough
+    elements (``Target.in_place_elements``: a smaller one replays in C, and is copied in), its
+    trace reads no memory the region shares, and its floating-point errors cannot stop the
+    program once the region is written (NumPy raises before it assigns). Whether it did."""
+    leaf = target._node
+    backend = registry.BACKENDS[registry.backend]
+    if (
+        not node.inputs
+        or leaf.inputs
+        or node.op.kind is OpKind.VIEW
+        or node.dtype != leaf.dtype
+        or node.key is None
+        or backend is None
+        or backend.memory is not HOST
+        or not backend.target.in_place_elements
+        or views.size_of(node.shape) < backend.target.in_place_elements
+        or float_errors.may_interrupt(member.errstate for member in (node, *node.ancestors))
+    ):
+        return False
+    buffer = leaf.buffer
+    execute.materialize_readers(buffer)  # which may compute the value, where it reads the region
+    if not node.inputs:
+        return False
+    region = buffer[index]
+    if (
+        type(region) is not np.ndarray
+        or region.shape != node.shape
+        or not region.flags.writeable
+        or any(np.may_share_memory(region, read.buffer) for read in node.leaves if read.op is ops.BUFFER)
+    ):
+        return False
+    execute.materialize_into(node, region)
+    return True
 
 
 def _on_device(value: Any, memory: devices.Memory) -> Any:

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace, views
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
@@ -224,9 +226,16 @@ class KernelReplay:
 
     @classmethod
     def of(
-        cls, nodes: list[Node], plan: Plan, compiled: CompiledKernel, node: Node, memory: Memory
+        cls,
+        nodes: list[Node],
+        plan: Plan,
+        compiled: tuple[Kernel, CompiledKernel],
+        node: Node,
+        memory: Memory,
     ) -> KernelReplay | None:
-        """The replay of ``plan`` (over the numbered ``nodes`` of ``node``'s trace) or None if the
+        """The replay of ``plan`` (over the numbered ``nodes`` of ``node``'s trace), launching the
+        ``compiled`` kernel its one step ran (the step's, or its variant writing a given array), or
+        None if the
         plan does more than one kernel over leaves and their views, or reads a leaf from another
         memory than ``memory``, where the kernel runs, but a converted NumPy scalar, which each
         launch puts there. (The structure holds where each leaf is, so what holds for this trace
@@ -258,7 +267,7 @@ class KernelReplay:
             output = step.stores.index(number)
             shape = nodes[number].shape
             stores.append((output, -1 if position == ancestors else position, _reshape(step, output, shape)))
-        kernel = step.kernel
+        kernel, compiled_kernel = compiled
         direct = all(
             not views and _read_as_it_is(nodes[load.node], load, kernel.shape, contiguous, memory)
             for (_, views, load), contiguous in zip(loads, kernel.contiguous_loads, strict=True)
@@ -275,12 +284,15 @@ class KernelReplay:
         verdict = tiers.recording_verdict(1, tiers.paying_ops([nodes[n] for n in step.nodes]), 0)
         if node.op is trace.GROUP:  # found in Python (only a single node's replay is, in C): never pays
             verdict = -1
-        return cls(kernel, compiled, loads, params, tuple(stores), len(step.nodes), direct, memory, verdict)
+        return cls(
+            kernel, compiled_kernel, loads, params, tuple(stores), len(step.nodes), direct, memory, verdict
+        )
 
-    def materialize(self, node: Node, key: tuple) -> bool:
+    def materialize(self, node: Node, key: tuple, into: Any = None) -> bool:
         """Compute ``node`` (and the held intermediates this replay was kept for) by this replay;
         False if that failed (then it is forgotten, and the planned path runs the trace again,
-        warning and falling back if it must)."""
+        warning and falling back if it must). ``into``: where the node's value is written, which
+        stays pending (``execute.materialize_into``); by the kernel, where its output is strided."""
         try:
             plan = self.launch_plan
             if plan is not None and launch_replay is not None and launch_replay(node, plan):
@@ -300,7 +312,11 @@ class KernelReplay:
                         value = view(value)
                     inputs.append(value if source is None else read(value, source, self.kernel.shape, memory))
                 params = [leaves[position].buffer for position in self.params]
-            results = launch(self.kernel, self.compiled, inputs, params, self.memory, held=self.direct)
+            given = None
+            if into is not None:  # where the kernel writes it through strides (else it is copied in)
+                output = next(output for output, at, _ in self.stores if at < 0)
+                given = (output, into) if self.kernel.outputs[output].strided else None
+            results = launch(self.kernel, self.compiled, inputs, params, self.memory, self.direct, given)
         except MemoryError:
             raise
         except Exception:
@@ -310,9 +326,13 @@ class KernelReplay:
         try:
             ancestors = node.ancestors
             computed = [node if at < 0 else ancestors[at] for _, at, _ in self.stores]
-            for slot, (output, _, shape) in enumerate(self.stores):
+            for slot, (output, at, shape) in enumerate(self.stores):
                 result = results[output] if shape is None else results[output].reshape(shape)
                 result_key = self.result_keys[slot]
+                if into is not None and at < 0:
+                    if given is None:
+                        np.copyto(into, result)
+                    continue
                 if result_key is None:  # the same every time: the kernel allocates it
                     result_key = self.result_keys[slot] = trace.structure_id(
                         trace.buffer_key(result, node.device)
@@ -323,7 +343,7 @@ class KernelReplay:
         except Exception:
             forget(key)
             return False
-        if self.launch_plan is None and self.direct and launch_replay is not None:
+        if self.launch_plan is None and self.direct and launch_replay is not None and into is None:
             self.launch_plan = self._launch_plan()
         # Recording pays where the next replays launch in C (``launch_replay`` tells it from then on)
         tiers.settle_sites(self.verdict if self.launch_plan is not None else -1, members)

@@ -72,7 +72,7 @@ def test_out_of_memory_for_a_fused_output_raises_memory_error(backend, monkeypat
     x = dynfuse.asarray(data)
     y = chain(x)
 
-    def no_memory(kernel, memory):
+    def no_memory(kernel, memory, given=None):
         raise MemoryError(f"simulated: cannot allocate {kernel.output_layouts}")
 
     monkeypatch.setattr(launch, "allocate_outputs", no_memory)

@@ -168,9 +168,10 @@ def range_flag(use: ParamUse, value: int) -> int:
 
 
 def element_strides(array: Any, slot: int) -> list[int]:
-    """Input ``slot``'s strides in elements, as a strided load takes them (NumPy's or CuPy's array)."""
+    """Operand ``slot``'s strides in elements, as a strided load or output takes them (NumPy's or
+    CuPy's array)."""
     if any(stride % array.itemsize for stride in array.strides):
-        raise ValueError(f"input {slot} has strides {array.strides} that are not whole elements")
+        raise ValueError(f"operand {slot} has strides {array.strides} that are not whole elements")
     return [stride // array.itemsize for stride in array.strides]
 
 
@@ -286,11 +287,13 @@ class KernelFacts:
         self.innermost_reduced = len(self.shape) - 1 in self.reduce_axes
         self.kept_axes = [axis for axis in range(len(self.shape)) if axis not in kernel.reduce_axes]
         self.loads = kernel.inputs
+        # The operands whose strides the launch gives: loads by slot, then outputs by position
+        # after the loads (``Output.strided``)
         self.strided = tuple(
             inst.slot
             for inst in self.loads
             if not dict(inst.params)["contiguous"] and not dict(inst.params)["zero_dim"]
-        )
+        ) + tuple(len(self.loads) + position for position, out in enumerate(kernel.outputs) if out.strided)
         self.loops = {
             number: loop_of(kernel.instructions, inst)
             for number, inst in enumerate(self.instructions)

@@ -1,16 +1,17 @@
 """LLVM IR for a kernel description, built with ``llvmlite.ir``: one module per kernel.
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
-(contiguous loads, broadcast axes, outputs) and read at launch for the other loads, so one module
-serves every stride of a layout. Every value is computed in the dtypes NumPy's own loop for the op
-uses (``ufunc.resolve_dtypes``), with NumPy's rules for the cases C leaves open (integer division by
-zero, shifts past the width, NaN in min/max, float16 arithmetic rounded from float32).
+(contiguous loads, broadcast axes, fresh outputs) and read at launch for the other loads and for
+strided outputs, so one module serves every stride of a layout. Every value is computed in the
+dtypes NumPy's own loop for the op uses (``ufunc.resolve_dtypes``), with NumPy's rules for the cases
+C leaves open (integer division by zero, shifts past the width, NaN in min/max, float16 arithmetic
+rounded from float32).
 
 The module exports up to three functions, all taking ``cells``: an array of 8-byte cells holding
-input pointers, output pointers, the strides (in elements) of the inputs that need them, and the
-parameters converted to their loop dtypes (see ``Layout``); and ``scratch``: memory of the call's
-own, ``Layout.scratch_bytes`` aligned to ``SCRATCH_ALIGNMENT`` (null where that is 0), that calls
-running at the same time must not share.
+input pointers, output pointers, the strides (in elements) of the inputs and outputs that need
+them, and the parameters converted to their loop dtypes (see ``Layout``); and ``scratch``: memory
+of the call's own, ``Layout.scratch_bytes`` aligned to ``SCRATCH_ALIGNMENT`` (null where that is
+0), that calls running at the same time must not share.
 
 - ``ENTRY(cells, scratch, begin, end)`` runs elements ``[begin, end)`` of an elementwise kernel in
   C order, or rows ``[begin, end)`` of a reducing kernel (a row: one index of the kept axes), each
@@ -148,7 +149,9 @@ class Layout:
 
     inputs: int
     outputs: int
-    strided: tuple[int, ...]  # inputs whose strides (in elements, one per axis) follow the pointers
+    # inputs by slot, then outputs numbered after them, whose strides (in elements, one per axis)
+    # follow the pointers
+    strided: tuple[int, ...]
     ndim: int
     param_uses: tuple[ParamUse, ...]
     extent: int  # what ENTRY iterates over: elements, or rows of a reducing kernel
@@ -1236,7 +1239,13 @@ class _KernelModule(KernelFacts):
                         for axis, extent in enumerate(self.shape)
                     ]
                 )
-        return strides + [c_strides(self.kernel.output_shape(output)) for output in self.kernel.outputs]
+        for output in self.kernel.outputs:
+            shape = self.kernel.output_shape(output)
+            if output.strided:
+                strides.append([0 if extent == 1 else None for extent in shape])
+            else:
+                strides.append(c_strides(shape))
+        return strides
 
     def known_wraps(self) -> list[list[Wrap]]:
         """Each operand's wrap per axis (loads by slot, then outputs, which never wrap); none along
@@ -1250,9 +1259,9 @@ class _KernelModule(KernelFacts):
             wraps.append(along)
         return wraps + [[None] * len(self.shape) for _ in self.kernel.outputs]
 
-    def stride_cell(self, slot: int, axis: int) -> int:
-        """The cell of a strided load's stride along ``axis``."""
-        first = len(self.loads) + len(self.kernel.outputs) + self.strided.index(slot) * len(self.shape)
+    def stride_cell(self, operand: int, axis: int) -> int:
+        """The cell of a strided operand's stride along ``axis`` (loads by slot, then outputs)."""
+        first = len(self.loads) + len(self.kernel.outputs) + self.strided.index(operand) * len(self.shape)
         return first + axis
 
     def chunk_columns(self) -> int:
@@ -1502,9 +1511,11 @@ class _KernelFunction:
                 self.cell(len(module.loads) + position, I64), storage_type(output.dtype).as_pointer()
             )
             number = len(module.loads) + position
-            operands.append(
-                _Operand(pointer, output.dtype, module.operand_strides[number], module.operand_wraps[number])
-            )
+            strides = [
+                self.cell(module.stride_cell(number, axis), I64) if stride is None else stride
+                for axis, stride in enumerate(module.operand_strides[number])
+            ]
+            operands.append(_Operand(pointer, output.dtype, strides, module.operand_wraps[number]))
         return operands
 
     def load_params(self) -> list[tuple[Value, ir.Value | None]]:
@@ -2032,6 +2043,8 @@ def reads_columns(kernel: Kernel) -> bool:
     if any(dict(inst.params)["fastest"] in kernel.reduce_axes for inst in kernel.inputs):
         return False
     if any(dict(inst.params).get("wraps") for inst in kernel.inputs):  # a column's lanes step evenly
+        return False
+    if any(out.strided for out in kernel.outputs):  # its rows' lanes are stored a chunk at a time
         return False
     columns = int(np.prod(kernel.shape[max(kernel.reduce_axes) + 1 :]))
     widest = max((inst.dtype.itemsize for inst in kernel.inputs), default=1)

@@ -1,0 +1,152 @@
+"""A write's value computed straight into the written region: ``b[1:-1, 1:-1] = expression`` on
+a large array launches a kernel whose output is that region (a strided output), with no temporary
+and no copy, and gives NumPy's answer and NumPy's aliasing."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dynfuse
+import dynfuse.numpy as dnp
+from dynfuse import cache, execute, launch
+from dynfuse.backends import cpu
+
+from .helpers import assert_same
+
+N = 400  # 398² elements in the region: past the CPU target's in_place_elements
+
+
+@pytest.fixture
+def given_outputs(monkeypatch):
+    """The strided outputs kernels were launched with, as (shape, strides) pairs."""
+    seen = []
+    allocate = launch.allocate_outputs
+
+    def spy(kernel, memory, given=None):
+        if given is not None:
+            seen.append((given[1].shape, given[1].strides))
+        return allocate(kernel, memory, given)
+
+    monkeypatch.setattr(launch, "allocate_outputs", spy)
+    return seen
+
+
+def grids(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((N, N)), np.zeros((N, N))
+
+
+def jacobi(a, b):
+    b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1] + a[:-2, 1:-1])
+
+
+def test_a_stencil_statement_is_written_by_its_kernel_into_the_region(given_outputs):
+    a, b = grids()
+    da, db = dnp.asarray(a.copy()), dnp.asarray(b.copy())
+    for _ in range(3):  # planned, then replayed
+        jacobi(da, db)
+        jacobi(db, da)
+        jacobi(a, b)
+        jacobi(b, a)
+    assert_same(db, b)
+    assert_same(da, a)
+    assert given_outputs == [((N - 2, N - 2), (8 * N, 8))] * 6
+    assert dynfuse.stats()["replays"] >= 4
+
+
+def test_the_value_stays_what_numpy_computed_when_the_program_holds_it(given_outputs):
+    a, b = grids(1)
+    da, db = dnp.asarray(a.copy()), dnp.asarray(b.copy())
+    value, expected = da[1:-1, 1:-1] * 2 + 1, a[1:-1, 1:-1] * 2 + 1
+    db[1:-1, 1:-1] = value
+    b[1:-1, 1:-1] = expected
+    assert given_outputs
+    db[...] = -1.0  # the region changes; the held value does not
+    da[...] = 7.0  # nor does it when what it was computed from changes
+    assert_same(value, expected)
+    assert_same(db, np.full((N, N), -1.0))
+
+
+def test_a_value_that_reads_the_region_is_computed_first_as_numpy_does(given_outputs):
+    rng = np.random.default_rng(2)
+    u = rng.random((N, N))
+    du = dnp.asarray(u.copy())
+    for grid in (u, du):
+        laplacian = grid[:-2, 1:-1] + grid[2:, 1:-1] + grid[1:-1, :-2] + grid[1:-1, 2:] - 4 * grid[1:-1, 1:-1]
+        grid[1:-1, 1:-1] = grid[1:-1, 1:-1] + 0.1 * laplacian
+        grid[1:, :] = grid[:-1, :] + 1.0  # an overlapping shift
+    assert_same(du, u)
+    assert not given_outputs  # each read the memory it wrote: computed, then copied
+
+
+@pytest.mark.parametrize("how", ["errstate", "warnings"])
+def test_a_write_whose_value_raises_leaves_the_array_unchanged(how, given_outputs):
+    a, b = grids(3)
+    a[5, 7] = -1.0
+    da, db = dnp.asarray(a), dnp.asarray(b.copy())
+    error = FloatingPointError if how == "errstate" else RuntimeWarning
+    with np.errstate(all="raise" if how == "errstate" else "warn"), warnings.catch_warnings():
+        if how == "warnings":
+            warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(error):
+            db[1:-1, 1:-1] = dnp.sqrt(da[1:-1, 1:-1]) + 1
+    assert_same(db, b)
+    assert not given_outputs
+
+
+@pytest.mark.parametrize("tiers", [False, True])
+def test_other_dtypes_regions_and_interpreted_kernels_get_numpys_answer(tiers, monkeypatch, given_outputs):
+    monkeypatch.setattr(dynfuse.config, "tiers", tiers)  # with tiers, interpreted before compiled
+    rng = np.random.default_rng(4)
+    x, y = rng.random((2 * N, N)), np.zeros((2 * N, N))
+    dx, dy = dnp.asarray(x.copy()), dnp.asarray(y.copy())
+    for a, b in ((x, y), (dx, dy)):
+        for _ in range(3):
+            b[1:-1, 1:-1] = a[1:-1, 1:-1].astype(np.float32) * 3  # cast on assignment
+            b[::2, :] = a[::2, :] - 1  # a strided region
+            b[:, 5] = a.sum(axis=1)  # a short one: copied in
+            b[1:-1, 2:-2] = (a[1:-1, 2:-2] * 0.5).T.T  # a view of the value: copied in
+    assert_same(dy, y)
+    if not tiers:
+        assert given_outputs == [((N, N), (16 * N, 8))] * 3
+
+
+def test_a_reduction_kept_per_row_is_written_into_the_region(given_outputs):
+    rng = np.random.default_rng(5)
+    x = rng.random((3, 1 << 17))
+    out = np.zeros((4, 1 << 17))
+    dx, dout = dnp.asarray(x), dnp.asarray(out.copy())
+    for a, o in ((x, out), (dx, dout)):
+        o[1:2, :] = (a * a).sum(axis=0, keepdims=True)
+        o[3, :] = a.max(axis=0)  # per row, held in another shape than the region's: copied in
+    assert_same(dout, out)
+    assert given_outputs == [((1, 1 << 17), (8 << 17, 8))]
+
+
+REGIONS = {
+    "every other column": (lambda: np.zeros((600, 1400)), lambda base: base[:, ::2]),
+    "transposed": (lambda: np.zeros((700, 600)), lambda base: base.T),
+    "every other row, backwards": (lambda: np.zeros((1200, 700)), lambda base: base[::-2]),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("region", REGIONS)
+def test_a_compiled_kernel_writes_the_strides_it_is_given_and_nothing_else(region, threads, monkeypatch):
+    monkeypatch.setattr(dynfuse.config, "threads", threads)
+    x = np.random.default_rng(6).random((600, 700))
+    value = dnp.asarray(x) * 2.0 - 1.0
+    backend = cpu.CpuBackend()
+    nodes, plan = execute.explain_plan([value._node], backend)
+    step = plan.kernels[0]
+    kernel = step.kernel.storing_into(0)
+    assert kernel.outputs[0].strided and kernel.signature != step.kernel.signature
+    compiled = cache.compiled_kernel(backend, kernel)
+    make, view = REGIONS[region]
+    base, expected = make(), make()
+    view(expected)[...] = x * 2.0 - 1.0
+    params = [nodes[number].buffer for number in step.params]
+    (written,) = launch.launch(kernel, compiled, [x], params, given=(0, view(base)))
+    assert np.shares_memory(written, base)
+    np.testing.assert_array_equal(base, expected)
