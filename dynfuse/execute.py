@@ -193,17 +193,21 @@ def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memor
 _INTO = "into"
 
 
-def materialize_into(node: Node, destination: Any) -> None:
+def materialize_into(node: Node, destination: Any, reads_destination: bool = False) -> None:
     """Write the value of ``node`` (pending, on the host, not a view) into ``destination``, a host
-    array of its shape and dtype that no leaf of its trace shares memory with: a write's value
-    computed straight into the written region. Where the backend's kernels write through strides
-    (``Target.in_place_elements``) the kernel that stores the node writes ``destination`` itself, no
-    temporary and no copy; elsewhere (an interpreted kernel, a library call) the value is copied
-    in. The node stays pending, since the program may write that memory again: read later, it is
-    computed again from its leaves, which keep its values as any pending node's do. A statement's
-    value is a temporary, which nothing reads later."""
+    array of its shape and dtype that its trace reads, if at all, only where it writes it, and that
+    no other pending node reads: a write's value computed straight into the written region. Where
+    the backend's kernels write through strides (``Target.in_place_elements``) the kernel that
+    stores the node writes ``destination`` itself, no temporary and no copy; elsewhere (an
+    interpreted kernel, a library call) the value is copied in. The node stays pending (that
+    memory may be written again): read later, it is computed again from its leaves, which keep
+    their values as any pending node's do, or, where it was computed from ``destination`` itself
+    (``reads_destination``), whose values have changed, it stands for a copy of it
+    (``Node.read_back``). A statement's value is a temporary, which nothing reads later."""
     with lock:
         _materialize([node], tiers.site_repeats(), destination)
+        if reads_destination:
+            node.read_back(destination)
 
 
 def _write_into(destination: Any, value: Any) -> None:
@@ -348,7 +352,7 @@ def _replayed(
             run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
         if into is not None:  # the node stays pending (``materialize_into``)
             _write_into(into, values[node])
-            outputs = []
+            outputs = [output for output in outputs if output is not node]
         for output in outputs:
             output.become_leaf(values[output])
     counters = _counters()

@@ -26,7 +26,15 @@ from . import config, devices, direct, dtypes, execute, float_errors, ops, press
 from .devices import HOST
 from .ops import OpKind
 from .tiers import direct_elements
-from .trace import Node, mixed_devices
+from .trace import (
+    Node,
+    dependent_sinks,
+    held_outside,
+    mixed_devices,
+    pending_readers,
+    references_within,
+    topological_order,
+)
 
 # NumPy function -> the dynfuse function that records it; filled in by ``dynfuse.numpy``.
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
@@ -692,6 +700,8 @@ def assign(target: Any, value: Node) -> None:
             target._node = value
             bound_depth(target)
             return
+        if target._node.memory is HOST and _write_in_place(target, None, value):
+            return
         buffer = prepare_write(target, [value])
         np.copyto(buffer, devices.move(value.buffer, value.memory, target._node.memory))
 
@@ -749,19 +759,20 @@ def setitem(target: Any, index: Any, value: Any) -> None:
 
 
 def _write_in_place(target: Any, index: Any, node: Node) -> bool:
-    """``target[index] = value`` (``node``) with the value's kernel writing the region itself, no
-    temporary and no copy (``execute.materialize_into``), where that is what NumPy's assignment
-    computes: the value is pending, of the target's dtype and the region's shape, over enough
-    elements (``Target.in_place_elements``: a smaller one replays in C, and is copied in), its
-    trace reads no memory the region shares, and its floating-point errors cannot stop the
-    program once the region is written (NumPy raises before it assigns). Whether it did."""
-    leaf = target._node
+    """``target[index] = value`` (``node``; ``index`` None: all of ``target``, a view's in-place
+    operator) with the value's kernel writing the region itself, no temporary and no copy
+    (``execute.materialize_into``), where that is what NumPy's assignment computes: the value is
+    pending, of the target's dtype and the region's shape, over enough elements
+    (``Target.in_place_elements``: a smaller one replays in C, and is copied in), its trace reads
+    the region's memory only where each element is written (``_reading_in_step``), through nodes
+    nothing else holds, and its floating-point errors cannot stop the program once the region is
+    written (NumPy raises before it assigns). What else reads the region is computed first, as
+    before any write. Whether it wrote."""
     backend = registry.BACKENDS[registry.backend]
     if (
         not node.inputs
-        or leaf.inputs
         or node.op.kind is OpKind.VIEW
-        or node.dtype != leaf.dtype
+        or node.dtype != target.dtype
         or node.key is None
         or backend is None
         or backend.memory is not HOST
@@ -770,20 +781,107 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         or float_errors.may_interrupt(member.errstate for member in (node, *node.ancestors))
     ):
         return False
-    buffer = leaf.buffer
-    execute.materialize_readers(buffer)  # which may compute the value, where it reads the region
-    if not node.inputs:
+    leaf = target._node
+    if leaf.inputs:  # a view of a computed array: its NumPy view, as a write makes it
+        if execute.viewed(leaf).inputs:
+            return False
+        execute.materialize([leaf])
+    region = leaf.buffer if index is None else leaf.buffer[index]
+    if type(region) is not np.ndarray or region.shape != node.shape or not region.flags.writeable:
         return False
-    region = buffer[index]
-    if (
-        type(region) is not np.ndarray
-        or region.shape != node.shape
-        or not region.flags.writeable
-        or any(np.may_share_memory(region, read.buffer) for read in node.leaves if read.op is ops.BUFFER)
+    own: set[int] = set()  # the trace's nodes, where a leaf shares the region's memory
+    in_step: set[int] | None = set()
+    if any(
+        source.op is ops.BUFFER and np.may_share_memory(source.buffer, region)
+        for source in {id(source): source for source in node.leaves}.values()
     ):
+        order = topological_order([node])
+        in_step = _reading_in_step(order, region)
+        if in_step is None:
+            return False
+        if in_step:  # computed from the region: none may be held to be read after the write
+            candidates = [member for member in order if id(member) in in_step and member is not node]
+            if held_outside(candidates, references_within(order), listed=1):
+                return False
+            del candidates
+        own = set(map(id, order))
+        del order  # what the program holds is read from reference counts: the materialization's own
+    while readers := [reader for reader in pending_readers(region) if id(reader) not in own]:
+        sinks = dependent_sinks(readers)
+        del readers  # the next search must not find these alive through this list
+        execute.materialize(sinks)
+    if not node.inputs:  # computed with what read the region
         return False
-    execute.materialize_into(node, region)
+    execute.materialize_into(node, region, bool(in_step))
     return True
+
+
+def _reading_in_step(order: list[Node], region: np.ndarray) -> set[int] | None:
+    """The nodes of a value's trace (``order``) computed from memory ``region`` shares, by id, where
+    each reads it only as ``region`` itself, through elementwise ops of its shape: then the kernel
+    that writes the region reads each element where it writes it, before it does
+    (``u[1:-1] += dt * f(v)``), and gets NumPy's answer. None where one reads it otherwise: a
+    stencil, a reduction or a roll of it would read an element another iteration has written."""
+    reads = _RegionReads(region)
+    for member in order:
+        if member.op.kind is OpKind.VIEW and execute.viewed(member).op is ops.BUFFER:
+            continue  # a view of a leaf: judged where it is read
+        found = [reads.of(child) for child in member.inputs]
+        if None in found:
+            return None
+        if any(found):
+            if member.op.kind is not OpKind.ELEMENTWISE or member.shape != region.shape:
+                return None
+            reads.in_step.add(id(member))
+    return reads.in_step
+
+
+class _RegionReads:
+    """What the nodes of a trace read of a region's memory (``_reading_in_step``). Views of leaves
+    are taken again, by NumPy, to compare their memory with the region's."""
+
+    def __init__(self, region: np.ndarray) -> None:
+        self.region = region
+        self.place = (region.__array_interface__["data"][0], region.shape, region.strides)
+        self.memory: dict[int, Any] = {}  # what a leaf or a view of one reads: an array, or None
+        self.in_step: set[int] = set()  # nodes computed from the region where they are written
+
+    def of(self, node: Node) -> bool | None:
+        """Whether ``node``'s value depends on the region, element by element where it is written;
+        None where it reads the region's memory otherwise."""
+        if id(node) in self.in_step:
+            return True
+        if node.inputs and node.op.kind is not OpKind.VIEW:
+            return False  # a computed value that does not depend on the region
+        value = self.memory_of(node)
+        if value is None or (value is not _ELSEWHERE and not np.may_share_memory(value, self.region)):
+            return False
+        if value is _ELSEWHERE:
+            return None
+        return (value.__array_interface__["data"][0], value.shape, value.strides) == self.place or None
+
+    def memory_of(self, node: Node) -> Any:
+        """The array a leaf, or a view of leaves, reads; None for a scalar or a computed value."""
+        known = self.memory.get(id(node), _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
+        if not node.inputs:
+            value = node.buffer if node.op is ops.BUFFER else None
+        elif node.op.kind is not OpKind.VIEW:
+            value = None  # computed: its own memory
+        else:
+            under = self.memory_of(node.inputs[0])
+            value = under
+            if under is not None and under is not _ELSEWHERE:
+                value = node.op.reference(under, **dict(node.params))
+                if not np.may_share_memory(value, under):  # a copying reshape: where it reads
+                    value = _ELSEWHERE if np.may_share_memory(under, self.region) else None
+        self.memory[id(node)] = value
+        return value
+
+
+_ELSEWHERE = object()  # a view of a leaf that copies it (a reshape): where it reads is not known
+_UNKNOWN = object()
 
 
 def _on_device(value: Any, memory: devices.Memory) -> Any:

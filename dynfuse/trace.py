@@ -156,6 +156,23 @@ class Node:
             if len(recording.refs) >= recording.sweep_at:
                 recording.sweep()
 
+    def read_back(self, array: Any) -> None:
+        """Stand for a copy of ``array``, the host memory this pending node's value was written
+        into (``execute.materialize_into``): still pending, now a cast reading a leaf of that
+        memory, so that a write there computes it first, as it does any pending reader (its new
+        registration tells a search for readers that remembered the memory unread), and a read
+        computes it from there."""
+        copy = Node(
+            ops.ELEMENTWISE["astype"],
+            (Node.leaf(array, False),),
+            (("dtype", self.dtype),),
+            self.shape,
+            self.dtype,
+        )
+        for name in ("op", "inputs", "params", "depth", "key", "leaves", "ancestors", "errstate"):
+            setattr(self, name, getattr(copy, name))
+        _thread.recording.refs.append(weakref.ref(self))
+
     @classmethod
     def group(cls, members: Sequence[Node]) -> Node:
         """Pending nodes materialized together, as one node to the replay cache (``replay``): its

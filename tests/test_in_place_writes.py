@@ -2,6 +2,7 @@
 a large array launches a kernel whose output is that region (a strided output), with no temporary
 and no copy, and gives NumPy's answer and NumPy's aliasing."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -9,8 +10,9 @@ import pytest
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import cache, execute, launch
+from dynfuse import cache, execute, launch, registry
 from dynfuse.backends import cpu
+from dynfuse.testing.fuzz import fuzz
 
 from .helpers import assert_same
 
@@ -150,3 +152,53 @@ def test_a_compiled_kernel_writes_the_strides_it_is_given_and_nothing_else(regio
     (written,) = launch.launch(kernel, compiled, [x], params, given=(0, view(base)))
     assert np.shares_memory(written, base)
     np.testing.assert_array_equal(base, expected)
+
+
+def test_an_update_in_place_reads_each_element_where_it_writes_it(given_outputs):
+    rng = np.random.default_rng(7)
+    e, h = rng.random((N, N)), rng.random((N, N))
+    de, dh = dnp.asarray(e.copy()), dnp.asarray(h.copy())
+    for a, b in ((e, h), (de, dh)):
+        for _ in range(2):
+            a[1:, :] -= 0.5 * (b[1:, :] - b[:-1, :])  # an FDTD update: the region, read in step
+            b[:, :-1] += np.sqrt(a[:, :-1] * a[:, :-1])
+            a[:, 1:-1] = a[:, 1:-1] * 2 + a[:, 1:-1]  # the region, read twice
+            a[1:-1, :] = a[1:-1, :][::-1] + 1  # read backwards: computed, then copied
+            a[:, 1:] = np.cumsum(a[:, 1:], axis=1)  # read along a row: computed, then copied
+            b[...] = b * 0.5 + a.T  # the whole array
+    assert_same(de, e)
+    assert_same(dh, h)
+    assert len(given_outputs) == 8
+
+
+def test_values_read_from_the_region_keep_numpys_values_when_held(given_outputs):
+    rng = np.random.default_rng(8)
+    a, b = rng.random((N, N)), rng.random((N, N))
+    da, db = dnp.asarray(a.copy()), dnp.asarray(b.copy())
+    results = []
+    for x, y in ((a, b), (da, db)):
+        doubled = x[1:, :] * 2  # held, and read by the value: the write is computed, then copied
+        x[1:, :] = doubled + 1
+        value = y[:-1, :] * 3  # the value itself, held: it stays what was written
+        y[:-1, :] = value
+        y[1:-1, :] = y[0:1, :] * 2 + x[1:-1, :]  # reads a row of the target beside the region
+        x[...] = -1.0
+        y[...] = -2.0
+        results.append((doubled, value))
+    (numpy_doubled, numpy_value), (lazy_doubled, lazy_value) = results
+    assert_same(lazy_doubled, numpy_doubled)
+    assert_same(lazy_value, numpy_value)
+    assert_same(da, a)
+    assert len(given_outputs) == 2
+
+
+def test_random_programs_that_write_agree_with_numpy_when_every_write_may_be_in_place(
+    monkeypatch, given_outputs
+):
+    """The fuzzer's programs (views, writes, in-place operators, reads of pending values) on small
+    arrays, with every write that may be in place written so."""
+    backend = registry.BACKENDS["cpu"]
+    monkeypatch.setattr(backend, "target", dataclasses.replace(backend.target, in_place_elements=1))
+    report = fuzz(examples=200, seed_value=20261127, backend="cpu")
+    assert not report.failures, report.summary()
+    assert given_outputs  # some were

@@ -367,9 +367,10 @@ class CpuBackend:
     # costs about 200 µs, what four of its interpreted runs cost: after four, it is planned, and its
     # kernels compile by their work (a 10-op chain on 1,000 float32: replayed from its 43rd run where
     # its code is on disk, from its 500th where it compiles, in the background from the 250th).
-    # A write's value computed into the region costs about 30 µs more in Python than a cached
-    # replay in C and a copy, which that saves from about 75,000 float64 (a Jacobi statement: 200²
-    # 75 against 43 µs, 300² 91 against 106, 400² 132 against 176).
+    # A write's value computed into the region costs about 20 µs more in Python than a cached
+    # replay in C and a copy, which that saves from about 2^16 float64 (a Jacobi statement, in
+    # place against copied: 200² 73 against 64 µs, 256² 81 against 82, 300² 65 against 77, 400²
+    # 92 against 122, 512² 125 against 180).
     target = Target(
         name,
         tiny_elements=1 << 14,
@@ -379,7 +380,7 @@ class CpuBackend:
         direct_op_work=1 << 11,
         background_work=1 << 26,
         library_ops=_library_ops(),
-        in_place_elements=1 << 17,
+        in_place_elements=1 << 16,
     )
 
     def source(self, kernel: Kernel) -> str:
