@@ -210,3 +210,26 @@ def test_random_programs_that_write_agree_with_numpy_when_every_write_may_be_in_
     report = fuzz(examples=200, seed_value=20261127, backend="cpu")
     assert not report.failures, report.summary()
     assert given_outputs  # some were
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_reduction_writes_its_rows_through_the_strides_it_is_given(rows, threads, monkeypatch):
+    """Per-row outputs written through strides, by ENTRY and, where threads share long rows (one row
+    on two threads), by PARTIAL and FINISH."""
+    monkeypatch.setattr(dynfuse.config, "threads", threads)
+    x = np.random.default_rng(9).random((rows, 600_000))
+    value = (dnp.asarray(x) * 2.0).sum(axis=1, keepdims=True)
+    backend = cpu.CpuBackend()
+    nodes, plan = execute.explain_plan([value._node], backend)
+    step = plan.kernels[0]
+    (position,) = [n for n, out in enumerate(step.kernel.outputs) if out.row]
+    kernel = step.kernel.storing_into(position)
+    compiled = cache.compiled_kernel(backend, kernel)
+    base = np.zeros((rows, 5))
+    params = [nodes[number].buffer for number in step.params]
+    launch.launch(kernel, compiled, [x], params, given=(position, base[:, 1:2]))
+    expected = np.zeros((rows, 5))
+    expected[:, 1:2] = (x * 2.0).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(base, expected, rtol=1e-12)
+    assert not base[:, [0, 2, 3, 4]].any()
