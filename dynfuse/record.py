@@ -32,6 +32,7 @@ from .trace import (
     held_outside,
     mixed_devices,
     pending_readers,
+    read_by_pending,
     references_within,
     topological_order,
 )
@@ -810,9 +811,11 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         in_step = _reading_in_step(order, region)
         if in_step is None:
             return False
-        if in_step:  # computed from the region: none may be held to be read after the write
+        if in_step:  # computed from the region: none may be held to be read after the write, and
+            # the value, which then stands for a copy of the region, may not be read by a graph
+            # whose structure holds its graph as it was (a replay of it would compute that again)
             candidates = [member for member in order if id(member) in in_step and member is not node]
-            if held_outside(candidates, references_within(order), listed=1):
+            if held_outside(candidates, references_within(order), listed=1) or read_by_pending(node):
                 return False
             del candidates
         own = set(map(id, order))

@@ -427,6 +427,12 @@ def _remember_unread(memory: Any, device: Memory) -> None:
     _unread[id(memory)] = (reference, device, _pending_state())
 
 
+def read_by_pending(node: Node) -> bool:
+    """Whether a pending node reads ``node``: a graph recorded over it, whose structure (its key,
+    leaves and ancestors, kept as recorded) includes ``node``'s graph as it is now."""
+    return any(node in reader.inputs for reader in _pending.alive())
+
+
 def dependent_sinks(readers: list[Node]) -> list[Node]:
     """The pending nodes that depend on ``readers`` (the readers included) and that no other of them
     reads: what a write computes first, so every reader keeps the values from before it, fused with
