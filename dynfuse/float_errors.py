@@ -102,20 +102,35 @@ def heeded(flags: int, states: Iterable[Any]) -> bool:
     return False
 
 
-def may_interrupt(states: Iterable[Any]) -> bool:
-    """Whether a flag a kernel reports could stop the program under any of ``states`` (ops'
-    recorded states; None: the one in force): an error raised, a handler called or logged to, or a
-    warning that a filter makes an error. Then nothing may be written before the kernel's flags are
-    heeded, as NumPy raises before it assigns."""
-    for state in {id(state): state for state in states}.values():
+# What NumPy's warnings and errors say, per category: "<what> encountered in <ufunc>"
+_ENCOUNTERED = ("divide by zero", "overflow", "underflow", "invalid value")
+
+
+def may_interrupt(ops: Iterable[tuple[Any, str]]) -> bool:
+    """Whether a flag a kernel reports could stop the program for any of ``ops`` (each its recorded
+    state, None for the one in force, and its ufunc's name): an error raised, a handler called or
+    logged to, or a warning that a filter makes an error (one whose message could be NumPy's for
+    one of them). Then nothing may be written before the kernel's flags are heeded, as NumPy
+    raises before it assigns."""
+    states: dict[int, Any] = {}
+    names: set[str] = set()
+    for state, name in ops:
+        states[id(state)] = state
+        names.add(name)
+    for state in states.values():
         state = current() if state is None else state
         modes = np.geterr() if state is None else _modes_of(state)
         if any(mode in ("raise", "call", "log") for mode in modes.values()):
             return True
-    return any(
-        action == "error" and issubclass(RuntimeWarning, category)
-        for action, _, category, _, _ in warnings.filters
-    )
+    errors = [
+        message
+        for action, message, category, _, _ in warnings.filters
+        if action == "error" and issubclass(RuntimeWarning, category)
+    ]
+    if not errors:
+        return False
+    texts = [f"{what} encountered in {name}" for what in _ENCOUNTERED for name in names]
+    return any(message is None or any(message.match(text) for text in texts) for message in errors)
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -788,7 +788,7 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         or backend.memory is not HOST
         or not backend.target.in_place_elements
         or views.size_of(node.shape) < backend.target.in_place_elements
-        or float_errors.may_interrupt(member.errstate for member in (node, *node.ancestors))
+        or float_errors.may_interrupt((member.errstate, member.op.name) for member in (node, *node.ancestors))
     ):
         return False
     # The target's memory: its buffer, or a pending view's NumPy view of the buffer under it, made

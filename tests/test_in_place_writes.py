@@ -90,7 +90,7 @@ def test_a_value_that_reads_the_region_is_computed_first_as_numpy_does(given_out
     assert not given_outputs  # each read the memory it wrote: computed, then copied
 
 
-@pytest.mark.parametrize("how", ["errstate", "warnings"])
+@pytest.mark.parametrize("how", ["errstate", "warnings", "this warning"])
 def test_a_write_whose_value_raises_leaves_the_array_unchanged(how, given_outputs):
     a, b = grids(3)
     a[5, 7] = -1.0
@@ -99,10 +99,23 @@ def test_a_write_whose_value_raises_leaves_the_array_unchanged(how, given_output
     with np.errstate(all="raise" if how == "errstate" else "warn"), warnings.catch_warnings():
         if how == "warnings":
             warnings.simplefilter("error", RuntimeWarning)
+        elif how == "this warning":
+            warnings.filterwarnings("error", message="invalid value encountered in sqrt")
         with pytest.raises(error):
             db[1:-1, 1:-1] = dnp.sqrt(da[1:-1, 1:-1]) + 1
     assert_same(db, b)
     assert not given_outputs
+
+
+def test_a_warning_filter_for_other_messages_leaves_writes_in_place(given_outputs):
+    a, b = grids(3)
+    da, db = dnp.asarray(a), dnp.asarray(b.copy())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="overflow encountered in exp")
+        db[1:-1, 1:-1] = dnp.sqrt(da[1:-1, 1:-1]) + 1
+    b[1:-1, 1:-1] = np.sqrt(a[1:-1, 1:-1]) + 1
+    assert_same(db, b)
+    assert given_outputs
 
 
 @pytest.mark.parametrize("tiers", [False, True])
