@@ -235,10 +235,9 @@ class KernelReplay:
     ) -> KernelReplay | None:
         """The replay of ``plan`` (over the numbered ``nodes`` of ``node``'s trace), launching the
         ``compiled`` kernel its one step ran (the step's, or its variant writing a given array), or
-        None if the
-        plan does more than one kernel over leaves and their views, or reads a leaf from another
-        memory than ``memory``, where the kernel runs, but a converted NumPy scalar, which each
-        launch puts there. (The structure holds where each leaf is, so what holds for this trace
+        None if the plan does more than one kernel over leaves and their views, or reads a leaf
+        from another memory than ``memory``, where the kernel runs, but a converted NumPy scalar,
+        which each launch puts there. (The structure holds where each leaf is, so what holds for this trace
         holds for every replay.)"""
         if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
             return None
@@ -295,7 +294,7 @@ class KernelReplay:
         stays pending (``execute.materialize_into``); by the kernel, where its output is strided."""
         try:
             plan = self.launch_plan
-            if plan is not None and launch_replay is not None and launch_replay(node, plan):
+            if plan is not None and into is None and launch_replay is not None and launch_replay(node, plan):
                 return True  # counted, and the sites settled, in C
             members = pool(node)  # the trace's nodes, for the sites' verdict
             leaves = node.leaves
