@@ -67,13 +67,12 @@ def allocate_outputs(kernel: Kernel, memory: Memory, given: tuple[int, Any] | No
     """A kernel's fresh outputs, and the ``given`` one. Running out of memory here raises
     MemoryError (on the host, once the pool has given its free blocks back), as NumPy would for the
     same arrays: the program's to handle, never a fault that falls back."""
-    outputs = [
-        None if given is not None and position == given[0] else memory.empty(shape, dtype)
-        for position, (shape, dtype) in enumerate(kernel.output_layouts)
+    if given is None:
+        return [memory.empty(shape, dtype) for shape, dtype in kernel.output_layouts]
+    position, array = given
+    return [
+        array if at == position else memory.empty(*layout) for at, layout in enumerate(kernel.output_layouts)
     ]
-    if given is not None:
-        outputs[given[0]] = given[1]
-    return outputs
 
 
 def library_call(node: Node, arguments: list, memory: Memory) -> Any:

@@ -15,6 +15,7 @@ Writes (in-place operators, ``out=``, item assignment) keep NumPy's aliasing sem
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -779,15 +780,14 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
     written (NumPy raises before it assigns). What else reads the region is computed first, as
     before any write. Whether it wrote."""
     backend = registry.BACKENDS[registry.backend]
+    limit = 0 if backend is None or backend.memory is not HOST else backend.target.in_place_elements
     if (
-        not node.inputs
+        not limit  # the common case first: a small statement, which costs this much more
+        or math.prod(node.shape) < limit
+        or not node.inputs
         or node.op.kind is OpKind.VIEW
         or node.dtype != target.dtype
         or node.key is None
-        or backend is None
-        or backend.memory is not HOST
-        or not backend.target.in_place_elements
-        or views.size_of(node.shape) < backend.target.in_place_elements
         or float_errors.may_interrupt((member.errstate, member.op.name) for member in (node, *node.ancestors))
     ):
         return False
@@ -805,7 +805,7 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         source.op is ops.BUFFER and np.may_share_memory(source.buffer, region)
         for source in {id(source): source for source in node.leaves}.values()
     ):
-        if views.size_of(node.shape) < READING_REGION_FACTOR * backend.target.in_place_elements:
+        if views.size_of(node.shape) < READING_REGION_FACTOR * limit:
             return False
         order = topological_order([node])
         in_step = _reading_in_step(order, region)

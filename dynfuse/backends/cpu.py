@@ -224,9 +224,10 @@ class _Launcher:
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
         addresses = [*map(_data_address, inputs), *map(_data_address, outputs)]
-        operands = [*inputs, *outputs]
+        loads = len(inputs)
         for number in self.layout.strided:
-            addresses += element_strides(operands[number], number)
+            operand = inputs[number] if number < loads else outputs[number - loads]
+            addresses += element_strides(operand, number)
         values = params if len(params) == self.fields_are_params else self.param_fields(params)
         cells = self.cell_type()
         try:
