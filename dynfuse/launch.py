@@ -60,6 +60,8 @@ def launch(
         ]
     outputs = allocate_outputs(kernel, memory, given)
     compiled(inputs, params, outputs)
+    if given is not None:
+        stats.count("writes_in_place")
     return outputs
 
 

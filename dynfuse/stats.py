@@ -29,6 +29,7 @@ _COUNTER_NAMES = (
     "direct_loops",
     "fallbacks",
     "float_error_reruns",
+    "writes_in_place",
     "compile_seconds",
     "pool_hits",
     "pool_misses",

@@ -62,6 +62,7 @@ def test_a_stencil_statement_is_written_by_its_kernel_into_the_region(given_outp
     assert_same(db, b)
     assert_same(da, a)
     assert given_outputs == [((N - 2, N - 2), (8 * N, 8))] * 6
+    assert dynfuse.stats()["writes_in_place"] == 6
     assert dynfuse.stats()["replays"] >= 4
 
 
@@ -104,7 +105,7 @@ def test_a_write_whose_value_raises_leaves_the_array_unchanged(how, given_output
         with pytest.raises(error):
             db[1:-1, 1:-1] = dnp.sqrt(da[1:-1, 1:-1]) + 1
     assert_same(db, b)
-    assert not given_outputs
+    assert not given_outputs and dynfuse.stats()["writes_in_place"] == 0
 
 
 def test_a_warning_filter_for_other_messages_leaves_writes_in_place(given_outputs):
