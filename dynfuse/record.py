@@ -856,9 +856,7 @@ class _RegionReads:
 
     def __init__(self, region: np.ndarray | None) -> None:
         self.region = region  # None: only views of leaves are made (``memory_of``)
-        self.place = (
-            None if region is None else (region.__array_interface__["data"][0], region.shape, region.strides)
-        )
+        self.place = None if region is None else _place(region)
         self.memory: dict[int, Any] = {}  # what a leaf or a view of one reads: an array, or None
         self.in_step: set[int] = set()  # nodes computed from the region where they are written
 
