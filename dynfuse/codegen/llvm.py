@@ -1498,24 +1498,15 @@ class _KernelFunction:
     def memory_operands(self) -> list[_Operand]:
         """Loads by slot, then outputs: pointers and strides (known, or read from the cells)."""
         b, module = self.b, self.module
+        dtypes = [inst.dtype for inst in module.loads] + [out.dtype for out in module.kernel.outputs]
         operands = []
-        for inst in module.loads:
-            pointer = b.inttoptr(self.cell(inst.slot, I64), storage_type(inst.dtype).as_pointer())
+        for number, dtype in enumerate(dtypes):  # a load's number is its slot
+            pointer = b.inttoptr(self.cell(number, I64), storage_type(dtype).as_pointer())
             strides: list[Stride] = [
-                self.cell(module.stride_cell(inst.slot, axis), I64) if stride is None else stride
-                for axis, stride in enumerate(module.operand_strides[inst.slot])
-            ]
-            operands.append(_Operand(pointer, inst.dtype, strides, module.operand_wraps[inst.slot]))
-        for position, output in enumerate(module.kernel.outputs):
-            pointer = b.inttoptr(
-                self.cell(len(module.loads) + position, I64), storage_type(output.dtype).as_pointer()
-            )
-            number = len(module.loads) + position
-            strides = [
                 self.cell(module.stride_cell(number, axis), I64) if stride is None else stride
                 for axis, stride in enumerate(module.operand_strides[number])
             ]
-            operands.append(_Operand(pointer, output.dtype, strides, module.operand_wraps[number]))
+            operands.append(_Operand(pointer, dtype, strides, module.operand_wraps[number]))
         return operands
 
     def load_params(self) -> list[tuple[Value, ir.Value | None]]:
