@@ -94,12 +94,15 @@ def heeded(flags: int, states: Iterable[Any]) -> bool:
     """Whether any of ``states`` (ops' recorded states; None: the one in force) does not ignore a
     flag of ``flags``."""
     names = [name for bit, name in CATEGORIES.items() if flags & bit]
+    return any(any(modes[name] != "ignore" for name in names) for modes in _distinct_modes(states))
+
+
+def _distinct_modes(states: Iterable[Any]) -> Iterator[dict[str, str]]:
+    """NumPy's error modes (``np.geterr()``) under each distinct one of ``states`` (ops' recorded
+    states; None: the one in force)."""
     for state in {id(state): state for state in states}.values():
         state = current() if state is None else state
-        modes = np.geterr() if state is None else _modes_of(state)
-        if any(modes[name] != "ignore" for name in names):
-            return True
-    return False
+        yield np.geterr() if state is None else _modes_of(state)
 
 
 # What NumPy's warnings and errors say, per category: "<what> encountered in <ufunc>"
@@ -112,16 +115,13 @@ def may_interrupt(ops: Iterable[tuple[Any, str]]) -> bool:
     logged to, or a warning that a filter makes an error (one whose message could be NumPy's for
     one of them). Then nothing may be written before the kernel's flags are heeded, as NumPy
     raises before it assigns."""
-    states: dict[int, Any] = {}
+    states: list[Any] = []
     names: set[str] = set()
     for state, name in ops:
-        states[id(state)] = state
+        states.append(state)
         names.add(name)
-    for state in states.values():
-        state = current() if state is None else state
-        modes = np.geterr() if state is None else _modes_of(state)
-        if any(mode in ("raise", "call", "log") for mode in modes.values()):
-            return True
+    if any(mode in ("raise", "call", "log") for modes in _distinct_modes(states) for mode in modes.values()):
+        return True
     errors = [
         message
         for action, message, category, _, _ in warnings.filters
