@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cache, interpret, registry, replay, schedule, stats, tiers, trace
+from . import cache, interpret, registry, replay, schedule, stats, tiers, trace, views
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel, Kernel
 from .launch import launch, leaf_value, library_call, read
@@ -212,10 +212,7 @@ def materialize_into(node: Node, destination: Any, reads_destination: bool = Fal
 
 def _write_into(destination: Any, value: Any) -> None:
     """``value`` into ``destination``, unless a kernel wrote it there (then they are one array)."""
-    if destination is not None and not (
-        value.__array_interface__["data"][0] == destination.__array_interface__["data"][0]
-        and value.strides == destination.strides
-    ):
+    if destination is not None and views.place(value) != views.place(destination):
         np.copyto(destination, value)
 
 

@@ -856,7 +856,7 @@ class _RegionReads:
 
     def __init__(self, region: np.ndarray | None) -> None:
         self.region = region  # None: only views of leaves are made (``memory_of``)
-        self.place = None if region is None else _place(region)
+        self.place = None if region is None else views.place(region)
         self.memory: dict[int, Any] = {}  # what a leaf or a view of one reads: an array, or None
         self.in_step: set[int] = set()  # nodes computed from the region where they are written
 
@@ -872,7 +872,7 @@ class _RegionReads:
             return False
         if value is _ELSEWHERE:
             return None
-        return _place(value) == self.place or None
+        return views.place(value) == self.place or None
 
     def memory_of(self, node: Node) -> Any:
         """The array a leaf, or a view of leaves, reads; None for a scalar or a computed value, and
@@ -894,11 +894,6 @@ class _RegionReads:
                     value = _ELSEWHERE if region is None or np.may_share_memory(under, region) else None
         self.memory[id(node)] = value
         return value
-
-
-def _place(array: np.ndarray) -> tuple:
-    """Where an array's elements are: its first's address, its shape and its strides."""
-    return (array.__array_interface__["data"][0], array.shape, array.strides)
 
 
 _ELSEWHERE = object()  # a view of a leaf that copies it (a reshape): where it reads is not known

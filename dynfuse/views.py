@@ -50,6 +50,12 @@ def broadcast_shapes(opname: str, *shapes: Shape) -> Shape:
     return tuple(result)
 
 
+def place(array: np.ndarray) -> tuple:
+    """Where a host array's elements are: its first's address, its shape and its strides (two
+    arrays of one place are the same elements)."""
+    return (array.__array_interface__["data"][0], array.shape, array.strides)
+
+
 def size_of(shape: Shape) -> int:
     size = 1
     for extent in shape:
