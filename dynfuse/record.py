@@ -781,9 +781,10 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
     before any write. Whether it wrote."""
     backend = registry.BACKENDS[registry.backend]
     limit = 0 if backend is None or backend.memory is not HOST else backend.target.in_place_elements
+    size = math.prod(node.shape)
     if (
         not limit  # the common case first: a small statement, which costs this much more
-        or math.prod(node.shape) < limit
+        or size < limit
         or not node.inputs
         or node.op.kind is OpKind.VIEW
         or node.dtype != target.dtype
@@ -805,7 +806,7 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         source.op is ops.BUFFER and np.may_share_memory(source.buffer, region)
         for source in {id(source): source for source in node.leaves}.values()
     ):
-        if views.size_of(node.shape) < READING_REGION_FACTOR * limit:
+        if size < READING_REGION_FACTOR * limit:
             return False
         order = topological_order([node])
         in_step = _reading_in_step(order, region)
