@@ -273,6 +273,9 @@ class _Planner:
         # Stored nodes of one iteration space share kernels, unless a shared kernel would compute a
         # node and also read it out of its order: then no node that reads it joins its kernel.
         self.unshared: set[int] = set()
+        # Stored values per row, with their kernels' iteration spaces, as the grouping meets them:
+        # what is computed from one alone, elementwise, is per row in the same kernel.
+        self.row_domains: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
 
     def number(self, node: Node) -> int:
@@ -371,8 +374,11 @@ class _Planner:
 
     # -- grouping stored nodes into kernels --
 
-    def _survey(self, root: int) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
-        """The iteration space of the kernel computing ``root``, and the buffers it reads.
+    def _survey(
+        self, root: int, row_domains: dict[int, tuple]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
+        """The iteration space of the kernel computing ``root``, and the buffers it reads: per row of
+        a kernel where it is computed elementwise from ``row_domains``' values of that kernel.
 
         Returns (shape, reduce axes, whether root is per row, sources read: inputs and stored nodes).
         """
@@ -393,6 +399,8 @@ class _Planner:
             seen.add(n)
             if self.is_source(n):
                 sources.add(n)
+                if domain is None and plain and n in row_domains and child.shape == node.shape:
+                    domain = (*row_domains[n], True)
                 continue
             if child.op.kind is OpKind.REDUCTION:
                 if domain is None and child.inputs[0].shape == node.shape:
@@ -411,16 +419,22 @@ class _Planner:
         ``apart``, adds to it why each kernel after the first did not join an earlier one."""
         steps: list[_Group | int] = []  # kernel groups, and library nodes by number
         producers: dict[int, int] = {}  # stored or library node -> its step
+        self.row_domains.clear()
         for n in range(len(self.nodes)):
             if n in self.library:
                 producers[n] = len(steps)
                 steps.append(n)
             elif n in self.stored and not self.nodes[n].is_materialized:
-                shape, axes, row, sources = self._survey(n)
+                shape, axes, row, sources = self._survey(n, self.row_domains)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
                 after = {producers[read] for read in reads}
                 refused = None if apart is None else []
                 position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
+                if position is None and row:  # per row only in the kernel computing those rows
+                    domain = self._survey(n, {})[:3]
+                    if domain != (shape, axes, row):
+                        shape, axes, row = domain
+                        position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
                 if position is None:
                     if apart is not None:
                         apart += self._apart(steps, shape, reads, after, producers, refused)
@@ -433,6 +447,7 @@ class _Planner:
                 group.axes = group.axes or axes
                 if row:
                     group.row_roots.add(n)
+                    self.row_domains[n] = shape, axes
                 producers[n] = position
         return steps
 
@@ -479,10 +494,12 @@ class _Planner:
                     if refused is not None:
                         refused.append(Apart(position, later, Why.UNSHARED, min(unshared)))
                     continue
+                per_row = row and axes == group.axes  # it reads the kernel's row values once a row is done
                 computed = [
                     n
                     for n in reads.intersection(group.roots)
-                    if self.nodes[n].op.kind not in _INLINE or n in group.row_roots
+                    if not (per_row and n in group.row_roots)
+                    and (self.nodes[n].op.kind not in _INLINE or n in group.row_roots)
                 ]
                 if computed:
                     if refused is not None:

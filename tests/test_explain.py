@@ -94,11 +94,21 @@ def test_a_barrier_in_between():
 def test_a_kernel_in_between_computes_what_it_reads():
     x = lazy(4, 6)
     column_sums = x.sum(axis=0)
-    scaled = np.exp(column_sums) * 2
+    scaled = np.exp(column_sums[::-1]) * 2  # reversed: not per row of the sums' kernel
     assert reasons(column_sums, scaled, x + scaled[None, :]) == [
         "kernel 0 | kernel 1: not fused: different iteration spaces (4, 6) and (6,)",
         "kernel 1 | kernel 2: not fused: different iteration spaces (6,) and (4, 6)",
-        "kernel 0 | kernel 2: not fused: kernel 2 reads %4 (multiply) from kernel 1, which runs between them",
+        "kernel 0 | kernel 2: not fused: kernel 2 reads %5 (multiply) from kernel 1, which runs between them",
+    ]
+
+
+def test_values_computed_from_row_values_are_per_row_in_their_kernel():
+    x = lazy(4, 6)
+    column_sums = x.sum(axis=0)
+    scaled = np.exp(column_sums) * 2
+    assert reasons(column_sums, scaled, x + scaled[None, :]) == [
+        "kernel 0 | kernel 1: not fused: kernel 1 reads %4 (multiply) per element, which kernel 0 has "
+        "only once a row is done",
     ]
 
 
@@ -176,12 +186,17 @@ def test_rows_too_long_for_another_pass(long_rows):
 
 
 def test_a_reduction_two_kernels_would_compute_is_computed_once(long_rows):
-    smallest = lazy(3, 4).min(axis=1, keepdims=True)
-    doubled = np.hypot(smallest, smallest)
-    assert reasons(np.maximum(smallest, doubled), doubled[None]) == [
-        "kernel 0 | kernel 1: not fused: different iteration spaces (3, 4) and (3, 1)",
+    x = lazy(3, 4)
+    smallest = x.min(axis=1, keepdims=True)
+    scale = np.exp(smallest)
+    total = (x * scale).sum()  # a kernel after the one scale joins, which the hypot reads
+    assert reasons(scale, np.hypot(smallest, total)) == [
+        "kernel 0 | kernel 1: not fused: different rows: kernel 0 runs along axes (1,), "
+        "kernel 1 along (0, 1)",
+        "kernel 1 | kernel 2: not fused: different iteration spaces (3, 4) and (3, 1)",
         "%1 stored by kernel 0: a min that 2 kernels would each compute, each reading its whole operand: "
         "computed once",
+        "%4 stored by kernel 1: a reduction that a kernel over (3, 4) reads other than along its rows",
     ]
 
 

@@ -210,6 +210,60 @@ def test_row_patterns_in_the_stated_passes(pattern, short_rows, long_rows):
         close(pattern(x), expected)
 
 
+def pairwise_forces(x, y, m):
+    """A step of an n-body integrator: per-row sums, then per-body updates of what they give."""
+    dx, dy = x[:, None] - x[None, :], y[:, None] - y[None, :]
+    inverse = (dx**2 + dy**2 + 0.01) ** -1.5
+    vx = 0.5 - 0.01 * (dx * inverse * m).sum(axis=1)
+    vy = 0.25 - 0.01 * (dy * inverse * m).sum(axis=1)
+    return x + 0.01 * vx, y + 0.01 * vy, vx, vy
+
+
+def normalized_columns(x, y):
+    """Column sums, values computed from them alone, and a per-element use of those."""
+    sums = x.sum(axis=0)
+    scaled = np.exp(sums / 10) * y
+    return sums, scaled, x / scaled
+
+
+def row_extremes(x, y):
+    """A keepdims reduction and a two-pass one, each with values per row after it."""
+    top = x.max(axis=1, keepdims=True)
+    spread = np.sqrt(x.var(axis=1)) + y
+    return np.log1p(np.abs(top)) * 2, spread, spread * top[:, 0]
+
+
+@pytest.mark.parametrize(
+    ("program", "shapes", "expected_kernels"),
+    [
+        (pairwise_forces, [(64,), (64,), (64,)], 1),
+        (normalized_columns, [(5, 7), (7,)], 2),  # x / scaled reads the sums per element
+        (row_extremes, [(6, 9), (6,)], 1),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+@pytest.mark.parametrize("backend", ["groups", "cpu"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_values_computed_from_a_kernels_row_values_are_per_row_in_it(
+    program, shapes, expected_kernels, backend, threads, monkeypatch
+):
+    """An elementwise value of a reduction's result (and of leaves of its shape) is computed once a
+    row is done, in the reduction's kernel, and stored as one more per-row output; two threads
+    share the rows (by ranges of them, or each row, as PARTIAL and FINISH)."""
+    from dynfuse.backends import cpu
+
+    monkeypatch.setattr(registry, "backend", backend)
+    monkeypatch.setattr(config, "threads", threads)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)  # split however small the work
+    values = [rng.standard_normal(shape) for shape in shapes]
+    expected = program(*values)
+    lazy_results = program(*map(dynfuse.asarray, values))
+    assert len(kernels(*lazy_results)) == expected_kernels
+    dynfuse.evaluate(*lazy_results)
+    for actual, wanted in zip(lazy_results, expected, strict=True):
+        close(actual, wanted)
+
+
 class config_target:
     """Run with the group backend planning for another target."""
 
