@@ -43,7 +43,8 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | Callable[[LazyAr
     ``a ** 2`` is ``square(a)`` for every dtype (so ``bool ** 2`` is int8, where ``power`` gives
     int64); on floating arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is ``sqrt`` (which
     differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse records it as
-    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``). A scalar's
+    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``), and
+    ``a ** -0.5``, ``a ** 1.5`` and ``a ** -1.5`` as ``ops.HALF_POWERS``, from a square root. A scalar's
     power is the ufunc (``bool ** 2`` is the default int), but at 0.5, where it is C's pow.
     """
     if array._scalar:
@@ -58,6 +59,8 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | Callable[[LazyAr
             return _E("sqrt")
         if type(exponent) in (int, float) and exponent == 3:
             return _E("cube")
+        if type(exponent) is float and exponent in ops.HALF_POWERS:
+            return _E(ops.HALF_POWERS[exponent])
     return None
 
 

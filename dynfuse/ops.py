@@ -288,6 +288,23 @@ def _cube(a: Any) -> Any:
 
 
 ELEMENTWISE["cube"] = Op("cube", OpKind.ELEMENTWISE, _cube, cost=2.0, reproducible=False)
+
+# ``a ** e`` of a float array for these half-integer ``e`` (a distance's ``r ** -1.5``, ``r ** 1.5``,
+# ``x ** -0.5``): NumPy's operator calls pow; backends compute it from a square root, within two
+# ulp of pow, with pow's values at ±0, ±inf and NaN (``array._fast_power_op`` records it).
+HALF_POWERS = {-0.5: "reciprocal_sqrt", 1.5: "sqrt_cube", -1.5: "reciprocal_sqrt_cube"}
+
+
+def _power_by(exponent: float) -> Callable[[Any], Any]:
+    def power(a: Any) -> Any:
+        return np.power(a, exponent)
+
+    power.__doc__ = f"``a ** {exponent}`` of a float array, NumPy's pow"
+    return power
+
+
+for _exponent, _name in HALF_POWERS.items():
+    ELEMENTWISE[_name] = Op(_name, OpKind.ELEMENTWISE, _power_by(_exponent), cost=3.0, reproducible=False)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip, signed_zeros=False)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)

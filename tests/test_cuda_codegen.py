@@ -95,10 +95,13 @@ def test_every_elementwise_op_compiles(dtype):
         if name == "astype":
             kernels += [k for to in DTYPES for k in recorded(lambda a, to=to: a.astype(to), x)]
             continue
-        if not isinstance(op.reference, np.ufunc) and name not in ("where", "clip", "cube"):
+        half_powers = {name: exponent for exponent, name in ops.HALF_POWERS.items()}
+        if not isinstance(op.reference, np.ufunc) and name not in ("where", "clip", "cube", *half_powers):
             continue
         if name == "cube":
             kernels += recorded(lambda a: a**3, x)  # recorded as cube on float arrays
+        elif name in half_powers:
+            kernels += recorded(lambda a, e=half_powers[name]: a**e, x)
         elif name == "where":
             kernels += recorded(lambda a, b: np.where(a > 1, a, b), x, y)
         elif name == "clip":

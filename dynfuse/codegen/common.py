@@ -14,7 +14,7 @@ import numpy as np
 
 from ..float_errors import DIVIDE, INVALID, OVERFLOW
 from ..kernel import Instruction, Kernel
-from ..ops import SCAN_STEPS, OpKind
+from ..ops import HALF_POWERS, SCAN_STEPS, OpKind
 
 BOOL = np.dtype(bool)
 FLOAT32 = np.dtype(np.float32)
@@ -106,7 +106,7 @@ def integer_reciprocal_of_zero(dtype: np.dtype) -> int:
 @functools.lru_cache(maxsize=4096)
 def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
     """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
-    if name in ("astype", "cube"):
+    if name in ("astype", "cube") or name in HALF_POWERS.values():
         return (*operands, result)
     if name == "where":
         return (BOOL, result, result, result)
@@ -145,20 +145,20 @@ class ParamUse:
 
 
 def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse], dict[tuple[int, int], int]]:
-    """Each use of a weak scalar by an op, in order, converted to that op's loop dtype; and which
-    use is (instruction, operand position)."""
+    """Each use of a weak scalar by an op, converted to that op's loop dtype, in the order of the
+    parameter slots (so that where each is used once, the uses are the parameters as they come,
+    which a launch passes without reordering); and which use is (instruction, operand position)."""
     instructions = kernel.instructions
-    uses: list[ParamUse] = []
-    use_of: dict[tuple[int, int], int] = {}
+    found: list[tuple[ParamUse, tuple[int, int]]] = []
     for number, inst in enumerate(instructions):
         for position, arg in enumerate(inst.args):
             if instructions[arg].op.kind is OpKind.SCALAR:
                 dtype = loops[number][position]
                 compared = inst.op.name in COMPARISONS and dtype.kind in "iu"
                 compared = compared and dict(instructions[arg].params)["type"] == "int"
-                use_of[number, position] = len(uses)
-                uses.append(ParamUse(instructions[arg].slot, dtype, compared))
-    return uses, use_of
+                found.append((ParamUse(instructions[arg].slot, dtype, compared), (number, position)))
+    found.sort(key=lambda pair: pair[0].slot)  # stable: a slot's uses in instruction order
+    return [use for use, _ in found], {where: number for number, (_, where) in enumerate(found)}
 
 
 def range_flag(use: ParamUse, value: int) -> int:

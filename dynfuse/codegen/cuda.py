@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
-from ..ops import OpKind
+from ..ops import HALF_POWERS, OpKind
 from .common import (
     BOOL,
     C_MATH,
@@ -424,6 +424,11 @@ def _prelude(function: str) -> Code:
     return lambda a, c: f"{function}({', '.join(a)})"
 
 
+def _half_power(exponent: float) -> Code:
+    """x ** exponent for -0.5, 1.5 and -1.5 (``ops.HALF_POWERS``), from a square root."""
+    return lambda a, c: f"df_half_power({a[0]}, {exponent!r})"
+
+
 def _scaled(to_radians: bool) -> Code:
     """deg2rad and rad2deg: one multiplication by NumPy's factor, in the loop's own precision."""
     return lambda a, c: f"({a[0]} * {literal(c.dtype, angle_factor(c.dtype, to_radians))})"
@@ -478,6 +483,7 @@ FLOAT_CODE: dict[str, Code] = {
     "deg2rad": _scaled(to_radians=True),
     "rad2deg": _scaled(to_radians=False),
     "cube": _prelude("df_cube"),
+    **{name: _half_power(exponent) for exponent, name in HALF_POWERS.items()},
     "hypot": _prelude("df_hypot"),
     "logaddexp": _prelude("df_logaddexp"),
     "logaddexp2": _prelude("df_logaddexp2"),

@@ -65,7 +65,7 @@ from llvmlite import ir
 
 from .. import float_errors
 from ..kernel import Instruction, Kernel, Output
-from ..ops import COMPUTING, OpKind
+from ..ops import COMPUTING, HALF_POWERS, OpKind
 from . import llvm_math
 from .common import (
     BOOL,
@@ -642,6 +642,33 @@ def _cube(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     return b.select(finite, cube, b.fmul(square, x))
 
 
+def _half_power(exponent: float) -> Code:
+    """x ** exponent for -0.5, 1.5 and -1.5 (``ops.HALF_POWERS``) as pow gives it: 1/sqrt(x),
+    x*sqrt(x) and (1/x)/sqrt(x), which neither overflow nor lose bits to a subnormal where the
+    result does not (float64: within two ulp of pow; float32 in double, rounded once: within one),
+    and pow's values where those differ: +inf at -0.0 for -0.5, and at -inf (whose root is NaN) +inf
+    or +0. The hardware raises what pow would (and invalid at -inf: a rerun)."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        if register_type(c.dtype) == FLOAT:
+            wide = c._replace(dtype=np.dtype(np.float64))
+            return s.b.fptrunc(code(s, [s.b.fpext(a[0], DOUBLE)], wide), FLOAT)
+        b, x, t = s.b, a[0], register_type(c.dtype)
+        one = ir.Constant(t, 1.0)
+        root = b.call(s.intrinsic("llvm.sqrt", t, 1), [x])
+        if exponent == 1.5:
+            result = b.fmul(x, root)
+        elif exponent == -0.5:
+            result = b.fdiv(one, root)
+            result = b.select(b.fcmp_ordered("==", x, ir.Constant(t, 0.0)), ir.Constant(t, math.inf), result)
+        else:
+            result = b.fdiv(b.fdiv(one, x), root)
+        at_minus_infinity = ir.Constant(t, math.inf if exponent > 0 else 0.0)
+        return b.select(b.fcmp_ordered("==", x, ir.Constant(t, -math.inf)), at_minus_infinity, result)
+
+    return code
+
+
 def _float_extremum(larger: bool, propagate_nan: bool) -> Code:
     """maximum/minimum propagate NaN, fmax/fmin ignore it; of two equal operands (zeros of either
     sign) NumPy's float16 loops give the first, its float32/64 loops the second."""
@@ -826,6 +853,7 @@ FLOAT_CODE: dict[str, Code] = {
     "positive": _unchanged,
     "square": lambda s, a, c: s.b.fmul(a[0], a[0]),
     "cube": _cube,
+    **{name: _half_power(exponent) for exponent, name in HALF_POWERS.items()},
     "reciprocal": lambda s, a, c: s.b.fdiv(ir.Constant(register_type(c.dtype), 1.0), a[0]),
     "maximum": _float_extremum(larger=True, propagate_nan=True),
     "minimum": _float_extremum(larger=False, propagate_nan=True),
