@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 8
+#define INTERFACE_VERSION 9
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -64,6 +64,8 @@ static struct {
     PyObject *held_ancestors;  /* trace.held_ancestors, the Python reference: for what C does not take */
     PyObject *package_path;    /* dynfuse's directory: code there is no site of the program's */
     PyObject *materialize_carried; /* execute.materialize_carried */
+    PyObject *group_op;            /* trace.GROUP */
+    PyObject *python_pending_sinks; /* trace.pending_sinks, Python's: for another thread's list */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -1425,6 +1427,41 @@ static Py_ssize_t broadcast_size(PyObject *first, PyObject *second)
     return size;
 }
 
+/* The shape ``first`` and ``second`` broadcast to, a new tuple; None where they do not broadcast
+   or it is empty (the general path then raises NumPy's error, or probes the empty operands); NULL
+   with an error set. */
+static PyObject *broadcast_shape(PyObject *first, PyObject *second)
+{
+    Py_ssize_t ndim_first = PyTuple_GET_SIZE(first), ndim_second = PyTuple_GET_SIZE(second);
+    Py_ssize_t ndim = ndim_first > ndim_second ? ndim_first : ndim_second;
+    PyObject *shape = PyTuple_New(ndim);
+    for (Py_ssize_t axis = 0; shape != NULL && axis < ndim; axis++) {
+        Py_ssize_t extent = 1;
+        PyObject *item = NULL;
+        for (int which = 0; which < 2; which++) {
+            PyObject *operand = which ? second : first;
+            Py_ssize_t offset = axis - (ndim - PyTuple_GET_SIZE(operand)), here;
+            if (offset < 0)
+                continue;
+            here = PyLong_AsSsize_t(PyTuple_GET_ITEM(operand, offset));
+            if (here == -1 && PyErr_Occurred()) {
+                Py_DECREF(shape);
+                return NULL;
+            }
+            if (here == 0 || (here != 1 && extent != 1 && here != extent)) {
+                Py_DECREF(shape);
+                return Py_NewRef(Py_None);
+            }
+            if (here != 1 || item == NULL) {
+                extent = here;
+                item = PyTuple_GET_ITEM(operand, offset);
+            }
+        }
+        PyTuple_SET_ITEM(shape, axis, Py_NewRef(item));
+    }
+    return shape;
+}
+
 /* A Python int's value (not a bool's, not NumPy's), where it fits: 1, else 0. */
 static int int_value(PyObject *value, Py_ssize_t *result)
 {
@@ -1449,12 +1486,15 @@ static int int_value(PyObject *value, Py_ssize_t *result)
    reached again while what it recorded is still pending had its value carried into the loop's
    next run: that value is computed then (``end_carried``), so a trial costs one run of the loop,
    not every run left. What a site does depends only on how often the program ran it, never on
-   timing. dynfuse's own code is no site: its frames stand for every caller. */
+   timing. dynfuse's own code is no site of its own: where it calls an op for the program (``a **
+   b``, a function of dynfuse.numpy), the site is the program's frame that called it, told apart
+   by where dynfuse's innermost frame calls the op. */
 enum { SITE_DIRECT, SITE_WAITING, SITE_RECORDING };
-enum { SITE_TABLE = 1024, RECENT_SITES = 16 };
+enum { SITE_TABLE = 1024, RECENT_SITES = 64, OURS_CACHE = 256, MOST_FRAMES_OF_OURS = 8 };
 typedef struct {
-    PyObject *code; /* strong reference; NULL: an empty entry */
-    int lasti, ours, state;
+    PyObject *code;  /* the program's frame's (strong reference); NULL: an empty entry */
+    PyObject *inner; /* dynfuse's innermost frame's, calling the op for it (strong reference); NULL: none */
+    int lasti, inner_lasti, state;
     Py_ssize_t runs, trial_at; /* runs since the last trial or verdict, and the next trial's */
     Py_ssize_t repeats;        /* the runs its last noted recording stands for */
     PyObject *last;            /* a weak reference to the node its last noted run recorded; NULL: none */
@@ -1466,12 +1506,77 @@ static int recent_count;
 static Py_ssize_t first_trial_at = 0; /* tiers.SITE_TRIAL_AT, bound; 0: sites off */
 static Py_ssize_t most_trial_at = 0;
 static Site *noted_site; /* the site noted by the op being recorded, for its ``last`` */
+/* A site that records the op its C fast path declined to run at once, while the general path
+   records it (whose consults of the site, from other frames, must not count runs again) */
+static Site *recording_for;
 
 static int code_is_ours(PyCodeObject *code)
 {
     PyObject *filename = code->co_filename;
     return S.package_path != NULL && PyUnicode_Check(filename)
            && PyUnicode_Tailmatch(filename, S.package_path, 0, PY_SSIZE_T_MAX, -1) == 1;
+}
+
+/* code_is_ours, remembered per code object (each held, so its address is not reused meanwhile) */
+static struct {
+    PyObject *code;
+    int ours;
+} ours_cache[OURS_CACHE];
+
+static int is_ours(PyCodeObject *code)
+{
+    size_t slot = ((size_t)code >> 4) % OURS_CACHE;
+    if (ours_cache[slot].code != (PyObject *)code) {
+        Py_XSETREF(ours_cache[slot].code, Py_NewRef((PyObject *)code));
+        ours_cache[slot].ours = code_is_ours(code);
+    }
+    return ours_cache[slot].ours;
+}
+
+/* Where the program runs the op being recorded: its innermost frame outside dynfuse, and
+   dynfuse's innermost frame where dynfuse's code calls the op for it (code NULL: the program
+   calls it itself). Codes are borrowed from frames that outlive the op's recording. */
+typedef struct {
+    PyCodeObject *code, *inner;
+    int lasti, inner_lasti;
+} Place;
+
+/* The place of the op whose C fast path runs its general Python path now (``op_placed``): every op
+   that path records is that op's, at that place. */
+static Place op_place;
+static int op_placed;
+
+/* The calling place; 0 where there is no frame of the program's within MOST_FRAMES_OF_OURS. */
+static int calling_place(Place *place)
+{
+    if (op_placed) {
+        *place = op_place;
+        return 1;
+    }
+    PyFrameObject *frame = PyEval_GetFrame(), *held = NULL; /* borrowed; a reference GetBack gave */
+    place->inner = NULL;
+    place->inner_lasti = -1;
+    int found = 0;
+    for (int depth = 0; frame != NULL && depth <= MOST_FRAMES_OF_OURS; depth++) {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        Py_DECREF(code); /* the frame holds it */
+        int lasti = PyFrame_GetLasti(frame);
+        if (!is_ours(code)) {
+            place->code = code;
+            place->lasti = lasti;
+            found = 1;
+            break;
+        }
+        if (place->inner == NULL) {
+            place->inner = code;
+            place->inner_lasti = lasti;
+        }
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_XDECREF(held); /* the frame the next one's back refers to holds it no more: ``back`` does */
+        frame = held = back;
+    }
+    Py_XDECREF(held);
+    return found;
 }
 
 static void forget_recent(Site *site)
@@ -1493,54 +1598,41 @@ static void set_state(Site *site, int state)
     site->state = state;
 }
 
-/* The entry where a site belongs: its own, another's, or an empty one. */
-static Site *site_entry(PyCodeObject *code, int lasti)
+/* The entry where a place's site belongs: its own, another's, or an empty one. */
+static Site *site_entry(const Place *place)
 {
-    size_t hash = ((size_t)code >> 4) * 1000003u ^ (size_t)lasti;
+    size_t hash = ((size_t)place->code >> 4) * 1000003u ^ (size_t)place->lasti;
+    hash = (hash * 31u) ^ ((size_t)place->inner >> 4) ^ ((size_t)place->inner_lasti << 7);
     return &site_table[(hash ^ (hash >> 13)) % SITE_TABLE];
 }
 
-static int is_site(Site *site, PyCodeObject *code, int lasti)
+static int is_site(const Site *site, const Place *place)
 {
-    return site->code == (PyObject *)code && site->lasti == lasti;
+    return site->code == (PyObject *)place->code && site->lasti == place->lasti
+           && site->inner == (PyObject *)place->inner && site->inner_lasti == place->inner_lasti;
 }
 
-static Site *site_of(PyCodeObject *code, int lasti)
+static Site *site_of(const Place *place)
 {
-    Site *site = site_entry(code, lasti);
-    if (is_site(site, code, lasti))
+    Site *site = site_entry(place);
+    if (is_site(site, place))
         return site;
     /* A new site, or another in its place (forgotten: counted afresh if it comes back) */
     set_state(site, SITE_DIRECT);
-    Py_XSETREF(site->code, Py_NewRef((PyObject *)code));
-    site->lasti = lasti;
-    site->ours = code_is_ours(code);
+    Py_XSETREF(site->code, Py_NewRef((PyObject *)place->code));
+    Py_XSETREF(site->inner, Py_XNewRef((PyObject *)place->inner));
+    site->lasti = place->lasti;
+    site->inner_lasti = place->inner_lasti;
     site->runs = site->repeats = 0;
     site->trial_at = first_trial_at;
     return site;
 }
 
-/* The calling Python frame's code (a new reference) and its instruction; NULL where there is no
-   frame. */
-static PyCodeObject *calling_code(int *lasti)
-{
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
-    if (frame == NULL)
-        return NULL;
-    *lasti = PyFrame_GetLasti(frame);
-    return PyFrame_GetCode(frame);
-}
-
-/* The calling frame's site: NULL where there is no frame. */
+/* The calling place's site: NULL where the program has no frame there. */
 static Site *calling_site(void)
 {
-    int lasti;
-    PyCodeObject *code = calling_code(&lasti);
-    if (code == NULL)
-        return NULL;
-    Site *site = site_of(code, lasti);
-    Py_DECREF(code);
-    return site;
+    Place place;
+    return calling_place(&place) ? site_of(&place) : NULL;
 }
 
 static void note(Site *site)
@@ -1556,10 +1648,14 @@ static void note(Site *site)
    it. */
 static int site_records(void)
 {
+    if (recording_for != NULL) {
+        noted_site = recording_for;
+        return 1;
+    }
     if (first_trial_at <= 0)
         return 0;
     Site *site = calling_site();
-    if (site == NULL || site->ours)
+    if (site == NULL)
         return 0;
     site->runs++;
     if (site->state == SITE_RECORDING) {
@@ -1608,30 +1704,44 @@ static void give_verdict(Site *site, Py_ssize_t verdict)
     site->runs = 0;
 }
 
+/* ``node`` is what the op being recorded made: the site that recorded it (``noted_site``) or,
+   while what sites recorded is pending, the calling place's site (whose op recorded it for a
+   pending operand), noted with them, keeps it as its last: the program's loop, coming back to that
+   place, finds it pending (end_carried), and the materialization's verdict settles it with the
+   sites whose trace it joined, so that all of them count their runs from then on together and try
+   recording in the same run of the loop. -1 with an error set. */
+static int mark_recorded(PyObject *node)
+{
+    Site *site = noted_site;
+    noted_site = NULL;
+    if (site == NULL && recent_count > 0 && (site = calling_site()) != NULL) {
+        note(site);
+        noted_site = NULL;
+        site->repeats = 0; /* it ran no run directly: the trace stands for its consulted sites' runs */
+    }
+    if (site == NULL)
+        return 0;
+    Py_XSETREF(site->last, PyWeakref_NewRef(node, NULL));
+    return site->last == NULL ? -1 : 0;
+}
+
 /* Where the calling frame's site is noted and what it recorded is still pending, the program's
-   loop carried that value into its next run: it is computed now, with what depends on it
-   (execute.materialize_carried), and recording cannot pay there: each run of the loop would
-   record onto the last. -1 with an error set. */
+   loop has come back to it, carrying what depends on that value into its next run: that is
+   computed now (execute.materialize_carried), so each run of the loop is a trace of its own, of
+   one structure, which replays; the materialization settles the sites that recorded it. -1 with
+   an error set. */
 static int end_carried(void)
 {
-    int lasti;
-    PyCodeObject *code = calling_code(&lasti);
-    if (code == NULL)
+    Place place;
+    if (!calling_place(&place))
         return 0;
-    Site *site = site_entry(code, lasti);
-    PyObject *node = is_site(site, code, lasti) ? pending_referent(site->last) : NULL;
-    if (node == NULL) {
-        Py_DECREF(code);
+    Site *site = site_entry(&place);
+    PyObject *node = is_site(site, &place) ? pending_referent(site->last) : NULL;
+    if (node == NULL)
         return 0;
-    }
     Py_INCREF(node);
     PyObject *done = PyObject_CallOneArg(S.materialize_carried, node);
     Py_DECREF(node);
-    if (is_site(site, code, lasti)) { /* still this site's entry */
-        forget_recent(site);
-        give_verdict(site, -1);
-    }
-    Py_DECREF(code);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
@@ -1682,7 +1792,7 @@ static PyObject *site_states(PyObject *module, PyObject *unused)
     PyObject *found = PyList_New(0);
     for (int i = 0; found != NULL && i < SITE_TABLE; i++) {
         Site *site = &site_table[i];
-        if (site->code == NULL || site->ours)
+        if (site->code == NULL)
             continue;
         PyObject *row = Py_BuildValue("(Oisnn)", site->code, site->lasti, names[site->state], site->runs, site->trial_at);
         if (row == NULL || PyList_Append(found, row) < 0)
@@ -1718,6 +1828,19 @@ static PyObject *site_repeats(PyObject *module, PyObject *unused)
     return PyLong_FromSsize_t(recent_count ? (most > 1 ? most : 1) : 0);
 }
 
+/* tiers.site_records() */
+static PyObject *site_records_now(PyObject *module, PyObject *unused)
+{
+    noted_site = NULL;
+    return PyBool_FromLong(site_records());
+}
+
+/* tiers.note_recorded(node) */
+static PyObject *note_recorded(PyObject *module, PyObject *node)
+{
+    return mark_recorded(node) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 /* tiers.set_site_trials(first, most): when a site's first trial comes, and the most runs between
    trials; 0 turns sites off. Every site is forgotten. */
 static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1730,6 +1853,7 @@ static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssi
     for (int i = 0; i < SITE_TABLE; i++) {
         set_state(&site_table[i], SITE_DIRECT);
         Py_CLEAR(site_table[i].code);
+        Py_CLEAR(site_table[i].inner);
     }
     first_trial_at = first;
     most_trial_at = most;
@@ -1791,11 +1915,14 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         Py_ssize_t limit = direct_limit();
         if (limit == -1 && PyErr_Occurred())
             return NULL;
-        if (size < limit && (numpy_scalars || !same_shapes || !site_records()))
+        if (size < limit && (numpy_scalars || !site_records()))
             return run_direct(op, operands, count, 1);
     }
-    if (numpy_scalars || !same_shapes || has_zero_extent(NODE_SLOT(array, SHAPE)))
+    if (numpy_scalars || has_zero_extent(NODE_SLOT(array, SHAPE)))
         return Py_NewRef(Py_None); /* an empty result: the general path probes empty operands */
+    PyObject *shape = same_shapes ? Py_NewRef(NODE_SLOT(array, SHAPE)) : broadcast_shape(other_shape, NODE_SLOT(array, SHAPE));
+    if (shape == NULL || shape == Py_None)
+        return shape;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (Py_IS_TYPE(operands[i], S.array_type))
             nodes[i] = Py_NewRef(ARRAY_SLOT(operands[i], ARRAY_NODE));
@@ -1821,13 +1948,9 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
         result = Py_NewRef(Py_None);
         goto release;
     }
-    PyObject *shape = NODE_SLOT(array, SHAPE), *node = new_node(op, inputs, S.empty, shape, dtype);
-    if (node != NULL && noted_site != NULL) {
-        Py_XSETREF(noted_site->last, PyWeakref_NewRef(node, NULL));
-        if (noted_site->last == NULL)
-            Py_CLEAR(node);
-        noted_site = NULL;
-    }
+    PyObject *node = new_node(op, inputs, S.empty, shape, dtype);
+    if (node != NULL && mark_recorded(node) < 0)
+        Py_CLEAR(node);
     if (node != NULL)
         result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
 release:
@@ -1837,6 +1960,7 @@ release:
 done:
     Py_XDECREF(nodes[0]);
     Py_XDECREF(nodes[1]);
+    Py_DECREF(shape);
     return result;
 }
 
@@ -1906,6 +2030,58 @@ static PyObject *nothing_pending_swept(PyObject *module, PyObject *unused)
         return NULL;
     }
     return PyBool_FromLong(nothing_pending());
+}
+
+/* Whether ``node`` is in ``table`` (open addressing, ``mask`` + 1 slots, NULL empty), adding it if
+   ``add``. */
+static int in_pointer_table(PyObject **table, size_t mask, PyObject *node, int add)
+{
+    size_t slot = (((size_t)node >> 4) * (size_t)0x9E3779B97F4A7C15u) & mask;
+    while (table[slot] != NULL) {
+        if (table[slot] == node)
+            return 1;
+        slot = (slot + 1) & mask;
+    }
+    if (add)
+        table[slot] = node;
+    return 0;
+}
+
+/* trace.pending_sinks(): this thread's pending nodes (its list swept first) that no other of them
+   reads; Python's where the list is another thread's. */
+static PyObject *pending_sinks(PyObject *module, PyObject *unused)
+{
+    BIND_CHECK();
+    if (R.refs == NULL || R.thread != PyThreadState_GetID(PyThreadState_Get()))
+        return PyObject_CallNoArgs(S.python_pending_sinks);
+    if (compact_refs(R.refs, refers_to_pending) < 0)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(R.refs), inputs = 0;
+    for (Py_ssize_t i = 0; i < count; i++) /* alive and pending: compacted so */
+        inputs += PyTuple_GET_SIZE(NODE_SLOT(PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i)), INPUTS));
+    size_t capacity = 16;
+    while (capacity < (size_t)inputs * 2)
+        capacity <<= 1;
+    PyObject **read = PyMem_Calloc(capacity, sizeof(PyObject *)), *sinks = PyList_New(0);
+    if (read == NULL || sinks == NULL) {
+        PyMem_Free(read);
+        Py_XDECREF(sinks);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node_inputs = NODE_SLOT(PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i)), INPUTS);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(node_inputs); j++)
+            in_pointer_table(read, capacity - 1, PyTuple_GET_ITEM(node_inputs, j), 1);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i));
+        if (!in_pointer_table(read, capacity - 1, node, 0) && PyList_Append(sinks, node) < 0) {
+            Py_CLEAR(sinks);
+            break;
+        }
+    }
+    PyMem_Free(read);
+    return sinks;
 }
 
 /* The position an integer index item (a Python int or NumPy integer) picks along an axis of
@@ -2987,8 +3163,8 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
 
 /* x ** y of a small computed host array by a scalar or a small computed array: NumPy's operator on
    the buffers, with NumPy's own substitutes (a square for ** 2). NULL without an error where it
-   does not apply. */
-static PyObject *power_now(PyObject *self, PyObject *exponent)
+   does not apply; with ``*records`` set where the program's site records it. */
+static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
 {
     PyObject *node = host_node(self), *value = exponent, *other_shape = NULL;
     if (node == NULL || is_scalar(self)) /* a scalar's power: the ufunc, which Python records */
@@ -3006,10 +3182,31 @@ static PyObject *power_now(PyObject *self, PyObject *exponent)
     }
     Py_ssize_t size = broadcast_size(NODE_SLOT(node, SHAPE), other_shape);
     Py_ssize_t limit = size < 0 ? -1 : direct_limit();
-    if (limit < 0 || size >= limit)
+    if (limit < 0 || size >= limit || (*records = site_records()))
         return NULL;
     PyObject *made = PyNumber_Power(NODE_SLOT(node, BUFFER), value, Py_None);
     return made == NULL ? NULL : direct_result(made);
+}
+
+/* x ** y, by power_now, or else by ``general`` (the operator's Python method, which picks NumPy's
+   substitute), all at the place the program calls it: one site, whichever path records it. */
+static PyObject *power_call(PyObject *general, PyObject *const *args)
+{
+    Place outer = op_place;
+    int was_placed = op_placed, records = 0;
+    if (!was_placed)
+        op_placed = calling_place(&op_place);
+    PyObject *made = recent_count > 0 && end_carried() < 0 ? NULL : power_now(args[0], args[1], &records);
+    if (made == NULL && !PyErr_Occurred()) {
+        Site *recording = recording_for;
+        if (records) /* by the general path, for the site noted */
+            recording_for = noted_site;
+        made = PyObject_Vectorcall(general, args, 2, NULL);
+        recording_for = recording;
+    }
+    op_place = outer;
+    op_placed = was_placed;
+    return made;
 }
 
 /* A function or method whose common case runs in C (fast_function): ``op`` and ``order`` say which
@@ -3027,11 +3224,8 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
     PyObject *op = method->op, *general = method->general;
     long order = method->order;
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (order == ORDER_POWER && nargs == 2 && keywords == 0) { /* x ** y: NumPy's operator, its substitutes too */
-        PyObject *made = power_now(args[0], args[1]);
-        if (made != NULL || PyErr_Occurred())
-            return made;
-    }
+    if (order == ORDER_POWER && nargs == 2 && keywords == 0) /* x ** y: NumPy's operator, its substitutes too */
+        return power_call(general, args);
     if (order == ORDER_NUMPY) { /* NumPy's function (op) on small computed arrays, at once */
         PyObject *made = numpy_now(op, args, nargs, kwnames);
         return made != NULL || PyErr_Occurred() ? made : PyObject_Vectorcall(general, args, nargs, kwnames);
@@ -3586,9 +3780,38 @@ static PyObject *empty_of(PyObject *layout)
     return PyArray_Empty(ndim, dims, (PyArray_Descr *)dtype, 0);
 }
 
+/* A view of ``buffer`` at ``placement``, (byte offset, shape, strides, dtype), which
+   replay._placement found inside the buffer's bytes for a leaf of this layout; NULL with an error set. */
+static PyObject *placed_view(PyObject *buffer, PyObject *placement)
+{
+    npy_intp dims[NPY_MAXDIMS], steps[NPY_MAXDIMS];
+    Py_ssize_t offset;
+    PyObject *shape, *strides, *dtype;
+    if (!PyArray_Check(buffer) || !PyTuple_CheckExact(placement) || PyTuple_GET_SIZE(placement) != 4
+        || !int_value(PyTuple_GET_ITEM(placement, 0), &offset) || !PyTuple_CheckExact(shape = PyTuple_GET_ITEM(placement, 1))
+        || !PyTuple_CheckExact(strides = PyTuple_GET_ITEM(placement, 2)) || !PyArray_DescrCheck(dtype = PyTuple_GET_ITEM(placement, 3))
+        || PyTuple_GET_SIZE(shape) > NPY_MAXDIMS || PyTuple_GET_SIZE(strides) != PyTuple_GET_SIZE(shape)) {
+        PyErr_SetString(PyExc_TypeError, "launch_replay: a load's placement is not (offset, shape, strides, dtype) in an array");
+        return NULL;
+    }
+    int ndim = (int)PyTuple_GET_SIZE(shape);
+    for (int axis = 0; axis < ndim; axis++)
+        if (!int_value(PyTuple_GET_ITEM(shape, axis), &dims[axis]) || !int_value(PyTuple_GET_ITEM(strides, axis), &steps[axis])) {
+            PyErr_SetString(PyExc_TypeError, "launch_replay: a placement's shape or strides are not ints");
+            return NULL;
+        }
+    Py_INCREF(dtype); /* PyArray_NewFromDescr steals it */
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)dtype, ndim, dims, steps,
+                                          PyArray_BYTES((PyArrayObject *)buffer) + offset, 0, NULL);
+    if (view != NULL && PyArray_SetBaseObject((PyArrayObject *)view, Py_NewRef(buffer)) < 0)
+        Py_CLEAR(view);
+    return view;
+}
+
 /* replay.KernelReplay.materialize's launch, for a replay whose launch ``plan`` (``launch_plan``) is
-   (positions, loads, run, layouts, stores, result_keys, fused_ops, verdict): the buffers of the node's leaves
-   at ``positions`` (the first ``loads`` the kernel's inputs, the rest its parameters), fresh
+   (positions, loads, run, layouts, stores, result_keys, fused_ops, verdict, placements): the buffers
+   of the node's leaves at ``positions`` (the first ``loads`` the kernel's inputs, each read as it
+   is or, where ``placements`` has one for it, through the view it places, the rest its parameters), fresh
    outputs of ``layouts``, ``run(inputs, params, outputs)`` (the kernel's C call on one thread), and
    each (output, position) of ``stores`` made the leaf of the node (-1) or of its ancestor there;
    the sites whose nodes it computed told ``verdict``. False where ``run`` declined: nothing changed. */
@@ -3597,21 +3820,22 @@ static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize
     BIND_CHECK();
     PyObject *node, *plan;
     if (nargs != 2 || !PyObject_TypeCheck(node = args[0], S.node_type) || !PyTuple_CheckExact(plan = args[1])
-        || PyTuple_GET_SIZE(plan) != 8) {
+        || PyTuple_GET_SIZE(plan) != 9) {
         PyErr_SetString(PyExc_TypeError, "launch_replay takes a node and a launch plan");
         return NULL;
     }
     PyObject *positions = PyTuple_GET_ITEM(plan, 0), *run = PyTuple_GET_ITEM(plan, 2);
     PyObject *layouts = PyTuple_GET_ITEM(plan, 3), *stores = PyTuple_GET_ITEM(plan, 4);
     PyObject *keys = PyTuple_GET_ITEM(plan, 5), *leaves = NODE_SLOT(node, LEAVES);
-    PyObject *ancestors = NODE_SLOT(node, ANCESTORS);
+    PyObject *ancestors = NODE_SLOT(node, ANCESTORS), *placements = PyTuple_GET_ITEM(plan, 8);
     Py_ssize_t loads, fused, verdict;
     if (!int_value(PyTuple_GET_ITEM(plan, 1), &loads) || !int_value(PyTuple_GET_ITEM(plan, 6), &fused)
         || !int_value(PyTuple_GET_ITEM(plan, 7), &verdict)
         || !PyTuple_CheckExact(positions) || !PyTuple_CheckExact(layouts) || !PyTuple_CheckExact(stores)
         || !PyTuple_CheckExact(keys) || PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(stores) || leaves == NULL
         || !PyTuple_CheckExact(leaves) || ancestors == NULL || !PyTuple_CheckExact(ancestors) || loads < 0
-        || loads > PyTuple_GET_SIZE(positions)) {
+        || loads > PyTuple_GET_SIZE(positions)
+        || (placements != Py_None && (!PyTuple_CheckExact(placements) || PyTuple_GET_SIZE(placements) != loads))) {
         PyErr_SetString(PyExc_TypeError, "launch_replay: a malformed launch plan");
         return NULL;
     }
@@ -3634,7 +3858,11 @@ static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize
             PyErr_SetString(PyExc_ValueError, "launch_replay: a leaf position without a buffer");
             goto done;
         }
-        PyList_SET_ITEM(i < loads ? inputs : params, i < loads ? i : i - loads, Py_NewRef(buffer));
+        PyObject *placement = i < loads && placements != Py_None ? PyTuple_GET_ITEM(placements, i) : Py_None;
+        PyObject *value = placement == Py_None ? Py_NewRef(buffer) : placed_view(buffer, placement);
+        if (value == NULL)
+            goto done;
+        PyList_SET_ITEM(i < loads ? inputs : params, i < loads ? i : i - loads, value);
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layouts); i++) {
         PyObject *made = empty_of(PyTuple_GET_ITEM(layouts, i));
@@ -3745,6 +3973,88 @@ done:
     return result;
 }
 
+/* trace.Node.group(members) for pending host nodes, none a view, which execute.materialize checked:
+   a new node; None where the group would have no structure (a member without one, or too many
+   leaves and ancestors), as Python then finds no replay for it either. */
+static PyObject *group_of(PyObject *members)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(members), leaf_count = 0, ancestor_count = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *member = PyTuple_GET_ITEM(members, i);
+        if (!PyObject_TypeCheck(member, S.node_type) || !complete_node(member))
+            return NULL;
+        if (NODE_SLOT(member, KEY) == Py_None)
+            return Py_NewRef(Py_None);
+        leaf_count += PyTuple_GET_SIZE(NODE_SLOT(member, LEAVES));
+        ancestor_count += PyTuple_GET_SIZE(NODE_SLOT(member, ANCESTORS)) + 1;
+    }
+    static KeptInt kept_key_limit;
+    Py_ssize_t key_limit = kept_module_int(S.trace_module, S.str_key_limit, &kept_key_limit);
+    if (key_limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (count == 0 || leaf_count + ancestor_count > key_limit)
+        return Py_NewRef(Py_None);
+    PyObject *keys = PyTuple_New(count), *leaves = PyTuple_New(leaf_count), *ancestors = PyTuple_New(ancestor_count);
+    PyObject *shared = PyTuple_New(ancestor_count), *description = NULL, *key = NULL, *group = NULL;
+    if (keys == NULL || leaves == NULL || ancestors == NULL || shared == NULL)
+        goto done;
+    Py_ssize_t leaf = 0, ancestor = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *member = PyTuple_GET_ITEM(members, i), *own = NODE_SLOT(member, LEAVES);
+        PyTuple_SET_ITEM(keys, i, Py_NewRef(NODE_SLOT(member, KEY)));
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(own); j++)
+            PyTuple_SET_ITEM(leaves, leaf++, Py_NewRef(PyTuple_GET_ITEM(own, j)));
+        own = NODE_SLOT(member, ANCESTORS);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(own); j++)
+            PyTuple_SET_ITEM(ancestors, ancestor++, Py_NewRef(PyTuple_GET_ITEM(own, j)));
+        PyTuple_SET_ITEM(ancestors, ancestor++, Py_NewRef(member));
+    }
+    for (Py_ssize_t i = 0; i < ancestor_count; i++) { /* trace.first_positions */
+        PyObject *node = PyTuple_GET_ITEM(ancestors, i);
+        Py_ssize_t first = 0;
+        while (PyTuple_GET_ITEM(ancestors, first) != node)
+            first++;
+        PyObject *position = PyLong_FromSsize_t(first);
+        if (position == NULL)
+            goto done;
+        PyTuple_SET_ITEM(shared, i, position);
+    }
+    description = PyTuple_Pack(3, S.group_op, keys, shared);
+    key = description == NULL ? NULL : intern_structure(description);
+    group = key == NULL ? NULL : S.node_type->tp_alloc(S.node_type, 0);
+    if (group != NULL) {
+        PyObject *device = NODE_SLOT(PyTuple_GET_ITEM(members, 0), DEVICE);
+        set_node_slots(group, S.group_op, members, S.empty, S.empty, Py_None, Py_None, device, Py_NewRef(S.zero),
+                       Py_NewRef(key), Py_NewRef(leaves), Py_NewRef(ancestors), Py_NewRef(Py_None));
+    }
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(leaves);
+    Py_XDECREF(ancestors);
+    Py_XDECREF(shared);
+    Py_XDECREF(description);
+    Py_XDECREF(key);
+    return group;
+}
+
+/* replay.replay_group_now(members, backend, replays): execute.materialize's replay_now for several
+   pending host nodes, none a view, as their group. */
+static PyObject *replay_group_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "replay_group_now takes a tuple of nodes, a backend name and the replays");
+        return NULL;
+    }
+    PyObject *group = group_of(args[0]);
+    if (group == NULL || group == Py_None)
+        return group == NULL ? NULL : (Py_DECREF(group), Py_NewRef(Py_False));
+    PyObject *now_args[3] = {group, args[1], args[2]};
+    PyObject *result = replay_now(module, now_args, 3);
+    Py_DECREF(group);
+    return result;
+}
+
 static PyObject *structure_id(PyObject *module, PyObject *description)
 {
     BIND_CHECK();
@@ -3795,6 +4105,8 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"held_ancestors", &S.held_ancestors, NULL},
         {"package_path", &S.package_path, &PyUnicode_Type},
         {"materialize_carried", &S.materialize_carried, NULL},
+        {"group_op", &S.group_op, NULL},
+        {"python_pending_sinks", &S.python_pending_sinks, NULL},
         {"errstate_var", &S.errstate_var, NULL},
         {"float_flags", &S.float_flags, NULL},
     };
@@ -3940,11 +4252,16 @@ static PyMethodDef methods[] = {
      "tiers.settle_sites: a materialization's verdict, for the recent sites whose nodes it computed."},
     {"sites", site_states, METH_NOARGS, "tiers.sites: each site known, its state and counts."},
     {"site_repeats", site_repeats, METH_NOARGS, "tiers.site_repeats: the runs the recent sites stand for."},
+    {"site_records", site_records_now, METH_NOARGS, "tiers.site_records: whether the calling place records the op."},
+    {"note_recorded", note_recorded, METH_O, "tiers.note_recorded: the node the last noted site recorded."},
     {"set_site_trials", (PyCFunction)(void (*)(void))set_site_trials, METH_FASTCALL,
      "tiers.set_site_trials(first, most): when sites try recording; 0 turns them off."},
     {"nothing_pending_swept", nothing_pending_swept, METH_NOARGS, "trace.nothing_pending_swept in C."},
     {"replay_now", (PyCFunction)(void (*)(void))replay_now, METH_FASTCALL,
      "execute.materialize's common case in C: a node computed by the launch its structure kept."},
+    {"pending_sinks", pending_sinks, METH_NOARGS, "trace.pending_sinks: this thread's pending nodes no other reads."},
+    {"replay_group_now", (PyCFunction)(void (*)(void))replay_group_now, METH_FASTCALL,
+     "execute.materialize's common case in C for several nodes: their group's kept launch."},
     {"launch_replay", (PyCFunction)(void (*)(void))launch_replay, METH_FASTCALL,
      "replay.KernelReplay.materialize's launch on one thread, in C."},
     {NULL, NULL, 0, NULL},

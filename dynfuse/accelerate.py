@@ -43,7 +43,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 8
+INTERFACE_VERSION = 9
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -53,10 +53,14 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (trace, "replay_key"): trace.replay_key,
     (trace, "held_ancestors"): trace.held_ancestors,
     (trace, "nothing_pending_swept"): trace.nothing_pending_swept,
+    (trace, "pending_sinks"): trace.pending_sinks,
     (replay, "launch_replay"): replay.launch_replay,
     (replay, "replay_now"): replay.replay_now,
+    (replay, "replay_group_now"): replay.replay_group_now,
     (tiers, "settle_sites"): tiers.settle_sites,
     (tiers, "site_repeats"): tiers.site_repeats,
+    (tiers, "site_records"): tiers.site_records,
+    (tiers, "note_recorded"): tiers.note_recorded,
     (tiers, "set_site_trials"): tiers.set_site_trials,
     (tiers, "sites"): tiers.sites,
     (record, "record_common"): record.record_common,
@@ -118,6 +122,8 @@ def _load() -> ModuleType | None:
             held_ancestors=trace.held_ancestors,
             package_path=os.path.dirname(__file__) + os.sep,
             materialize_carried=execute.materialize_carried,
+            group_op=trace.GROUP,
+            python_pending_sinks=trace.pending_sinks,
             errstate_var=float_errors._state,
             float_flags=float_errors.FLAGS,
             getitem_op=ops.VIEWS["getitem"],

@@ -100,11 +100,19 @@ def fresh(value: np.ndarray) -> Any:
     return LazyArray(Node.leaf(value, exposed=False))
 
 
-def call(function: Callable, operands: Sequence[Any], kwargs: dict[str, Any] | None = None) -> Any:
+def call(
+    function: Callable,
+    operands: Sequence[Any],
+    kwargs: dict[str, Any] | None = None,
+    site_records: Callable[[], bool] | None = None,
+) -> Any:
     """``function`` (an elementwise op's, a reduction's or a library call's reference) run now, if
-    every operand is computed on the host and their broadcast is small."""
+    every operand is computed on the host and their broadcast is small, and ``site_records``
+    (``tiers.site_records``, where given) does not say that the program's place records it."""
     values = host_values(operands)
     if values is None or _elements(values) >= direct_elements():
+        return DECLINED
+    if site_records is not None and site_records():
         return DECLINED
     return result(function(*values, **(kwargs or {})))
 

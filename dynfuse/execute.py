@@ -74,12 +74,15 @@ def materialize(nodes: Sequence[Node]) -> None:
     what ran settles whether recording pays there (``tiers.settle_sites``).
     """
     with lock:
-        if len(nodes) == 1 and replay.replay_now is not None:  # a cached small statement's, in C
-            node = nodes[0]
-            if node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW:
-                backend = registry.BACKENDS[registry.backend]
-                runs_on = backend.name if backend is not None and backend.memory is HOST else None
-                if runs_on is not None and replay.replay_now(node, runs_on, replay._replays):
+        if replay.replay_now is not None and all(
+            node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW for node in nodes
+        ):  # a cached small statement's, or a loop's run's values, in C
+            backend = registry.BACKENDS[registry.backend]
+            runs_on = backend.name if backend is not None and backend.memory is HOST else None
+            if runs_on is not None:
+                if len(nodes) == 1 and replay.replay_now(nodes[0], runs_on, replay._replays):
+                    return
+                if len(nodes) > 1 and replay.replay_group_now(tuple(nodes), runs_on, replay._replays):
                     return
         _materialize(nodes, tiers.site_repeats())
 
@@ -87,17 +90,21 @@ def materialize(nodes: Sequence[Node]) -> None:
 class _Verdict:
     """Whether a materialization of ``nodes`` paid for what sites recorded among them
     (``tiers.recording_verdict``), told them as it ends; where no site recorded (``repeats`` 0),
-    nothing is counted. Planned, or replayed as a plan, it is not yet what pays (at most 0): only a
-    kernel's launch in C costs less than NumPy's calls on small arrays (``replay.KernelReplay``
-    tells that verdict). Recording cannot pay (``possible`` False) for a trace without a replay key
-    (too large a structure: it is planned again every time), for several outputs (their group's
-    lookup runs in Python), nor for one of fewer ops than a kernel must fuse (``tiers.could_pay``)."""
+    nothing is counted. Only a kernel's launch in C costs less than NumPy's calls on small arrays
+    (``replay.KernelReplay`` tells that verdict at each launch): replayed as a plan it does not
+    pay yet (at most 0), nor planned, unless the plan ran compiled as one kernel, kept as a kernel's
+    replay under ``key`` (its next run launches it). Recording cannot pay (``possible`` False) for a
+    trace without a replay key (too large a structure: it is planned again every time), nor for one
+    of fewer ops than a kernel must fuse (``tiers.could_pay``)."""
 
-    def __init__(self, repeats: int, nodes: Sequence[Node], possible: bool = True) -> None:
+    def __init__(
+        self, repeats: int, nodes: Sequence[Node], possible: bool = True, key: tuple | None = None
+    ) -> None:
         self.counters = _counters() if repeats else None
         self.before = [self.counters[name] for name in _VERDICT] if repeats else []
         self.nodes = nodes
         self.possible = possible
+        self.key = key
 
     def __enter__(self) -> None:
         return None
@@ -105,8 +112,14 @@ class _Verdict:
     def __exit__(self, *exception: object) -> None:
         if self.counters is not None and exception[0] is None:
             changes = [self.counters[name] - was for name, was in zip(_VERDICT, self.before, strict=True)]
-            verdict = min(recording_verdict(*changes), 0) if self.possible else -1
+            verdict = recording_verdict(*changes) if self.possible else -1
+            if verdict > 0 and not self._kernel_kept():
+                verdict = 0
             tiers.settle_sites(verdict, self.nodes)
+
+    def _kernel_kept(self) -> bool:
+        kept = None if self.key is None else replay.find(self.key)
+        return kept is not None and any(isinstance(run, replay.KernelReplay) for run in kept.runs.values())
 
 
 def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
@@ -144,11 +157,11 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     held = held_intermediates(order, outputs, group)
     small = backend is not None and tiny(order, backend)
     # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
-    pays = bool(repeats) and key is not None and group is None and tiers.could_pay(order)
+    pays = bool(repeats) and key is not None and tiers.could_pay(order)
     interpreted = backend is None or (small and not repeated_enough(key, backend, repeats if pays else 0))
     place = HOST if interpreted else backend.memory
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
-    with _Verdict(repeats, order, pays):
+    with _Verdict(repeats, order, pays, key):
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
@@ -217,12 +230,28 @@ def _write_into(destination: Any, value: Any) -> None:
 
 
 def materialize_carried(node: Node) -> None:
-    """Compute ``node``, a site's trial value the program's loop carried into its next run, with
-    every pending node that depends on it (``trace.dependent_sinks``): the trial ends there, its
-    verdict with it (``tiers``), and the loop runs on from computed arrays."""
+    """Compute what this thread has pending (``trace.pending_sinks``): ``node``, the value a site
+    recorded in the last run of the program's loop, is pending as the loop comes back to it, so
+    what is pending is that run's trace and the values it carries into this run. So each run of
+    the loop is one trace of one structure, replayed, and the materialization's verdict settles
+    the sites that recorded it. The trace's outputs are the values themselves: a view this run
+    took already of a carried value (``x[:, None]``) is then taken of the value computed, as
+    NumPy takes it at once (``_view_now``)."""
     with lock:
-        if node.inputs:  # the node itself too: the program holds it, as the loop's carried value
-            materialize([node, *(sink for sink in dependent_sinks([node]) if sink is not node)])
+        if node.inputs:
+            sinks = trace.pending_sinks()  # C's, where the C recorder is in use
+            materialize(list(dict.fromkeys(map(viewed, sinks))))
+            for sink in sinks:
+                _view_now(sink)
+
+
+def _view_now(node: Node) -> None:
+    """A pending chain of views over a computed node, computed: each a view of what it views."""
+    if node.inputs and node.op.kind is OpKind.VIEW:
+        under = node.inputs[0]
+        _view_now(under)
+        if not under.inputs:
+            node.become_leaf(node.op.reference(under.buffer, **dict(node.params)))
 
 
 def materialize_readers(buffer: Any, memory: Memory = HOST) -> None:
@@ -341,7 +370,7 @@ def _replayed(
         return False
     memory = backend.memory
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
-    with _Verdict(repeats, nodes, node.op is not trace.GROUP):
+    with _Verdict(repeats, nodes, key=key):
         given = None if into is None else (run.outputs[0], into)
         values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given)
         outputs = [nodes[number] for number in run.outputs]

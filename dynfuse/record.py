@@ -23,7 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from . import config, devices, direct, dtypes, execute, float_errors, ops, pressure, registry, stats, views
+from . import (
+    config,
+    devices,
+    direct,
+    dtypes,
+    execute,
+    float_errors,
+    ops,
+    pressure,
+    registry,
+    stats,
+    tiers,
+    views,
+)
 from .devices import HOST
 from .ops import OpKind
 from .tiers import direct_elements
@@ -139,8 +152,8 @@ _UNARY = object()  # ``second`` of a one-operand op
 
 def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
     """The common case, recorded in as few steps as Python allows (it runs for every operator): one
-    or two operands, lazy arrays of one shape and supported dtypes or Python floats, bools and small
-    ints, no keywords. None when anything else is involved: the general path then records it.
+    or two operands, lazy arrays of shapes that broadcast and supported dtypes or Python floats,
+    bools and small ints, no keywords. None when anything else is involved: the general path then records it.
     Computed operands of few elements run at once instead (``direct``): NumPy scalars among them."""
     lazy = LazyArray
     operands = (first,) if second is _UNARY else (first, second)
@@ -167,7 +180,13 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
         return None
     if computed and direct.broadcast_size(shapes) < direct_elements():
         return direct.result(op.reference(*map(direct.host_value, operands)))
-    if numpy_scalars or shapes[0] != shapes[-1] or 0 in shapes[0]:  # empty: the general path
+    if numpy_scalars:
+        return None
+    try:
+        shape = array.shape if shapes[0] == shapes[-1] else views.broadcast_shapes(op.name, *shapes)
+    except ValueError:  # the general path raises it
+        return None
+    if 0 in shape:  # empty: the general path probes the empty operands
         return None
     inputs = tuple(operand._node if type(operand) is lazy else Node.scalar(operand) for operand in operands)
     dtype = _common_dtypes.get(key)
@@ -175,7 +194,7 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
         dtype = _common_dtypes[key] = _common_result(op, inputs)
     if dtype is False:
         return None
-    return new_array(Node(op, inputs, (), array.shape, dtype))
+    return new_array(Node(op, inputs, (), shape, dtype))
 
 
 def _common_result(op: ops.Op, nodes: tuple[Node, ...]) -> np.dtype | bool:
@@ -191,7 +210,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         if recorded is not None:
             return recorded
     if out is None:
-        made = direct.call(op.reference, operands, dict(params))
+        made = direct.call(op.reference, operands, dict(params), tiers.site_records)
     elif is_lazy(out):
         made = direct.call_into(op.reference, operands, out, dict(params))
     else:
@@ -219,6 +238,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     if op.value_check is not None:
         op.value_check(dtype, nodes, host_value)
     node = Node(op, tuple(nodes), params, shape, dtype)
+    tiers.note_recorded(node)
     if out is None:
         return new_array(node, scalar=None if op.scalar_results else False)
     assign(out, node)

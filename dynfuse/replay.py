@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace, views
 from .devices import HOST, Memory
@@ -49,6 +50,9 @@ launch_replay: Callable[[Node, tuple], bool] | None = None
 # ``replay_now(node, backend_name, _replays)``: what ``execute.materialize`` does for a node whose
 # structure kept a launch in C, done in C; None where the C recorder is not in use.
 replay_now: Callable[[Node, str, OrderedDict], bool] | None = None
+# ``replay_group_now(nodes, backend_name, _replays)``: the same for several pending host nodes, none
+# a view, replayed as their group (``Node.group``).
+replay_group_now: Callable[[tuple, str, OrderedDict], bool] | None = None
 
 
 def find(key: tuple) -> Replay | None:
@@ -281,8 +285,6 @@ class KernelReplay:
                 for position, views, load in loads
             )
         verdict = tiers.recording_verdict(1, tiers.paying_ops([nodes[n] for n in step.nodes]), 0)
-        if node.op is trace.GROUP:  # found in Python (only a single node's replay is, in C): never pays
-            verdict = -1
         return cls(
             kernel, compiled_kernel, loads, params, tuple(stores), len(step.nodes), direct, memory, verdict
         )
@@ -342,8 +344,8 @@ class KernelReplay:
         except Exception:
             forget(key)
             return False
-        if self.launch_plan is None and self.direct and launch_replay is not None and into is None:
-            self.launch_plan = self._launch_plan()
+        if self.launch_plan is None and launch_replay is not None and into is None:
+            self.launch_plan = self._launch_plan(leaves, None if self.direct else inputs)
         # Recording pays where the next replays launch in C (``launch_replay`` tells it from then on)
         tiers.settle_sites(self.verdict if self.launch_plan is not None else -1, members)
         counters = _counters()
@@ -353,26 +355,57 @@ class KernelReplay:
         counters["materializations"] += 1
         return True
 
-    def _launch_plan(self) -> tuple | None:
-        """What ``launch_replay`` takes: where every leaf is read as it is, the kernel runs on one
-        thread by its C call (``single_call``), and its outputs are small host arrays (a large one
-        comes from the pool), stored in its own shape. None where one of them does not hold."""
+    def _launch_plan(self, leaves: tuple[Node, ...], inputs: list[Any] | None) -> tuple | None:
+        """What ``launch_replay`` takes: where every load is its leaf's buffer as it is, or (given the
+        ``inputs`` this launch read) a view of it (``_placement``), the kernel runs on one thread by
+        its C call (``single_call``), and its outputs are small host arrays (a large one comes from
+        the pool), each made in the shape of the node it is stored as (a fresh output is
+        C-contiguous: a per-row value's (rows, 1) is its node's (rows,)). None where one of them
+        does not hold."""
+        placements = None
+        if inputs is not None:
+            placements = tuple(
+                _placement(leaves[position].buffer, value)
+                for (position, _, _), value in zip(self.loads, inputs, strict=True)
+            )
+            if False in placements:
+                return None
         single_call = getattr(self.compiled, "single_call", None)
         run = single_call() if single_call is not None else None
-        layouts = self.kernel.output_layouts
+        layouts = [(tuple(shape), dtype) for shape, dtype in self.kernel.output_layouts]
+        reshaped = {(output, shape) for output, _, shape in self.stores if shape is not None}
+        for output, shape in reshaped:
+            layouts[output] = shape, layouts[output][1]
         if (
             run is None
             or self.memory is not HOST
             or None in self.result_keys
-            or any(shape is not None for _, _, shape in self.stores)
+            or len({output for output, _ in reshaped}) < len(reshaped)
             or any(views.size_of(shape) * dtype.itemsize >= host_pool.MIN_BYTES for shape, dtype in layouts)
         ):
             return None
         positions = tuple(position for position, _, _ in self.loads) + self.params
         stores = tuple((output, at) for output, at, _ in self.stores)
-        layouts = tuple((tuple(shape), dtype) for shape, dtype in layouts)
         keys = tuple(self.result_keys)
-        return (positions, len(self.loads), run, layouts, stores, keys, self.fused_ops, self.verdict)
+        counts = (self.fused_ops, self.verdict)
+        return (positions, len(self.loads), run, tuple(layouts), stores, keys, *counts, placements)
+
+
+def _placement(buffer: Any, value: Any) -> tuple | bool | None:
+    """Where a load ``value`` lies in its leaf's ``buffer``: None where it is the buffer itself;
+    (byte offset, shape, strides, dtype) where it is a view inside the buffer's bytes, the same
+    in every replay (the structure fixes the leaf's layout, and the views' params); False where it
+    is neither (a copy, a device's array)."""
+    if value is buffer:
+        return None
+    if not (isinstance(value, np.ndarray) and isinstance(buffer, np.ndarray)) or not value.size:
+        return False
+    low, high = byte_bounds(value)
+    start, end = byte_bounds(buffer)
+    if low < start or high > end:
+        return False
+    offset = value.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]
+    return offset, value.shape, value.strides, value.dtype
 
 
 Run = KernelReplay | PlanReplay

@@ -58,6 +58,17 @@ def settle_sites(verdict: int, nodes: Sequence[Node]) -> None:
     one's ``nodes``, its verdict (``recording_verdict``)."""
 
 
+def site_records() -> bool:
+    """Whether the program's place that calls the op about to run at once records it instead (its
+    site's trial, or a site that records), the runs counted; then ``note_recorded`` tells it the
+    node recorded."""
+    return False
+
+
+def note_recorded(node: Node) -> None:
+    """``node`` is what the op of the last site that ``site_records`` noted recorded."""
+
+
 def site_repeats() -> int:
     """The runs the sites that recorded since the last materialization stand for; 0: none did."""
     return 0

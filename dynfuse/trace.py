@@ -453,6 +453,16 @@ def dependent_sinks(readers: list[Node]) -> list[Node]:
     return [node for node in members if id(node) not in read]
 
 
+def pending_sinks() -> list[Node]:
+    """This thread's pending nodes that no other pending node reads: materialized together, they
+    compute everything this thread has pending."""
+    _pending.sweep_own()
+    own = getattr(_thread, "recording", None)
+    nodes = [] if own is None else [node for ref in own.refs if (node := ref()) is not None and node.inputs]
+    read = {id(source) for node in nodes for source in node.inputs}
+    return [node for node in nodes if id(node) not in read]
+
+
 def pending_memory() -> tuple[int, list[Node]]:
     """What unmaterialized traces alone keep alive: the bytes of their buffer leaves that nothing
     else references (``f(rng.random(n))`` drops the array; NumPy would have freed it after ``f``),

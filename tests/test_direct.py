@@ -578,27 +578,74 @@ def test_a_statement_whose_recording_does_not_pay_runs_at_once():
     assert all(later - earlier >= 2 * tiers.SITE_TRIAL_AT for earlier, later in itertools.pairwise(trials))
 
 
-@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
-def test_a_value_a_loop_carries_into_its_next_run_ends_the_trial_there():
-    """``x = x + 0.1 * (x * x - 1)``: recorded at its trial, ``x`` stays pending into the next run.
-    Reached again, the site computes it there and runs at once from then on: one run recorded, not
-    every run left; NumPy's values throughout."""
-    values = np.linspace(-1, 1, 500)
+def carried_loop(runs: int) -> tuple[list[int], list[int]]:
+    """``x = x + 0.1 * (x * x - 1)`` ``runs`` times, checked against NumPy: the ops recorded and the
+    replays of each run."""
+    values = np.linspace(-1, 1, 4000)
     x, expected = dnp.asarray(values.copy()), values.copy()
-    recorded = []
-    for _ in range(200):
-        before = dynfuse.stats()["ops_recorded"]
+    recorded, replayed = [], []
+    for _ in range(runs):
+        before = dynfuse.stats()
         x = x + 0.1 * (x * x - 1)
         expected = expected + 0.1 * (expected * expected - 1)
-        recorded.append(dynfuse.stats()["ops_recorded"] - before)
+        after = dynfuse.stats()
+        recorded.append(after["ops_recorded"] - before["ops_recorded"])
+        replayed.append(after["replays"] - before["replays"])
     np.testing.assert_allclose(np.asarray(x), expected, rtol=1e-12)
-    sites = [site for site in tiers.sites() if site[0].co_name.startswith("test_a_value_a_loop")]
-    assert len(sites) == 4  # x * x, - 1, 0.1 *, x +
-    assert all(state == "direct" and trial_at == tiers.SITE_MOST_TRIAL_AT for *_, state, _, trial_at in sites)
-    # Each site's trial in turn, each cut off in the next run; at once from then on
-    busy = [run for run, ops in enumerate(recorded) if ops]
-    assert busy[0] == tiers.SITE_TRIAL_AT - 1 and len(busy) <= len(sites) + 1
-    assert not any(recorded[busy[-1] + 1 :])
+    return recorded, replayed
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_value_a_loop_carries_is_computed_as_the_loop_comes_back_and_each_run_replays():
+    """Recorded at its sites' trial, ``x`` is pending as the loop comes back to them; computed
+    there, each run is a trace of one structure, so the trace never grows past one run, and once
+    its kernel is compiled (the trials' runs pay for it) each run is one replay launched in C, and
+    the sites record from their trial on. NumPy's values throughout."""
+    recorded, _ = carried_loop(3000)
+    assert recorded.index(4) == tiers.SITE_TRIAL_AT - 1 and max(recorded) == 4
+    tiers.forget_sites()  # its kernel at hand
+    recorded, replayed = carried_loop(200)
+    trial = tiers.SITE_TRIAL_AT - 1
+    assert recorded == [0] * trial + [4] * (200 - trial)
+    assert replayed == [0] * (trial + 1) + [1] * (199 - trial)  # each run, the last run's values
+    sites = [site for site in tiers.sites() if site[0].co_name == "carried_loop"]
+    assert len(sites) == 4 and all(state == "recording" for _, _, state, _, _ in sites)
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_an_n_body_step_in_a_loop_replays_one_kernel_a_run():
+    """A time loop over small arrays, each run several statements (pairwise differences, a power,
+    row sums, the updates of four carried values) and ``**`` by NumPy's substitutes: every op's
+    site records, each run is cut where the loop comes back, and is one kernel."""
+    rng = np.random.default_rng(7)
+    start = [rng.random(32), rng.random(32), np.zeros(32), np.zeros(32), rng.random(32) / 32]
+
+    def run(xp, steps, ways=None):
+        x, y, vx, vy, m = (xp.asarray(value.copy()) for value in start)
+        for _ in range(steps):
+            before = dynfuse.stats()
+            dx, dy = x[:, None] - x[None, :], y[:, None] - y[None, :]
+            inverse = (dx**2 + dy**2 + 0.01) ** -1.5
+            vx = vx - 0.01 * (dx * inverse * m).sum(axis=1)
+            vy = vy - 0.01 * (dy * inverse * m).sum(axis=1)
+            x, y = x + 0.01 * vx, y + 0.01 * vy
+            after = dynfuse.stats()
+            if ways is not None:
+                ways.append(tuple(after[name] - before[name] for name in ("replays", "kernels_launched")))
+        return x, y
+
+    for _ in range(8):  # until the trials' runs paid for its kernel, and a trial found it compiled
+        run(dnp, 1000)
+        if all(state == "recording" for _, _, state, _, _ in tiers.sites()):
+            break
+    tiers.forget_sites()
+    ways: list[tuple[int, int]] = []
+    before = dynfuse.stats()
+    x, y = run(dnp, 100, ways)
+    assert dynfuse.stats()["interpreted_ops"] == before["interpreted_ops"]
+    assert ways[-50:] == [(1, 1)] * 50  # each run: one replay of one kernel, the last run's values
+    for actual, wanted in zip((x, y), run(np, 100), strict=True):
+        np.testing.assert_allclose(np.asarray(actual), wanted, rtol=1e-12)
 
 
 # ---- NumPy's loop without NumPy's dispatch ---------------------------------------------------------

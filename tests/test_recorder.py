@@ -92,6 +92,9 @@ OPERANDS = [
     np.arange(6, dtype=np.int32).reshape(2, 3),
     np.ones(3, np.float16),
     np.array([True, False]),
+    np.arange(2.0).reshape(2, 1),  # broadcasts with (2, 3) and (3,) to (2, 3)
+    np.array(2.0),
+    np.ones((0, 3)),  # an empty broadcast: the general path probes it
     np.arange(4, dtype=np.complex64),  # unsupported: the general path records a fallback
 ]
 SCALARS = [2, 0, 127, 128, -1, 2.5, True, 1j, 2**70, "x", None]

@@ -141,6 +141,36 @@ def test_a_kernel_reading_views_of_its_leaves_is_replayed_by_a_launch(monkeypatc
     assert dynfuse.stats()["kernels_launched"] == 4
 
 
+@pytest.mark.parametrize(
+    ("program", "layout"),
+    [
+        (lambda a: 0.25 * (a[1:-1, :-2] + a[1:-1, 2:] + a[:-2, 1:-1] + a[2:, 1:-1]), np.ascontiguousarray),
+        (lambda a: a[::-1, 1:] * 2 - a[:, :-1].T.T, np.asfortranarray),  # backwards; a strided leaf
+        (lambda a: (a[:, None, :] * a[None, :, :]).sum(axis=2) + a[:, 0], np.ascontiguousarray),
+    ],
+    ids=["stencil", "backwards", "per-row"],
+)
+def test_a_kernel_reading_views_of_its_leaves_is_launched_in_c(program, layout, monkeypatch):
+    """Each view a load reads lies in its leaf's bytes where the structure puts it: C launches the
+    kernel on views it places there, with per-row outputs made in their nodes' shapes, and Python's
+    launch is not called again."""
+    if replay.launch_replay is None:
+        pytest.skip("the C recorder is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    rng = np.random.default_rng(5)
+    assert not replayed(program, layout(rng.random((6, 5))))  # planned and compiled
+    assert replayed(program, layout(rng.random((6, 5))))  # launched in Python: the plan in C made
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert kept.launch_plan is not None and any(kept.launch_plan[-1])
+
+    def not_in_python(*args):
+        raise AssertionError("launched in Python")
+
+    monkeypatch.setattr(replay, "launch", not_in_python)
+    for _ in range(3):
+        assert replayed(program, layout(rng.random((6, 5))))
+
+
 def test_a_plan_of_several_steps_is_replayed_without_numbering_or_looking_it_up(monkeypatch):
     """A library call and the kernels around it, a reduction read across rows: the plan runs again
     over each new trace's own nodes."""
