@@ -65,7 +65,8 @@ static struct {
     PyObject *package_path;    /* dynfuse's directory: code there is no site of the program's */
     PyObject *materialize_carried; /* execute.materialize_carried */
     PyObject *group_op;            /* trace.GROUP */
-    PyObject *python_pending_sinks; /* trace.pending_sinks, Python's: for another thread's list */
+    PyObject *python_pending_run; /* trace.pending_run, Python's: for another thread's list */
+    PyObject *view_ops;           /* the ops of ops.VIEWS */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -1495,6 +1496,7 @@ typedef struct {
     PyObject *code;  /* the program's frame's (strong reference); NULL: an empty entry */
     PyObject *inner; /* dynfuse's innermost frame's, calling the op for it (strong reference); NULL: none */
     int lasti, inner_lasti, state;
+    int excused; /* a recording site's last verdict was "not yet", taken as it is (give_verdict) */
     Py_ssize_t runs, trial_at; /* runs since the last trial or verdict, and the next trial's */
     Py_ssize_t repeats;        /* the runs its last noted recording stands for */
     PyObject *last;            /* a weak reference to the node its last noted run recorded; NULL: none */
@@ -1624,6 +1626,7 @@ static Site *site_of(const Place *place)
     site->lasti = place->lasti;
     site->inner_lasti = place->inner_lasti;
     site->runs = site->repeats = 0;
+    site->excused = 0;
     site->trial_at = first_trial_at;
     return site;
 }
@@ -1688,13 +1691,17 @@ static int refers_to_pending(PyObject *ref)
 
 /* A site's verdict (``tiers.recording_verdict``): recording paid (1: it records from now on), not
    yet (0: the trace ran interpreted, its kernels' compile not yet paid for; it runs directly, and
-   tries again after twice as many runs), or it cannot (-1: the trace fuses too few ops a kernel,
-   or the loop carries its value; it runs directly, and tries again only after ``most_trial_at``
-   runs). */
+   tries again after twice as many runs), or it cannot (-1: the trace fuses too few ops a kernel;
+   it runs directly, and tries again only after ``most_trial_at`` runs). A recording site takes
+   one "not yet" in a row as it is and records on: the program reading its loop's values once the
+   loop is done is a trace of another structure (the loop's variables no longer held), planned and
+   interpreted the first times, which says nothing of the loop's runs. */
 static void give_verdict(Site *site, Py_ssize_t verdict)
 {
     Py_CLEAR(site->last);
-    if (verdict > 0) {
+    int excused = verdict == 0 && site->state == SITE_RECORDING && !site->excused;
+    site->excused = excused;
+    if (verdict > 0 || excused) {
         site->state = SITE_RECORDING;
     } else {
         site->state = SITE_DIRECT;
@@ -2047,41 +2054,61 @@ static int in_pointer_table(PyObject **table, size_t mask, PyObject *node, int a
     return 0;
 }
 
-/* trace.pending_sinks(): this thread's pending nodes (its list swept first) that no other of them
-   reads; Python's where the list is another thread's. */
-static PyObject *pending_sinks(PyObject *module, PyObject *unused)
+/* Whether a node's op is a view (ops.VIEWS) */
+static int is_view(PyObject *node)
+{
+    return PySet_Contains(S.view_ops, NODE_SLOT(node, OP)) == 1;
+}
+
+/* trace.pending_run(): this thread's pending nodes (its list swept first) as one run of the
+   program's loop: (its values, the nodes no view that no other such node reads, through views or
+   not, in the order recorded; its views). Python's where the list is another thread's. */
+static PyObject *pending_run(PyObject *module, PyObject *unused)
 {
     BIND_CHECK();
     if (R.refs == NULL || R.thread != PyThreadState_GetID(PyThreadState_Get()))
-        return PyObject_CallNoArgs(S.python_pending_sinks);
+        return PyObject_CallNoArgs(S.python_pending_run);
     if (compact_refs(R.refs, refers_to_pending) < 0)
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(R.refs), inputs = 0;
     for (Py_ssize_t i = 0; i < count; i++) /* alive and pending: compacted so */
         inputs += PyTuple_GET_SIZE(NODE_SLOT(PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i)), INPUTS));
     size_t capacity = 16;
-    while (capacity < (size_t)inputs * 2)
+    while (capacity < (size_t)inputs * 4)
         capacity <<= 1;
-    PyObject **read = PyMem_Calloc(capacity, sizeof(PyObject *)), *sinks = PyList_New(0);
-    if (read == NULL || sinks == NULL) {
-        PyMem_Free(read);
-        Py_XDECREF(sinks);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *node_inputs = NODE_SLOT(PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i)), INPUTS);
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(node_inputs); j++)
-            in_pointer_table(read, capacity - 1, PyTuple_GET_ITEM(node_inputs, j), 1);
+    PyObject **read = PyMem_Calloc(capacity, sizeof(PyObject *));
+    PyObject *values = PyList_New(0), *views = PyList_New(0), *result = NULL;
+    if (read == NULL || values == NULL || views == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *node = PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i));
-        if (!in_pointer_table(read, capacity - 1, node, 0) && PyList_Append(sinks, node) < 0) {
-            Py_CLEAR(sinks);
-            break;
+        if (is_view(node))
+            continue;
+        PyObject *node_inputs = NODE_SLOT(node, INPUTS);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(node_inputs); j++) {
+            PyObject *source = PyTuple_GET_ITEM(node_inputs, j);
+            in_pointer_table(read, capacity - 1, source, 1);
+            while (is_view(source) && PyTuple_GET_SIZE(NODE_SLOT(source, INPUTS)) > 0) {
+                source = PyTuple_GET_ITEM(NODE_SLOT(source, INPUTS), 0);
+                if (in_pointer_table(read, capacity - 1, source, 1))
+                    break;
+            }
         }
     }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *node = PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i));
+        int view = is_view(node);
+        if ((view || !in_pointer_table(read, capacity - 1, node, 0)) && PyList_Append(view ? views : values, node) < 0)
+            goto done;
+    }
+    result = PyTuple_Pack(2, values, views);
+done:
     PyMem_Free(read);
-    return sinks;
+    Py_XDECREF(values);
+    Py_XDECREF(views);
+    return result;
 }
 
 /* The position an integer index item (a Python int or NumPy integer) picks along an axis of
@@ -4106,7 +4133,8 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"package_path", &S.package_path, &PyUnicode_Type},
         {"materialize_carried", &S.materialize_carried, NULL},
         {"group_op", &S.group_op, NULL},
-        {"python_pending_sinks", &S.python_pending_sinks, NULL},
+        {"python_pending_run", &S.python_pending_run, NULL},
+        {"view_ops", &S.view_ops, &PyFrozenSet_Type},
         {"errstate_var", &S.errstate_var, NULL},
         {"float_flags", &S.float_flags, NULL},
     };
@@ -4259,7 +4287,7 @@ static PyMethodDef methods[] = {
     {"nothing_pending_swept", nothing_pending_swept, METH_NOARGS, "trace.nothing_pending_swept in C."},
     {"replay_now", (PyCFunction)(void (*)(void))replay_now, METH_FASTCALL,
      "execute.materialize's common case in C: a node computed by the launch its structure kept."},
-    {"pending_sinks", pending_sinks, METH_NOARGS, "trace.pending_sinks: this thread's pending nodes no other reads."},
+    {"pending_run", pending_run, METH_NOARGS, "trace.pending_run: this thread's pending nodes as a loop's run."},
     {"replay_group_now", (PyCFunction)(void (*)(void))replay_group_now, METH_FASTCALL,
      "execute.materialize's common case in C for several nodes: their group's kept launch."},
     {"launch_replay", (PyCFunction)(void (*)(void))launch_replay, METH_FASTCALL,

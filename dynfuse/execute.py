@@ -71,20 +71,44 @@ def materialize(nodes: Sequence[Node]) -> None:
     buffer that node keeps: a later write through either is then seen by both, as in NumPy.
 
     Where sites of the program recorded since the last materialization (``tiers.site_repeats``),
-    what ran settles whether recording pays there (``tiers.settle_sites``).
+    what is pending is a run of the program's loop, which ends here: everything this thread has
+    pending is computed (``_loop_run``), as the loop's run would be when the loop comes back
+    (``materialize_carried``), and what ran settles whether recording pays there
+    (``tiers.settle_sites``).
     """
     with lock:
-        if replay.replay_now is not None and all(
-            node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW for node in nodes
-        ):  # a cached small statement's, or a loop's run's values, in C
-            backend = registry.BACKENDS[registry.backend]
-            runs_on = backend.name if backend is not None and backend.memory is HOST else None
-            if runs_on is not None:
-                if len(nodes) == 1 and replay.replay_now(nodes[0], runs_on, replay._replays):
-                    return
-                if len(nodes) > 1 and replay.replay_group_now(tuple(nodes), runs_on, replay._replays):
-                    return
-        _materialize(nodes, tiers.site_repeats())
+        if tiers.site_repeats():
+            _loop_run(nodes)
+        else:
+            _materialize_now(nodes)
+
+
+def _materialize_now(nodes: Sequence[Node]) -> None:
+    """``materialize``'s work: a cached trace's replay, in C where it can, else ``_materialize``."""
+    if replay.replay_now is not None and all(
+        node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW for node in nodes
+    ):  # a cached small statement's, or a loop's run's values, in C
+        backend = registry.BACKENDS[registry.backend]
+        runs_on = backend.name if backend is not None and backend.memory is HOST else None
+        if runs_on is not None:
+            if len(nodes) == 1 and replay.replay_now(nodes[0], runs_on, replay._replays):
+                return
+            if len(nodes) > 1 and replay.replay_group_now(tuple(nodes), runs_on, replay._replays):
+                return
+    _materialize(nodes, tiers.site_repeats())
+
+
+def _loop_run(nodes: Sequence[Node]) -> None:
+    """Compute ``nodes`` with everything this thread has pending (``trace.pending_run``): a run of
+    the program's loop, whose values the loop carries into its next run, or the program reads
+    once the loop is done; either way the same values in the same order, one trace of one
+    structure, which replays. A view the next run took already of a carried value
+    (``x[:, None]``) is then taken of the value computed, as NumPy takes it at once."""
+    values, pending_views = trace.pending_run()  # C's, where the C recorder is in use
+    wanted = [node for node in nodes if node.op.kind is OpKind.VIEW or node not in values]
+    _materialize_now([*values, *wanted])
+    for view in pending_views:
+        _view_now(view)
 
 
 class _Verdict:
@@ -230,19 +254,14 @@ def _write_into(destination: Any, value: Any) -> None:
 
 
 def materialize_carried(node: Node) -> None:
-    """Compute what this thread has pending (``trace.pending_sinks``): ``node``, the value a site
-    recorded in the last run of the program's loop, is pending as the loop comes back to it, so
-    what is pending is that run's trace and the values it carries into this run. So each run of
-    the loop is one trace of one structure, replayed, and the materialization's verdict settles
-    the sites that recorded it. The trace's outputs are the values themselves: a view this run
-    took already of a carried value (``x[:, None]``) is then taken of the value computed, as
-    NumPy takes it at once (``_view_now``)."""
+    """Compute what this thread has pending (``_loop_run``): ``node``, the value a site recorded in
+    the last run of the program's loop, is pending as the loop comes back to it, so what is
+    pending is that run's trace and the values it carries into this run. So each run of the loop
+    is one trace of one structure, replayed, and the materialization's verdict settles the sites
+    that recorded it."""
     with lock:
         if node.inputs:
-            sinks = trace.pending_sinks()  # C's, where the C recorder is in use
-            materialize(list(dict.fromkeys(map(viewed, sinks))))
-            for sink in sinks:
-                _view_now(sink)
+            _loop_run(())
 
 
 def _view_now(node: Node) -> None:

@@ -453,14 +453,23 @@ def dependent_sinks(readers: list[Node]) -> list[Node]:
     return [node for node in members if id(node) not in read]
 
 
-def pending_sinks() -> list[Node]:
-    """This thread's pending nodes that no other pending node reads: materialized together, they
-    compute everything this thread has pending."""
+def pending_run() -> tuple[list[Node], list[Node]]:
+    """This thread's pending nodes as one run of the program's loop: its values (the nodes that are
+    no views and that no other such node reads, through views or not), in the order they were
+    recorded, whose materializing computes all the rest; and its views."""
     _pending.sweep_own()
     own = getattr(_thread, "recording", None)
     nodes = [] if own is None else [node for ref in own.refs if (node := ref()) is not None and node.inputs]
-    read = {id(source) for node in nodes for source in node.inputs}
-    return [node for node in nodes if id(node) not in read]
+    read: set[int] = set()
+    for node in nodes:
+        if node.op.kind is not OpKind.VIEW:
+            for source in node.inputs:
+                read.add(id(source))
+                while source.op.kind is OpKind.VIEW and source.inputs:
+                    source = source.inputs[0]
+                    read.add(id(source))
+    values = [node for node in nodes if node.op.kind is not OpKind.VIEW and id(node) not in read]
+    return values, [node for node in nodes if node.op.kind is OpKind.VIEW]
 
 
 def pending_memory() -> tuple[int, list[Node]]:

@@ -10,8 +10,10 @@ loop and the machine's copy bandwidth, measured in the same run) and the import.
 Every program is written once, as a function of the namespace it gets (NumPy or ``dynfuse.numpy``),
 so both run the same code. Its dynfuse result is first checked against NumPy's (float64 to 1e-10
 relative, integers exactly): a mismatch or an error is reported FAIL and not timed. Then both are
-warmed up, so dynfuse's kernels are compiled and its tiers decided as the program's steady state, and
-timed in interleaved rounds (``measure_interleaved``): medians, with the dynfuse counters
+warmed up, so dynfuse's kernels are compiled and its tiers decided as the program's steady state
+(dynfuse's calls repeated for ``WARM_UP_SECONDS``: a loop's sites try recording after runs they
+count, and its kernels compile once interpreted runs have paid for them), and timed in interleaved
+rounds (``measure_interleaved``): medians, with the dynfuse counters
 (``dynfuse.stats()`` deltas over the timed calls) that explain each row. The machine is shared: read
 the ratios, not the times.
 
@@ -46,6 +48,7 @@ STATEMENTS = 20  # stencil statements per timed call
 RTOL = 1e-10
 SAMPLE_SECONDS = 0.01  # a timed sample repeats a fast call until it lasts about this long
 SLOW_CALL_SECONDS = 0.5  # a call this slow is warmed up once, not three times
+WARM_UP_SECONDS = 0.5  # dynfuse's calls repeat this long before timing (a 64-body step 10,000 times)
 
 
 @dataclass
@@ -450,6 +453,13 @@ def counters_of(stats: dict) -> dict[str, float]:
     return {key: stats[key] for key in ("materializations", "kernels_launched", "interpreted_ops")}
 
 
+def settle(run: Callable[[], object]) -> None:
+    """Call dynfuse's ``run`` for ``WARM_UP_SECONDS``: the tiers it reaches there are its steady state."""
+    deadline = time.perf_counter() + WARM_UP_SECONDS
+    while time.perf_counter() < deadline:
+        run()
+
+
 def measure_program(program: Program, repeats: int) -> Row:
     """Check, warm up and time one program in both namespaces."""
     row = Row(program)
@@ -468,6 +478,7 @@ def measure_program(program: Program, repeats: int) -> Row:
             slowest = max(slowest, time.perf_counter() - started)
             if slowest > SLOW_CALL_SECONDS:
                 break
+    settle(runs["dynfuse"])
     loops = loops_for(runs.values(), SAMPLE_SECONDS)
     before = counters_of(dynfuse.stats())
     row.timings = {
