@@ -376,11 +376,12 @@ class _Planner:
 
     def _survey(
         self, root: int, row_domains: dict[int, tuple]
-    ) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int]]:
+    ) -> tuple[tuple[int, ...], tuple[int, ...], bool, set[int], set[int]]:
         """The iteration space of the kernel computing ``root``, and the buffers it reads: per row of
         a kernel where it is computed elementwise from ``row_domains``' values of that kernel.
 
-        Returns (shape, reduce axes, whether root is per row, sources read: inputs and stored nodes).
+        Returns (shape, reduce axes, whether root is per row, sources read: inputs and stored nodes,
+        the row values of ``row_domains`` it reads only per row: through same-shape elementwise ops).
         """
         node = self.nodes[root]
         domain = None
@@ -389,17 +390,21 @@ class _Planner:
         elif node.op.kind is OpKind.SCAN:
             domain = (node.shape, _scan_axes(node), False)
         sources: set[int] = set()
-        seen = {root}
+        elsewhere: set[int] = set()  # sources read other than per row
+        seen = {root: True}  # node -> whether every way to it seen so far is plain
         stack = [(child, True) for child in node.inputs]  # (node, reached through same-shape elementwise)
         while stack:
             child, plain = stack.pop()
             n = self.number(child)
-            if n in seen:
+            if n in seen and (plain or not seen[n]):
                 continue
-            seen.add(n)
+            seen[n] = plain
+            plain_read = plain and child.shape == node.shape
             if self.is_source(n):
                 sources.add(n)
-                if domain is None and plain and n in row_domains and child.shape == node.shape:
+                if not plain_read:
+                    elsewhere.add(n)
+                elif domain is None and n in row_domains:
                     domain = (*row_domains[n], True)
                 continue
             if child.op.kind is OpKind.REDUCTION:
@@ -412,7 +417,7 @@ class _Planner:
             plain = plain and child.op.kind is OpKind.ELEMENTWISE and child.shape == node.shape
             stack.extend((grandchild, plain) for grandchild in child.inputs)
         shape, axes, row = domain if domain is not None else (node.shape, (), False)
-        return shape, axes, row, sources
+        return shape, axes, row, sources, {n for n in sources & row_domains.keys() if n not in elsewhere}
 
     def _group(self, apart: list[Apart] | None = None) -> list[_Group | int]:
         """Stored nodes in order, each joining the latest compatible kernel that it may join. Given
@@ -425,16 +430,17 @@ class _Planner:
                 producers[n] = len(steps)
                 steps.append(n)
             elif n in self.stored and not self.nodes[n].is_materialized:
-                shape, axes, row, sources = self._survey(n, self.row_domains)
+                shape, axes, row, sources, row_reads = self._survey(n, self.row_domains)
                 reads = {read for read in sources if not self.nodes[read].is_materialized}
                 after = {producers[read] for read in reads}
                 refused = None if apart is None else []
-                position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
+                joining = (steps, reads, sources, after)
+                position = self._joinable(*joining, shape, axes, row, row_reads, refused)
                 if position is None and row:  # per row only in the kernel computing those rows
                     domain = self._survey(n, {})[:3]
                     if domain != (shape, axes, row):
                         shape, axes, row = domain
-                        position = self._joinable(steps, reads, sources, after, shape, axes, row, refused)
+                        position = self._joinable(*joining, shape, axes, row, set(), refused)
                 if position is None:
                     if apart is not None:
                         apart += self._apart(steps, shape, reads, after, producers, refused)
@@ -460,6 +466,7 @@ class _Planner:
         shape: tuple,
         axes: tuple,
         row: bool,
+        row_reads: set[int],
         refused: list[Apart] | None,
     ) -> int | None:
         """The latest related kernel this stored node can join: same iteration space, after what it
@@ -467,8 +474,10 @@ class _Planner:
         why each kernel it looked at refused it.
 
         It may read what that kernel stores only where the value can be computed inline: an
-        elementwise node or a scan (per element, in the pass that computes it), not a reduction or a
-        per-row value, nor a node an earlier plan found read out of its order (``unshared``).
+        elementwise node or a scan (per element, in the pass that computes it), or a per-row value
+        that it reads only per row itself (``row_reads``, along the kernel's axes: once a row is
+        done), not a reduction or a per-row value otherwise, nor a node an earlier plan found read
+        out of its order (``unshared``).
         """
         later = len(steps)
         for position in range(later - 1, max(max(after, default=-1), 0) - 1, -1):
@@ -494,11 +503,11 @@ class _Planner:
                     if refused is not None:
                         refused.append(Apart(position, later, Why.UNSHARED, min(unshared)))
                     continue
-                per_row = row and axes == group.axes  # it reads the kernel's row values once a row is done
+                per_row = row_reads if row and axes == group.axes else set()  # read once a row is done
                 computed = [
                     n
                     for n in reads.intersection(group.roots)
-                    if not (per_row and n in group.row_roots)
+                    if not (n in per_row and n in group.row_roots)
                     and (self.nodes[n].op.kind not in _INLINE or n in group.row_roots)
                 ]
                 if computed:
@@ -669,7 +678,8 @@ class _KernelBuilder:
         self.loads: list[Source] = []
         self.params: list[int] = []
         self.computed: set[int] = set()  # trace nodes computed here (not loaded)
-        self.reduction_nodes: dict[int, int] = {}  # reduce instruction -> its trace node
+        # reduce instruction -> its trace nodes (reductions that differ in keepdims alone are one)
+        self.reduction_nodes: dict[int, set[int]] = {}
         self.needs: dict[int, tuple[Why, tuple]] = {}  # nodes that must be stored for it to exist, and why
         self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
         self.maps_read: Counter[int] = Counter()  # elementwise node -> the index maps it is computed at
@@ -828,7 +838,7 @@ class _KernelBuilder:
         instruction = Instruction(node.op, tuple(args), params, node.dtype, row, stage)
         number = self._emit((node.op, tuple(args), params, node.dtype), instruction)
         if node.op.kind is OpKind.REDUCTION:
-            self.reduction_nodes[number] = n
+            self.reduction_nodes.setdefault(number, set()).add(n)
         return number
 
     # -- passes --
@@ -852,7 +862,8 @@ class _KernelBuilder:
             seen.add(number)
             if number in self.reduction_nodes:
                 limit = self.planner.target.persistent_row_elements
-                self.needs[self.reduction_nodes[number]] = Why.LONG_ROWS, (row_elements, limit)
+                for n in self.reduction_nodes[number]:
+                    self.needs[n] = Why.LONG_ROWS, (row_elements, limit)
             else:
                 wanted.extend(inst.args)
 

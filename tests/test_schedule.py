@@ -264,6 +264,18 @@ def test_values_computed_from_a_kernels_row_values_are_per_row_in_it(
         close(actual, wanted)
 
 
+def test_rows_too_long_for_a_second_pass_store_every_node_of_one_sum():
+    """``x.var()`` and ``x.mean()`` sum ``x`` once (one instruction, dims kept or not): where a
+    row is too long for the variance's second pass, both nodes of that sum are stored."""
+    x = lazy(8)
+    variance, mean = x.var(), -x.mean()
+    assert [step.kernel.passes for step in kernels(variance, mean, target=LONG_ROWS)] == [1, 1]
+    with config_target(LONG_ROWS):
+        dynfuse.evaluate(variance, mean)
+    close(variance, np.asarray(x).var())
+    close(mean, -np.asarray(x).mean())
+
+
 class config_target:
     """Run with the group backend planning for another target."""
 
