@@ -1508,6 +1508,7 @@ static int recent_count;
 static Py_ssize_t first_trial_at = 0; /* tiers.SITE_TRIAL_AT, bound; 0: sites off */
 static Py_ssize_t most_trial_at = 0;
 static Site *noted_site; /* the site noted by the op being recorded, for its ``last`` */
+static int run_has_last; /* a site noted since the sites were last settled keeps its last */
 /* A site that records the op its C fast path declined to run at once, while the general path
    records it (whose consults of the site, from other frames, must not count runs again) */
 static Site *recording_for;
@@ -1711,12 +1712,13 @@ static void give_verdict(Site *site, Py_ssize_t verdict)
     site->runs = 0;
 }
 
-/* ``node`` is what the op being recorded made: the site that recorded it (``noted_site``) or,
-   while what sites recorded is pending, the calling place's site (whose op recorded it for a
-   pending operand), noted with them, keeps it as its last: the program's loop, coming back to that
-   place, finds it pending (end_carried), and the materialization's verdict settles it with the
-   sites whose trace it joined, so that all of them count their runs from then on together and try
-   recording in the same run of the loop. -1 with an error set. */
+/* ``node`` is what the op being recorded made. The site that recorded it (``noted_site``) keeps it
+   as its last. While what sites recorded is pending, the calling place's site (whose op recorded
+   it for a pending operand) is noted with them: the materialization's verdict settles it with the
+   sites whose trace it joined, so that all of them count their runs from then on together and
+   try recording in the same run of the loop; and the first such site since the sites were last
+   settled, where none keeps a last yet, keeps it as its last: the program's loop, coming back to
+   that place, finds it pending (end_carried). -1 with an error set. */
 static int mark_recorded(PyObject *node)
 {
     Site *site = noted_site;
@@ -1725,10 +1727,15 @@ static int mark_recorded(PyObject *node)
         note(site);
         noted_site = NULL;
         site->repeats = 0; /* it ran no run directly: the trace stands for its consulted sites' runs */
+        if (run_has_last) {
+            Py_CLEAR(site->last);
+            return 0;
+        }
     }
     if (site == NULL)
         return 0;
     Py_XSETREF(site->last, PyWeakref_NewRef(node, NULL));
+    run_has_last = 1;
     return site->last == NULL ? -1 : 0;
 }
 
@@ -1790,6 +1797,7 @@ static void settle(Py_ssize_t verdict, PyObject *members, PyObject *ancestors)
         give_verdict(site, verdict);
     }
     recent_count = kept;
+    run_has_last &= kept > 0;
 }
 
 /* tiers.sites(): each site known, as (code, instruction offset, state, runs, next trial's run). */
@@ -1867,8 +1875,21 @@ static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
-/* record.record_common(op, first[, second]) */
+static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs);
+
+/* record.record_common(op, first[, second]); while what sites recorded is pending, at the place the
+   program calls it, found once for the checks and notes of its sites. */
 static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (recent_count == 0 || op_placed)
+        return record_common_here(args, nargs);
+    op_placed = calling_place(&op_place);
+    PyObject *result = record_common_here(args, nargs);
+    op_placed = 0;
+    return result;
+}
+
+static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
     if (nargs < 2 || nargs > 3) {
@@ -2058,6 +2079,33 @@ static int in_pointer_table(PyObject **table, size_t mask, PyObject *node, int a
 static int is_view(PyObject *node)
 {
     return PySet_Contains(S.view_ops, NODE_SLOT(node, OP)) == 1;
+}
+
+/* Whether what this thread has pending is ``node``'s trace alone, no view among it: the run of the
+   program's loop that ``node`` ends is ``node`` (replay_now's common case, told without lists);
+   0 also where that would take more than a small table to tell. */
+static int pending_run_is(PyObject *node)
+{
+    enum { MOST_INPUTS = 128 };
+    PyObject *read[4 * MOST_INPUTS] = {NULL};
+    if (R.refs == NULL || R.thread != PyThreadState_GetID(PyThreadState_Get()) || compact_refs(R.refs, refers_to_pending) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(R.refs), inputs = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pending = PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i)), *pending_inputs = NODE_SLOT(pending, INPUTS);
+        if (is_view(pending) || (inputs += PyTuple_GET_SIZE(pending_inputs)) > MOST_INPUTS)
+            return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(pending_inputs); j++)
+            in_pointer_table(read, 4 * MOST_INPUTS - 1, PyTuple_GET_ITEM(pending_inputs, j), 1);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pending = PyWeakref_GetObject(PyList_GET_ITEM(R.refs, i));
+        if (pending != node && !in_pointer_table(read, 4 * MOST_INPUTS - 1, pending, 0))
+            return 0;
+    }
+    return 1;
 }
 
 /* trace.pending_run(): this thread's pending nodes (its list swept first) as one run of the
@@ -3944,19 +3992,14 @@ done:
     return result;
 }
 
-/* replay.replay_now(node, backend, replays): ``node`` computed by the launch its structure kept
-   (execute.materialize's common case, without its Python frames): its replay key on ``backend``
-   (a name), the replay kept under it in ``replays`` (replay._replays, made the most recently
-   used), the run for the deep intermediates the program holds, and that run's launch in C
-   (launch_replay). False where any of them is missing, or the launch failed (the Python path then
-   runs it, and forgets the replay where it fails again); MemoryError is raised. */
-static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* ``node`` computed by the launch its structure kept (execute.materialize's common case, without
+   its Python frames), given (node, backend, replays): its replay key on ``backend`` (a name), the
+   replay kept under it in ``replays`` (replay._replays, made the most recently used), the run for
+   the deep intermediates the program holds, and that run's launch in C (launch_replay). False
+   where any of them is missing, or the launch failed (the Python path then runs it, and forgets
+   the replay where it fails again); MemoryError is raised. */
+static PyObject *replay_node(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    BIND_CHECK();
-    if (nargs != 3 || !PyObject_TypeCheck(args[0], S.node_type) || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "replay_now takes a node, a backend name and the replays");
-        return NULL;
-    }
     PyObject *key_args[2] = {args[1], args[0]};
     PyObject *key = replay_key(module, key_args, 2), *held = NULL, *deep = NULL, *runs = NULL, *plan = NULL;
     PyObject *result = NULL;
@@ -4064,8 +4107,77 @@ done:
     return group;
 }
 
-/* replay.replay_group_now(members, backend, replays): execute.materialize's replay_now for several
-   pending host nodes, none a view, as their group. */
+/* replay_node for several pending host nodes, none a view, given (members, backend, replays): their
+   group's kept launch. */
+static PyObject *replay_group(PyObject *module, PyObject *const *args)
+{
+    PyObject *group = group_of(args[0]);
+    if (group == NULL || group == Py_None)
+        return group == NULL ? NULL : (Py_DECREF(group), Py_NewRef(Py_False));
+    PyObject *now_args[3] = {group, args[1], args[2]};
+    PyObject *result = replay_node(module, now_args, 3);
+    Py_DECREF(group);
+    return result;
+}
+
+/* execute._loop_run's common case, given (nodes, backend, replays): ``nodes`` with the values of
+   the run of the program's loop this thread has pending (pending_run), by their kept launch, as
+   one node's or as a group's. False where the run holds views (Python then takes them of the
+   values computed) or its replay is not kept. */
+static PyObject *replay_run(PyObject *module, PyObject *const *args)
+{
+    PyObject *run = pending_run(module, NULL), *members = NULL, *result = NULL;
+    if (run == NULL)
+        return NULL;
+    PyObject *values = PyTuple_GET_ITEM(run, 0);
+    if (PyList_GET_SIZE(PyTuple_GET_ITEM(run, 1)) > 0) {
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    members = PyList_GetSlice(values, 0, PyList_GET_SIZE(values));
+    for (Py_ssize_t i = 0; members != NULL && i < PyTuple_GET_SIZE(args[0]); i++) {
+        PyObject *node = PyTuple_GET_ITEM(args[0], i);
+        int listed = PySequence_Contains(values, node);
+        if (listed < 0 || (!listed && PyList_Append(members, node) < 0))
+            Py_CLEAR(members);
+    }
+    if (members == NULL)
+        goto done;
+    if (PyList_GET_SIZE(members) == 1) {
+        PyObject *now_args[3] = {PyList_GET_ITEM(members, 0), args[1], args[2]};
+        result = replay_node(module, now_args, 3);
+    } else {
+        PyObject *group = PyList_AsTuple(members);
+        PyObject *now_args[3] = {group, args[1], args[2]};
+        result = group == NULL ? NULL : replay_group(module, now_args);
+        Py_XDECREF(group);
+    }
+done:
+    Py_DECREF(run);
+    Py_XDECREF(members);
+    return result;
+}
+
+/* replay.replay_now(node, backend, replays): replay_node; while what sites recorded is pending,
+   with the run of the program's loop it belongs to (replay_run). */
+static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    if (nargs != 3 || !PyObject_TypeCheck(args[0], S.node_type) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "replay_now takes a node, a backend name and the replays");
+        return NULL;
+    }
+    if (recent_count == 0 || pending_run_is(args[0]))
+        return replay_node(module, args, nargs);
+    PyObject *nodes = PyTuple_Pack(1, args[0]);
+    PyObject *run_args[3] = {nodes, args[1], args[2]};
+    PyObject *result = nodes == NULL ? NULL : replay_run(module, run_args);
+    Py_XDECREF(nodes);
+    return result;
+}
+
+/* replay.replay_group_now(members, backend, replays): replay_now for several pending host nodes,
+   none a view, as their group. */
 static PyObject *replay_group_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
@@ -4073,13 +4185,7 @@ static PyObject *replay_group_now(PyObject *module, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "replay_group_now takes a tuple of nodes, a backend name and the replays");
         return NULL;
     }
-    PyObject *group = group_of(args[0]);
-    if (group == NULL || group == Py_None)
-        return group == NULL ? NULL : (Py_DECREF(group), Py_NewRef(Py_False));
-    PyObject *now_args[3] = {group, args[1], args[2]};
-    PyObject *result = replay_now(module, now_args, 3);
-    Py_DECREF(group);
-    return result;
+    return recent_count == 0 ? replay_group(module, args) : replay_run(module, args);
 }
 
 static PyObject *structure_id(PyObject *module, PyObject *description)

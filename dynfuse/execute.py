@@ -77,36 +77,41 @@ def materialize(nodes: Sequence[Node]) -> None:
     (``tiers.settle_sites``).
     """
     with lock:
+        if _replayed_in_c(nodes):
+            return
         if tiers.site_repeats():
             _loop_run(nodes)
         else:
-            _materialize_now(nodes)
+            _materialize(nodes, 0)
 
 
-def _materialize_now(nodes: Sequence[Node]) -> None:
-    """``materialize``'s work: a cached trace's replay, in C where it can, else ``_materialize``."""
-    if replay.replay_now is not None and all(
-        node.inputs and node.device is HOST and node.op.kind is not OpKind.VIEW for node in nodes
-    ):  # a cached small statement's, or a loop's run's values, in C
-        backend = registry.BACKENDS[registry.backend]
-        runs_on = backend.name if backend is not None and backend.memory is HOST else None
-        if runs_on is not None:
-            if len(nodes) == 1 and replay.replay_now(nodes[0], runs_on, replay._replays):
-                return
-            if len(nodes) > 1 and replay.replay_group_now(tuple(nodes), runs_on, replay._replays):
-                return
-    _materialize(nodes, tiers.site_repeats())
+def _replayed_in_c(nodes: Sequence[Node]) -> bool:
+    """Whether the launch their structure kept computed ``nodes``, in C (``replay.replay_now``,
+    ``replay_group_now``; while sites' recordings are pending, with the run of the program's loop
+    they belong to, as ``_loop_run``): a cached small statement's, a loop run's values. Only for
+    pending host nodes, none a view, on a host backend, where the C recorder is in use."""
+    if replay.replay_now is None:
+        return False
+    for node in nodes:
+        if not node.inputs or node.device is not HOST or node.op.kind is OpKind.VIEW:
+            return False
+    backend = registry.BACKENDS[registry.backend]
+    if backend is None or backend.memory is not HOST:
+        return False
+    if len(nodes) == 1:
+        return replay.replay_now(nodes[0], backend.name, replay._replays)
+    return replay.replay_group_now(tuple(nodes), backend.name, replay._replays)
 
 
 def _loop_run(nodes: Sequence[Node]) -> None:
     """Compute ``nodes`` with everything this thread has pending (``trace.pending_run``): a run of
     the program's loop, whose values the loop carries into its next run, or the program reads
     once the loop is done; either way the same values in the same order, one trace of one
-    structure, which replays. A view the next run took already of a carried value
-    (``x[:, None]``) is then taken of the value computed, as NumPy takes it at once."""
+    structure, which replays. A view the next run took already of a carried value (``x[:, None]``)
+    is then taken of the value computed, as NumPy takes it at once."""
     values, pending_views = trace.pending_run()  # C's, where the C recorder is in use
     wanted = [node for node in nodes if node.op.kind is OpKind.VIEW or node not in values]
-    _materialize_now([*values, *wanted])
+    _materialize([*values, *wanted], tiers.site_repeats())
     for view in pending_views:
         _view_now(view)
 
@@ -261,7 +266,7 @@ def materialize_carried(node: Node) -> None:
     that recorded it."""
     with lock:
         if node.inputs:
-            _loop_run(())
+            materialize(())
 
 
 def _view_now(node: Node) -> None:
