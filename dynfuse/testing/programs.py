@@ -360,9 +360,8 @@ def _elementwise(draw, values: list[_Value], target: str):
     if kind == "binary":
         name = draw(st.sampled_from(_BINARY))
         b = _pick(draw, values)
-        step = Step(
-            target, "call", name, (Ref(a.name), Ref(b.name)), reproducible=ops.ELEMENTWISE[name].reproducible
-        )
+        op = ops.ELEMENTWISE[name]
+        step = Step(target, "call", name, (Ref(a.name), Ref(b.name)), (), op.reproducible, op.signed_zeros)
         return step, [a, b]
     if kind in ("scalar", "operator"):
         symbol = draw(st.sampled_from(sorted(set(_BINARY_OPERATORS) - {"@"})))
@@ -377,7 +376,8 @@ def _elementwise(draw, values: list[_Value], target: str):
         return Step(target, "call", "where", (Ref(a.name), Ref(b.name), Ref(c.name))), [a, b, c]
     if kind == "clip":
         low, high = sorted([draw(_SCALARS), draw(_SCALARS)], key=float)
-        return Step(target, "call", "clip", (Ref(a.name), low, high)), [a]
+        signed_zeros = ops.ELEMENTWISE["clip"].signed_zeros
+        return Step(target, "call", "clip", (Ref(a.name), low, high), signed_zeros=signed_zeros), [a]
     dtype = draw(st.sampled_from(sorted({d.name for d in _default_dtypes()})))
     return Step(target, "method", "astype", (Ref(a.name), dtype)), [a]
 
