@@ -67,6 +67,7 @@ static struct {
     PyObject *group_op;            /* trace.GROUP */
     PyObject *python_pending_run; /* trace.pending_run, Python's: for another thread's list */
     PyObject *view_ops;           /* the ops of ops.VIEWS */
+    PyObject *take_views;         /* execute.take_views */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -4122,18 +4123,14 @@ static PyObject *replay_group(PyObject *module, PyObject *const *args)
 
 /* execute._loop_run's common case, given (nodes, backend, replays): ``nodes`` with the values of
    the run of the program's loop this thread has pending (pending_run), by their kept launch, as
-   one node's or as a group's. False where the run holds views (Python then takes them of the
-   values computed) or its replay is not kept. */
+   one node's or as a group's; then the run's views taken of what they view (execute.take_views).
+   False where its replay is not kept. */
 static PyObject *replay_run(PyObject *module, PyObject *const *args)
 {
     PyObject *run = pending_run(module, NULL), *members = NULL, *result = NULL;
     if (run == NULL)
         return NULL;
-    PyObject *values = PyTuple_GET_ITEM(run, 0);
-    if (PyList_GET_SIZE(PyTuple_GET_ITEM(run, 1)) > 0) {
-        result = Py_NewRef(Py_False);
-        goto done;
-    }
+    PyObject *values = PyTuple_GET_ITEM(run, 0), *views = PyTuple_GET_ITEM(run, 1);
     members = PyList_GetSlice(values, 0, PyList_GET_SIZE(values));
     for (Py_ssize_t i = 0; members != NULL && i < PyTuple_GET_SIZE(args[0]); i++) {
         PyObject *node = PyTuple_GET_ITEM(args[0], i);
@@ -4152,22 +4149,29 @@ static PyObject *replay_run(PyObject *module, PyObject *const *args)
         result = group == NULL ? NULL : replay_group(module, now_args);
         Py_XDECREF(group);
     }
+    if (result == Py_True && PyList_GET_SIZE(views) > 0) {
+        PyObject *taken = PyObject_CallOneArg(S.take_views, views);
+        if (taken == NULL)
+            Py_CLEAR(result);
+        Py_XDECREF(taken);
+    }
 done:
     Py_DECREF(run);
     Py_XDECREF(members);
     return result;
 }
 
-/* replay.replay_now(node, backend, replays): replay_node; while what sites recorded is pending,
-   with the run of the program's loop it belongs to (replay_run). */
+/* replay.replay_now(node, backend, replays[, run]): replay_node; while what sites recorded is
+   pending, with the run of the program's loop it belongs to (replay_run), unless ``run`` is False
+   (execute._loop_run, which gives the run's values itself). */
 static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
-    if (nargs != 3 || !PyObject_TypeCheck(args[0], S.node_type) || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "replay_now takes a node, a backend name and the replays");
+    if (nargs < 3 || nargs > 4 || !PyObject_TypeCheck(args[0], S.node_type) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "replay_now takes a node, a backend name, the replays and whether to take the run");
         return NULL;
     }
-    if (recent_count == 0 || pending_run_is(args[0]))
+    if (recent_count == 0 || (nargs == 4 && args[3] == Py_False) || pending_run_is(args[0]))
         return replay_node(module, args, nargs);
     PyObject *nodes = PyTuple_Pack(1, args[0]);
     PyObject *run_args[3] = {nodes, args[1], args[2]};
@@ -4176,16 +4180,18 @@ static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
-/* replay.replay_group_now(members, backend, replays): replay_now for several pending host nodes,
-   none a view, as their group. */
+/* replay.replay_group_now(members, backend, replays[, run]): replay_now for several pending host
+   nodes, none a view, as their group. */
 static PyObject *replay_group_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "replay_group_now takes a tuple of nodes, a backend name and the replays");
+    if (nargs < 3 || nargs > 4 || !PyTuple_CheckExact(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "replay_group_now takes a tuple of nodes, a backend name, the replays and whether to take the run");
         return NULL;
     }
-    return recent_count == 0 ? replay_group(module, args) : replay_run(module, args);
+    int run = recent_count > 0 && !(nargs == 4 && args[3] == Py_False);
+    return run ? replay_run(module, args) : replay_group(module, args);
 }
 
 static PyObject *structure_id(PyObject *module, PyObject *description)
@@ -4241,6 +4247,7 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"group_op", &S.group_op, NULL},
         {"python_pending_run", &S.python_pending_run, NULL},
         {"view_ops", &S.view_ops, &PyFrozenSet_Type},
+        {"take_views", &S.take_views, NULL},
         {"errstate_var", &S.errstate_var, NULL},
         {"float_flags", &S.float_flags, NULL},
     };

@@ -125,6 +125,7 @@ def _load() -> ModuleType | None:
             group_op=trace.GROUP,
             python_pending_run=trace.pending_run,
             view_ops=frozenset(ops.VIEWS.values()),
+            take_views=execute.take_views,
             errstate_var=float_errors._state,
             float_flags=float_errors.FLAGS,
             getitem_op=ops.VIEWS["getitem"],

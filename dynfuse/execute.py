@@ -85,11 +85,12 @@ def materialize(nodes: Sequence[Node]) -> None:
             _materialize(nodes, 0)
 
 
-def _replayed_in_c(nodes: Sequence[Node]) -> bool:
+def _replayed_in_c(nodes: Sequence[Node], run: bool = True) -> bool:
     """Whether the launch their structure kept computed ``nodes``, in C (``replay.replay_now``,
     ``replay_group_now``; while sites' recordings are pending, with the run of the program's loop
-    they belong to, as ``_loop_run``): a cached small statement's, a loop run's values. Only for
-    pending host nodes, none a view, on a host backend, where the C recorder is in use."""
+    they belong to, as ``_loop_run``, unless ``run`` is False): a cached small statement's, a loop
+    run's values. Only for pending host nodes, none a view, on a host backend, where the C
+    recorder is in use."""
     if replay.replay_now is None:
         return False
     for node in nodes:
@@ -99,8 +100,8 @@ def _replayed_in_c(nodes: Sequence[Node]) -> bool:
     if backend is None or backend.memory is not HOST:
         return False
     if len(nodes) == 1:
-        return replay.replay_now(nodes[0], backend.name, replay._replays)
-    return replay.replay_group_now(tuple(nodes), backend.name, replay._replays)
+        return replay.replay_now(nodes[0], backend.name, replay._replays, run)
+    return replay.replay_group_now(tuple(nodes), backend.name, replay._replays, run)
 
 
 def _loop_run(nodes: Sequence[Node]) -> None:
@@ -111,7 +112,13 @@ def _loop_run(nodes: Sequence[Node]) -> None:
     is then taken of the value computed, as NumPy takes it at once."""
     values, pending_views = trace.pending_run()  # C's, where the C recorder is in use
     wanted = [node for node in nodes if node.op.kind is OpKind.VIEW or node not in values]
-    _materialize([*values, *wanted], tiers.site_repeats())
+    if not _replayed_in_c([*values, *wanted], run=False):
+        _materialize([*values, *wanted], tiers.site_repeats())
+    take_views(pending_views)
+
+
+def take_views(pending_views: list[Node]) -> None:
+    """A loop run's views, taken of the values computed (``_loop_run``; ``replay_now`` in C)."""
     for view in pending_views:
         _view_now(view)
 

@@ -50,10 +50,10 @@ launch_replay: Callable[[Node, tuple], bool] | None = None
 # ``replay_now(node, backend_name, _replays)``: what ``execute.materialize`` does for a node whose
 # structure kept a launch in C, done in C (while sites' recordings are pending, with the run of the
 # program's loop it belongs to, as ``execute._loop_run``); None where the C recorder is not in use.
-replay_now: Callable[[Node, str, OrderedDict], bool] | None = None
+replay_now: Callable[[Node, str, OrderedDict, bool], bool] | None = None
 # ``replay_group_now(nodes, backend_name, _replays)``: the same for several pending host nodes, none
 # a view, replayed as their group (``Node.group``).
-replay_group_now: Callable[[tuple, str, OrderedDict], bool] | None = None
+replay_group_now: Callable[[tuple, str, OrderedDict, bool], bool] | None = None
 
 
 def find(key: tuple) -> Replay | None:
