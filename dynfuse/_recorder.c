@@ -1782,12 +1782,19 @@ static int among(PyObject *node, PyObject *members, PyObject *ancestors)
     return found;
 }
 
+/* The most a verdict may be now (tiers.cap_verdicts): 0 while the program reads several values of a
+   loop's run (each run reading them goes through Python's writes and reads around the replay,
+   which fusing them does not pay for), 1 otherwise. */
+static Py_ssize_t verdict_cap = 1;
+
 /* A materialization's verdict (give_verdict), for each noted site whose recorded node it computed
    (among its nodes: ``members``, or ``members`` and its ``ancestors``) or that is gone: a site whose
    node lives on outside it waits for the materialization that computes it. */
 static void settle(Py_ssize_t verdict, PyObject *members, PyObject *ancestors)
 {
     int kept = 0;
+    if (verdict > verdict_cap)
+        verdict = verdict_cap;
     for (int i = 0; i < recent_count; i++) {
         Site *site = recent_sites[i];
         PyObject *node = site->last == NULL ? Py_None : PyWeakref_GetObject(site->last);
@@ -1842,6 +1849,18 @@ static PyObject *site_repeats(PyObject *module, PyObject *unused)
         if (recent_sites[i]->repeats > most)
             most = recent_sites[i]->repeats;
     return PyLong_FromSsize_t(recent_count ? (most > 1 ? most : 1) : 0);
+}
+
+/* tiers.cap_verdicts(cap): verdicts at most ``cap`` from now on; the cap before. */
+static PyObject *cap_verdicts(PyObject *module, PyObject *cap)
+{
+    Py_ssize_t value, before = verdict_cap;
+    if (!int_value(cap, &value)) {
+        PyErr_SetString(PyExc_TypeError, "cap_verdicts takes an int");
+        return NULL;
+    }
+    verdict_cap = value;
+    return PyLong_FromSsize_t(before);
 }
 
 /* tiers.site_records() */
@@ -4143,10 +4162,14 @@ static PyObject *replay_run(PyObject *module, PyObject *const *args)
     if (PyList_GET_SIZE(members) == 1) {
         PyObject *now_args[3] = {PyList_GET_ITEM(members, 0), args[1], args[2]};
         result = replay_node(module, now_args, 3);
-    } else {
+    } else { /* a read of several values pays nothing (verdict_cap); the loop coming back may */
         PyObject *group = PyList_AsTuple(members);
         PyObject *now_args[3] = {group, args[1], args[2]};
+        Py_ssize_t cap = verdict_cap;
+        if (PyTuple_GET_SIZE(args[0]) > 0 && verdict_cap > 0)
+            verdict_cap = 0;
         result = group == NULL ? NULL : replay_group(module, now_args);
+        verdict_cap = cap;
         Py_XDECREF(group);
     }
     if (result == Py_True && PyList_GET_SIZE(views) > 0) {
@@ -4394,6 +4417,7 @@ static PyMethodDef methods[] = {
     {"sites", site_states, METH_NOARGS, "tiers.sites: each site known, its state and counts."},
     {"site_repeats", site_repeats, METH_NOARGS, "tiers.site_repeats: the runs the recent sites stand for."},
     {"site_records", site_records_now, METH_NOARGS, "tiers.site_records: whether the calling place records the op."},
+    {"cap_verdicts", cap_verdicts, METH_O, "tiers.cap_verdicts: the most a verdict may be from now on."},
     {"note_recorded", note_recorded, METH_O, "tiers.note_recorded: the node the last noted site recorded."},
     {"set_site_trials", (PyCFunction)(void (*)(void))set_site_trials, METH_FASTCALL,
      "tiers.set_site_trials(first, most): when sites try recording; 0 turns them off."},

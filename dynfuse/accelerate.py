@@ -61,6 +61,7 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (tiers, "site_repeats"): tiers.site_repeats,
     (tiers, "site_records"): tiers.site_records,
     (tiers, "note_recorded"): tiers.note_recorded,
+    (tiers, "cap_verdicts"): tiers.cap_verdicts,
     (tiers, "set_site_trials"): tiers.set_site_trials,
     (tiers, "sites"): tiers.sites,
     (record, "record_common"): record.record_common,

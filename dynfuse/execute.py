@@ -111,9 +111,16 @@ def _loop_run(nodes: Sequence[Node]) -> None:
     structure, which replays. A view the next run took already of a carried value (``x[:, None]``)
     is then taken of the value computed, as NumPy takes it at once."""
     values, pending_views = trace.pending_run()  # C's, where the C recorder is in use
-    wanted = [node for node in nodes if node.op.kind is OpKind.VIEW or node not in values]
-    if not _replayed_in_c([*values, *wanted], run=False):
-        _materialize([*values, *wanted], tiers.site_repeats())
+    members = [*values, *(node for node in nodes if node.op.kind is OpKind.VIEW or node not in values)]
+    # A read of several values pays nothing: each run reading them goes through Python's writes
+    # and reads around the replay (a masked write's), which fusing them does not pay for
+    cap = tiers.cap_verdicts(0) if nodes and len(members) > 1 else None
+    try:
+        if not _replayed_in_c(members, run=False):
+            _materialize(members, tiers.site_repeats())
+    finally:
+        if cap is not None:
+            tiers.cap_verdicts(cap)
     take_views(pending_views)
 
 
