@@ -136,18 +136,25 @@ class _Verdict:
     nothing is counted. Only a kernel's launch in C costs less than NumPy's calls on small arrays
     (``replay.KernelReplay`` tells that verdict at each launch): replayed as a plan it does not
     pay yet (at most 0), nor planned, unless the plan ran compiled as one kernel, kept as a kernel's
-    replay under ``key`` (its next run launches it). Recording cannot pay (``possible`` False) for a
+    replay under ``key`` (its next run launches it; for the deep intermediates ``held``, where a
+    plan's replay ran). Recording cannot pay (``possible`` False) for a
     trace without a replay key (too large a structure: it is planned again every time), nor for one
     of fewer ops than a kernel must fuse (``tiers.could_pay``)."""
 
     def __init__(
-        self, repeats: int, nodes: Sequence[Node], possible: bool = True, key: tuple | None = None
+        self,
+        repeats: int,
+        nodes: Sequence[Node],
+        possible: bool = True,
+        key: tuple | None = None,
+        held: tuple[int, ...] | None = None,
     ) -> None:
         self.counters = _counters() if repeats else None
         self.before = [self.counters[name] for name in _VERDICT] if repeats else []
         self.nodes = nodes
         self.possible = possible
         self.key = key
+        self.held = held
 
     def __enter__(self) -> None:
         return None
@@ -162,7 +169,10 @@ class _Verdict:
 
     def _kernel_kept(self) -> bool:
         kept = None if self.key is None else replay.find(self.key)
-        return kept is not None and any(isinstance(run, replay.KernelReplay) for run in kept.runs.values())
+        if kept is None:
+            return False
+        runs = kept.runs.values() if self.held is None else [kept.runs.get(self.held)]
+        return any(isinstance(run, replay.KernelReplay) for run in runs)
 
 
 def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
@@ -408,7 +418,7 @@ def _replayed(
         return False
     memory = backend.memory
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
-    with _Verdict(repeats, nodes, key=key):
+    with _Verdict(repeats, nodes, key=key, held=held):
         given = None if into is None else (run.outputs[0], into)
         values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given)
         outputs = [nodes[number] for number in run.outputs]
