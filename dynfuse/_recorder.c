@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 9
+#define INTERFACE_VERSION 10
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -3903,54 +3903,41 @@ static PyObject *placed_view(PyObject *buffer, PyObject *placement)
     return view;
 }
 
-/* replay.KernelReplay.materialize's launch, for a replay whose launch ``plan`` (``launch_plan``) is
-   (positions, loads, run, layouts, stores, result_keys, fused_ops, verdict, placements): the buffers
-   of the node's leaves at ``positions`` (the first ``loads`` the kernel's inputs, each read as it
-   is or, where ``placements`` has one for it, through the view it places, the rest its parameters), fresh
-   outputs of ``layouts``, ``run(inputs, params, outputs)`` (the kernel's C call on one thread), and
-   each (output, position) of ``stores`` made the leaf of the node (-1) or of its ancestor there;
-   the sites whose nodes it computed told ``verdict``. False where ``run`` declined: nothing changed. */
-static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* One kernel of a launch plan, given ``step`` (positions, loads, run, layouts, placements): the
+   values at ``positions`` (below the count of ``leaves``, a leaf's buffer; above, an output an
+   earlier kernel of the plan made, in ``made``), the first ``loads`` the kernel's inputs, each read
+   as it is or, where ``placements`` has one for it, through the view it places, the rest its
+   parameters; fresh outputs of ``layouts``, appended to ``made``; ``run(inputs, params, outputs)``
+   (the kernel's C call on one thread). 1 where it ran, 0 where ``run`` declined, -1 on an error. */
+static int launch_step(PyObject *step, PyObject *leaves, PyObject *made)
 {
-    BIND_CHECK();
-    PyObject *node, *plan;
-    if (nargs != 2 || !PyObject_TypeCheck(node = args[0], S.node_type) || !PyTuple_CheckExact(plan = args[1])
-        || PyTuple_GET_SIZE(plan) != 9) {
-        PyErr_SetString(PyExc_TypeError, "launch_replay takes a node and a launch plan");
-        return NULL;
-    }
-    PyObject *positions = PyTuple_GET_ITEM(plan, 0), *run = PyTuple_GET_ITEM(plan, 2);
-    PyObject *layouts = PyTuple_GET_ITEM(plan, 3), *stores = PyTuple_GET_ITEM(plan, 4);
-    PyObject *keys = PyTuple_GET_ITEM(plan, 5), *leaves = NODE_SLOT(node, LEAVES);
-    PyObject *ancestors = NODE_SLOT(node, ANCESTORS), *placements = PyTuple_GET_ITEM(plan, 8);
-    Py_ssize_t loads, fused, verdict;
-    if (!int_value(PyTuple_GET_ITEM(plan, 1), &loads) || !int_value(PyTuple_GET_ITEM(plan, 6), &fused)
-        || !int_value(PyTuple_GET_ITEM(plan, 7), &verdict)
-        || !PyTuple_CheckExact(positions) || !PyTuple_CheckExact(layouts) || !PyTuple_CheckExact(stores)
-        || !PyTuple_CheckExact(keys) || PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(stores) || leaves == NULL
-        || !PyTuple_CheckExact(leaves) || ancestors == NULL || !PyTuple_CheckExact(ancestors) || loads < 0
-        || loads > PyTuple_GET_SIZE(positions)
-        || (placements != Py_None && (!PyTuple_CheckExact(placements) || PyTuple_GET_SIZE(placements) != loads))) {
-        PyErr_SetString(PyExc_TypeError, "launch_replay: a malformed launch plan");
-        return NULL;
-    }
-    Py_ssize_t count = PyTuple_GET_SIZE(positions), stored = PyTuple_GET_SIZE(stores);
-    PyObject *inputs = PyList_New(loads), *params = PyList_New(count - loads);
-    PyObject *outputs = PyList_New(PyTuple_GET_SIZE(layouts)), *result = NULL;
-    PyObject **targets = PyMem_Calloc(stored ? stored : 1, sizeof(PyObject *));
-    Py_ssize_t *slots = PyMem_Calloc(stored ? stored : 1, sizeof(Py_ssize_t));
-    if (inputs == NULL || params == NULL || outputs == NULL || targets == NULL || slots == NULL) {
+    PyObject *positions, *run, *layouts, *placements;
+    Py_ssize_t loads, leaf_count = PyTuple_GET_SIZE(leaves), earlier = PyList_GET_SIZE(made);
+    if (!PyTuple_CheckExact(step) || PyTuple_GET_SIZE(step) != 5 || !PyTuple_CheckExact(positions = PyTuple_GET_ITEM(step, 0))
+        || !int_value(PyTuple_GET_ITEM(step, 1), &loads) || !PyTuple_CheckExact(layouts = PyTuple_GET_ITEM(step, 3))
+        || loads < 0 || loads > PyTuple_GET_SIZE(positions)
+        || ((placements = PyTuple_GET_ITEM(step, 4)) != Py_None
+            && (!PyTuple_CheckExact(placements) || PyTuple_GET_SIZE(placements) != loads))) {
         if (!PyErr_Occurred())
-            PyErr_NoMemory();
-        goto done;
+            PyErr_SetString(PyExc_TypeError, "launch_replay: a malformed kernel launch");
+        return -1;
     }
+    run = PyTuple_GET_ITEM(step, 2);
+    Py_ssize_t count = PyTuple_GET_SIZE(positions);
+    PyObject *inputs = PyList_New(loads), *params = PyList_New(count - loads);
+    PyObject *outputs = PyList_New(PyTuple_GET_SIZE(layouts));
+    int result = -1;
+    if (inputs == NULL || params == NULL || outputs == NULL)
+        goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t position = -1;
         int_value(PyTuple_GET_ITEM(positions, i), &position);
-        PyObject *buffer = position >= 0 && position < PyTuple_GET_SIZE(leaves)
-                               ? NODE_SLOT(PyTuple_GET_ITEM(leaves, position), BUFFER) : NULL;
+        PyObject *buffer = position < 0 ? NULL
+                           : position < leaf_count ? NODE_SLOT(PyTuple_GET_ITEM(leaves, position), BUFFER)
+                           : position - leaf_count < earlier ? PyList_GET_ITEM(made, position - leaf_count)
+                           : NULL;
         if (buffer == NULL) {
-            PyErr_SetString(PyExc_ValueError, "launch_replay: a leaf position without a buffer");
+            PyErr_SetString(PyExc_ValueError, "launch_replay: a position neither a leaf with a buffer nor an earlier output");
             goto done;
         }
         PyObject *placement = i < loads && placements != Py_None ? PyTuple_GET_ITEM(placements, i) : Py_None;
@@ -3960,42 +3947,96 @@ static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize
         PyList_SET_ITEM(i < loads ? inputs : params, i < loads ? i : i - loads, value);
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layouts); i++) {
-        PyObject *made = empty_of(PyTuple_GET_ITEM(layouts, i));
-        if (made == NULL)
+        PyObject *output = empty_of(PyTuple_GET_ITEM(layouts, i));
+        if (output == NULL)
             goto done;
-        PyList_SET_ITEM(outputs, i, made);
+        PyList_SET_ITEM(outputs, i, output);
+    }
+    PyObject *call[3] = {inputs, params, outputs};
+    PyObject *ran = PyObject_Vectorcall(run, call, 3, NULL);
+    if (ran == NULL)
+        goto done;
+    result = PyObject_IsTrue(ran);
+    Py_DECREF(ran);
+    for (Py_ssize_t i = 0; result == 1 && i < PyList_GET_SIZE(outputs); i++)
+        if (PyList_Append(made, PyList_GET_ITEM(outputs, i)) < 0)
+            result = -1;
+done:
+    Py_XDECREF(inputs);
+    Py_XDECREF(params);
+    Py_XDECREF(outputs);
+    return result;
+}
+
+/* replay.KernelReplay.materialize's launch, and a plan's replay of compiled kernels alone
+   (replay.PlanReplay), for a run whose launch ``plan`` (``launch_plan``) is (steps, stores,
+   result_keys, fused_ops, verdict): each kernel of ``steps`` launched in turn (launch_step), then
+   each (output, position) of ``stores`` (an output of any of them, counted in the order they made
+   them) made the leaf of the node (-1) or of its ancestor there, with its result key; the sites
+   whose nodes it computed told ``verdict``. False where a kernel declined or raised a
+   floating-point flag: nothing changed (the Python path runs it again, and heeds the flag). */
+static PyObject *launch_replay(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    BIND_CHECK();
+    PyObject *node, *plan, *steps, *stores, *keys;
+    Py_ssize_t fused, verdict;
+    if (nargs != 2 || !PyObject_TypeCheck(node = args[0], S.node_type) || !PyTuple_CheckExact(plan = args[1])
+        || PyTuple_GET_SIZE(plan) != 5) {
+        PyErr_SetString(PyExc_TypeError, "launch_replay takes a node and a launch plan");
+        return NULL;
+    }
+    steps = PyTuple_GET_ITEM(plan, 0), stores = PyTuple_GET_ITEM(plan, 1), keys = PyTuple_GET_ITEM(plan, 2);
+    PyObject *leaves = NODE_SLOT(node, LEAVES), *ancestors = NODE_SLOT(node, ANCESTORS);
+    if (!PyTuple_CheckExact(steps) || !PyTuple_CheckExact(stores) || !PyTuple_CheckExact(keys)
+        || PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(stores) || !int_value(PyTuple_GET_ITEM(plan, 3), &fused)
+        || !int_value(PyTuple_GET_ITEM(plan, 4), &verdict) || leaves == NULL || !PyTuple_CheckExact(leaves)
+        || ancestors == NULL || !PyTuple_CheckExact(ancestors)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "launch_replay: a malformed launch plan");
+        return NULL;
+    }
+    Py_ssize_t stored = PyTuple_GET_SIZE(stores);
+    PyObject *made = PyList_New(0), *result = NULL;
+    PyObject **targets = PyMem_Calloc(stored ? stored : 1, sizeof(PyObject *));
+    Py_ssize_t *slots = PyMem_Calloc(stored ? stored : 1, sizeof(Py_ssize_t));
+    if (made == NULL || targets == NULL || slots == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
     }
     for (Py_ssize_t i = 0; i < stored; i++) {
         PyObject *store = PyTuple_GET_ITEM(stores, i);
         Py_ssize_t output, at;
         if (!PyTuple_CheckExact(store) || PyTuple_GET_SIZE(store) != 2 || !int_value(PyTuple_GET_ITEM(store, 0), &output)
-            || !int_value(PyTuple_GET_ITEM(store, 1), &at) || output < 0 || output >= PyList_GET_SIZE(outputs)
-            || at < -1 || at >= PyTuple_GET_SIZE(ancestors)) {
+            || !int_value(PyTuple_GET_ITEM(store, 1), &at) || output < 0 || at < -1 || at >= PyTuple_GET_SIZE(ancestors)) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "launch_replay: a store outside the kernel's outputs or the trace");
+                PyErr_SetString(PyExc_ValueError, "launch_replay: a store outside the kernels' outputs or the trace");
             goto done;
         }
         slots[i] = output;
         /* Held here: a node made a leaf first lets go of the ancestors the later stores name */
         targets[i] = Py_NewRef(at < 0 ? node : PyTuple_GET_ITEM(ancestors, at));
     }
-    PyObject *call[3] = {inputs, params, outputs};
-    PyObject *ran = PyObject_Vectorcall(run, call, 3, NULL);
-    if (ran == NULL)
-        goto done;
-    int launched = PyObject_IsTrue(ran);
-    Py_DECREF(ran);
-    if (launched < 0)
-        goto done;
-    /* A floating-point flag raised: its outputs are dropped, and the Python path heeds it (and clears it) */
-    launched = launched && *S.flags_word == 0;
+    int launched = 1;
+    for (Py_ssize_t i = 0; launched && i < PyTuple_GET_SIZE(steps); i++) {
+        launched = launch_step(PyTuple_GET_ITEM(steps, i), leaves, made);
+        if (launched < 0)
+            goto done;
+        /* A floating-point flag raised: the outputs are dropped, and the Python path heeds it (and clears it) */
+        launched = launched && *S.flags_word == 0;
+    }
+    for (Py_ssize_t i = 0; launched && i < stored; i++)
+        if (slots[i] >= PyList_GET_SIZE(made)) {
+            PyErr_SetString(PyExc_ValueError, "launch_replay: a store outside the kernels' outputs");
+            goto done;
+        }
     if (launched) {
         if (recent_count) /* the trace's nodes: before they let go of it */
             settle(verdict, node, ancestors);
         for (Py_ssize_t i = 0; i < stored; i++)
-            become_leaf(targets[i], PyList_GET_ITEM(outputs, slots[i]), PyTuple_GET_ITEM(keys, i));
+            become_leaf(targets[i], PyList_GET_ITEM(made, slots[i]), PyTuple_GET_ITEM(keys, i));
         tallies[TALLY_REPLAYS]++;
-        tallies[TALLY_KERNELS_LAUNCHED]++;
+        tallies[TALLY_KERNELS_LAUNCHED] += PyTuple_GET_SIZE(steps);
         tallies[TALLY_MATERIALIZATIONS]++;
         tallies[TALLY_FUSED_OPS] += fused;
     }
@@ -4006,9 +4047,7 @@ done:
             Py_XDECREF(targets[i]);
     PyMem_Free(targets);
     PyMem_Free(slots);
-    Py_XDECREF(inputs);
-    Py_XDECREF(params);
-    Py_XDECREF(outputs);
+    Py_XDECREF(made);
     return result;
 }
 

@@ -133,11 +133,11 @@ def take_views(pending_views: list[Node]) -> None:
 class _Verdict:
     """Whether a materialization of ``nodes`` paid for what sites recorded among them
     (``tiers.recording_verdict``), told them as it ends; where no site recorded (``repeats`` 0),
-    nothing is counted. Only a kernel's launch in C costs less than NumPy's calls on small arrays
-    (``replay.KernelReplay`` tells that verdict at each launch): replayed as a plan it does not
-    pay yet (at most 0), nor planned, unless the plan ran compiled as one kernel, kept as a kernel's
-    replay under ``key`` (its next run launches it; for the deep intermediates ``held``, where a
-    plan's replay ran). Recording cannot pay (``possible`` False) for a
+    nothing is counted. Only kernels launched in C cost less than NumPy's calls on small arrays
+    (``replay.KernelReplay`` and a plan's replay launched in C tell that verdict at each launch):
+    replayed as a plan it does not pay yet (at most 0), nor planned, unless the plan ran compiled,
+    kept as a kernel's replay or a launch in C under ``key`` (its next run launches it; for the
+    deep intermediates ``held``, where a plan's replay ran). Recording cannot pay (``possible`` False) for a
     trace without a replay key (too large a structure: it is planned again every time), nor for one
     of fewer ops than a kernel must fuse (``tiers.could_pay``)."""
 
@@ -172,7 +172,7 @@ class _Verdict:
         if kept is None:
             return False
         runs = kept.runs.values() if self.held is None else [kept.runs.get(self.held)]
-        return any(isinstance(run, replay.KernelReplay) for run in runs)
+        return any(isinstance(run, replay.KernelReplay) or getattr(run, "launch_plan", None) for run in runs)
 
 
 def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
@@ -377,9 +377,9 @@ def run_planned(
         if kept is not None:
             replay.keep(key, node, order, positions, kept)
     given = None if into is None else (numbered.outputs[0], into)
-    values, compiled = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats, given)
-    if kept is not None and compiled is not None and kept.launchable:
-        kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, compiled, node, backend)
+    values, ran = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats, given)
+    if kept is not None and ran.compiled_step is not None and kept.launchable:
+        kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, ran.compiled_step, node, backend)
     return {node: values[node] for node in computed}
 
 
@@ -413,6 +413,9 @@ def _replayed(
         return False
     if isinstance(run, replay.KernelReplay):
         return run.materialize(node, key, into)
+    launch_in_c = replay.launch_replay if into is None else None  # None too in pure Python
+    if run.launch_plan is not None and launch_in_c is not None and launch_in_c(node, run.launch_plan):
+        return True  # counted, and the sites settled, in C
     nodes = run.nodes_of(node)
     if nodes is None:
         return False
@@ -420,10 +423,14 @@ def _replayed(
     moved = {} if memory is HOST else moved_leaves(nodes, memory)
     with _Verdict(repeats, nodes, key=key, held=held):
         given = None if into is None else (run.outputs[0], into)
-        values, compiled = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given)
+        # A plan of several kernels learns how C launches them (a single one is a ``KernelReplay``)
+        launches = into is None and memory is HOST and not run.launchable and replay.launch_replay is not None
+        values, ran = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given, launches)
         outputs = [nodes[number] for number in run.outputs]
-        if compiled is not None and run.launchable:
-            run.launchable = _keep_kernel(key, held, nodes, run.plan, compiled, node, backend)
+        if ran.compiled_step is not None and run.launchable:
+            run.launchable = _keep_kernel(key, held, nodes, run.plan, ran.compiled_step, node, backend)
+        elif ran.launched is not None and run.launch_plan is None:
+            run.keep_launch(nodes, node, ran.launched, values)
         if into is not None:  # the node stays pending (``materialize_into``)
             _write_into(into, values[node])
             outputs = [output for output in outputs if output is not node]
@@ -456,12 +463,14 @@ def run_plan(
     moved: dict[Node, Any] | None = None,
     repeats: int = 0,
     given: tuple[int, Any] | None = None,
-) -> tuple[dict[Node, Any], tuple[Kernel, CompiledKernel] | None]:
+    launches: bool = False,
+) -> tuple[dict[Node, Any], _Run]:
     """Run ``plan`` over its numbered ``nodes`` on the backend's memory, step by step, each stored
-    buffer freed after its last reader: the values of the plan's outputs, and the last kernel that
-    ran compiled with its code (what a replay launches again). ``given``: a node's number and the
-    array the kernel storing it writes it into, where it can (``Target.in_place_elements``)."""
-    run = _Run(nodes, backend, compile_small, moved, repeats, given)
+    buffer freed after its last reader: the values of the plan's outputs, and the run, which knows
+    the kernels that ran compiled (what a replay launches again). ``given``: a node's number and the
+    array the kernel storing it writes it into, where it can (``Target.in_place_elements``).
+    ``launches``: find how C would launch each kernel that ran compiled (``_Run.launched``)."""
+    run = _Run(nodes, backend, compile_small, moved, repeats, given, launches)
     stats.count("kernels_planned", len(plan.kernels))
     inside = None
     for step, release in zip(plan.steps, plan.release, strict=True):
@@ -480,7 +489,7 @@ def run_plan(
             run.run_kernel(step)
         for number in release:
             del run.buffers[number]
-    return {nodes[number]: run.array(source) for number, source in plan.outputs}, run.compiled_step
+    return {nodes[number]: run.array(source) for number, source in plan.outputs}, run
 
 
 class _Run:
@@ -494,6 +503,7 @@ class _Run:
         moved: dict[Node, Any] | None = None,
         repeats: int = 0,
         given: tuple[int, Any] | None = None,
+        launches: bool = False,
     ) -> None:
         self.nodes = nodes
         self.given = given if given is not None and backend.target.in_place_elements else None
@@ -503,6 +513,9 @@ class _Run:
         self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
         # the last kernel that ran compiled, and its code
         self.compiled_step: tuple[Kernel, CompiledKernel] | None = None
+        # With ``launches``: each kernel that ran compiled into fresh outputs, and its launch in C
+        # (``replay.kernel_launch``; None where C cannot launch it)
+        self.launched: list[tuple[KernelStep, tuple | None]] | None = [] if launches else None
         self.buffers: dict[int, Any] = {}
         # Leaves from another memory, by number: their copies in this one
         self.moved = (
@@ -563,8 +576,13 @@ class _Run:
         self.compiled_step = (kernel, compiled)
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
+        if self.launched is not None and given is None:
+            bases = [self.buffers.get(source.node, self.nodes[source.node].buffer) for source in step.loads]
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
+        if self.launched is not None and given is None:
+            stored = [self.buffers[number] for number in step.stores]
+            self.launched.append((step, replay.kernel_launch(kernel, compiled, bases, inputs, stored)))
 
     def writing_given(self, step: KernelStep) -> tuple[KernelStep, tuple[int, Any] | None]:
         """The step with its kernel writing the given array, where it stores the given node in the

@@ -9,7 +9,8 @@ structure finds its own leaves and intermediates at the same positions of its ``
   launched on the leaves' buffers (every cached statement over arrays: one launch, no plan);
 - ``PlanReplay``, any other plan (several kernels, library calls, kernels the tier policy still
   interprets): ``execute.run_plan`` runs it over the trace's own nodes, laid out as it numbered
-  them, without the walk, the numbering and the plan lookup.
+  them, without the walk, the numbering and the plan lookup; once its kernels alone ran, all
+  compiled, it is launched in C as they ran (``PlanReplay.keep_launch``).
 
 Which deep intermediates the program still holds is part of what a run computes (they become
 leaves too, ``trace.held_intermediates``), so a structure keeps a run for each set of them it met
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
-from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace, views
+from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
@@ -44,8 +45,8 @@ _counters = stats.thread_counters
 # is counted when it runs, and a miss is the planned path's to count.
 _replays: OrderedDict[tuple, Replay] = OrderedDict()
 
-# ``launch_replay(node, launch_plan)``: a ``KernelReplay``'s launch in C, where the C recorder is in
-# use (``accelerate``); None otherwise, and the launch below runs in Python.
+# ``launch_replay(node, launch_plan)``: a ``KernelReplay``'s launch, or a ``PlanReplay``'s kernels',
+# in C, where the C recorder is in use (``accelerate``); None otherwise, and they run in Python.
 launch_replay: Callable[[Node, tuple], bool] | None = None
 # ``replay_now(node, backend_name, _replays)``: what ``execute.materialize`` does for a node whose
 # structure kept a launch in C, done in C (while sites' recordings are pending, with the run of the
@@ -128,8 +129,7 @@ class PlanReplay:
     numbered them, are taken from the trace's ``pool`` (``nodes_of``), so nothing is walked,
     numbered or looked up. ``execute.run_plan`` runs it, each kernel at the tier it gets then."""
 
-    __slots__ = ("compile_small", "distinct", "first", "launchable", "outputs", "plan", "take")
-    launch_plan = None  # a plan's run is never launched in C (``KernelReplay.launch_plan``)
+    __slots__ = ("compile_small", "distinct", "first", "launch_plan", "launchable", "outputs", "plan", "take")
 
     def __init__(
         self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int], compile_small: bool
@@ -147,6 +147,8 @@ class PlanReplay:
         first = tuple(positions[id(ancestor)] - leaves for ancestor in ancestors)
         self.first = None if first == tuple(range(len(ancestors))) else first
         self.distinct = len(set(map(id, ancestors)))
+        # What ``launch_replay`` takes, once its kernels alone ran, all compiled (``keep_launch``)
+        self.launch_plan: tuple | None = None
 
     @classmethod
     def of(cls, plan: Plan, nodes: list[Node], node: Node, compile_small: bool) -> PlanReplay | None:
@@ -169,6 +171,73 @@ class PlanReplay:
         if first is not None and any(ancestors[i] is not ancestors[f] for i, f in enumerate(first)):
             return None
         return list(self.take(pool(node)))
+
+    def keep_launch(
+        self, nodes: list[Node], node: Node, launched: list[tuple[KernelStep, tuple | None]], values: dict
+    ) -> None:
+        """Launch the plan in C from now on (``launch_plan``), where the run that computed ``values``
+        over its numbered ``nodes`` (of ``node``'s trace) ran its kernels alone, each compiled and
+        launchable in C (``launched``, as ``execute.run_plan`` found them), reading leaves of the
+        trace and outputs of the kernels before it, and each of the plan's outputs is a kernel's
+        output as it is."""
+        if len(launched) != len(self.plan.steps) or any(launch is None for _, launch in launched):
+            return
+        positions = positions_of(node)
+        leaf_count = len(node.leaves)
+        made: dict[int, int] = {}  # a stored number: its position among the values a launch reads
+        steps = []
+        for step, (loads, run, layouts, placements) in launched:
+            try:
+                slots = [
+                    made[source.node]
+                    if source.node in made
+                    else _leaf_position(positions, nodes[source.node], leaf_count)
+                    for source in step.loads
+                ]
+                params = [_leaf_position(positions, nodes[number], leaf_count) for number in step.params]
+            except KeyError:  # an intermediate that no kernel before it stored
+                return
+            for number in step.stores:
+                made[number] = leaf_count + len(made)
+            steps.append(((*slots, *params), loads, run, layouts, placements))
+        stores, keys = [], []
+        for number, source in self.plan.outputs:
+            if source.views or number not in made:
+                return
+            at = positions[id(nodes[number])] - leaf_count
+            stores.append((made[number] - leaf_count, -1 if at == len(node.ancestors) else at))
+            keys.append(trace.structure_id(trace.buffer_key(values[nodes[number]], node.device)))
+        computed = [nodes[number] for step, _ in launched for number in step.nodes]
+        verdict = tiers.recording_verdict(len(steps), tiers.paying_ops(computed), 0)
+        self.launch_plan = (tuple(steps), tuple(stores), tuple(keys), len(computed), verdict)
+
+
+def kernel_launch(
+    kernel: Kernel, compiled: CompiledKernel, bases: list[Any], inputs: list[Any], outputs: list[Any]
+) -> tuple | None:
+    """How C launches a kernel again, once it ran on ``inputs`` (views of ``bases``, the values its
+    loads read, or those values themselves) into fresh ``outputs``: (its loads, ``compiled``'s C
+    call on one thread (``single_call``), its outputs' layouts, where each load lies in its base
+    (``_placement``; None where each is its base)); what a launch plan's step holds but the
+    positions of the values it reads. None where C cannot: no such call, a large output (it comes
+    from the pool), an output not C-contiguous, a load not placed, or one the kernel reads
+    contiguous that was not (``launch`` copied it)."""
+    single_call = getattr(compiled, "single_call", None)
+    run = single_call() if single_call is not None else None
+    if (
+        run is None
+        or any(output.nbytes >= host_pool.MIN_BYTES or not output.flags.c_contiguous for output in outputs)
+        or any(
+            contiguous and not value.flags.c_contiguous
+            for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)
+        )
+    ):
+        return None
+    placements = tuple(_placement(base, value) for base, value in zip(bases, inputs, strict=True))
+    if False in placements:
+        return None
+    layouts = tuple((output.shape, output.dtype) for output in outputs)
+    return len(inputs), run, layouts, None if all(p is None for p in placements) else placements
 
 
 class KernelReplay:
@@ -346,7 +415,7 @@ class KernelReplay:
             forget(key)
             return False
         if self.launch_plan is None and launch_replay is not None and into is None:
-            self.launch_plan = self._launch_plan(leaves, None if self.direct else inputs)
+            self.launch_plan = self._launch_plan(leaves, inputs, results)
         # Recording pays where the next replays launch in C (``launch_replay`` tells it from then on)
         tiers.settle_sites(self.verdict if self.launch_plan is not None else -1, members)
         counters = _counters()
@@ -356,40 +425,23 @@ class KernelReplay:
         counters["materializations"] += 1
         return True
 
-    def _launch_plan(self, leaves: tuple[Node, ...], inputs: list[Any] | None) -> tuple | None:
-        """What ``launch_replay`` takes: where every load is its leaf's buffer as it is, or (given the
-        ``inputs`` this launch read) a view of it (``_placement``), the kernel runs on one thread by
-        its C call (``single_call``), and its outputs are small host arrays (a large one comes from
-        the pool), each made in the shape of the node it is stored as (a fresh output is
-        C-contiguous: a per-row value's (rows, 1) is its node's (rows,)). None where one of them
-        does not hold."""
-        placements = None
-        if inputs is not None:
-            placements = tuple(
-                _placement(leaves[position].buffer, value)
-                for (position, _, _), value in zip(self.loads, inputs, strict=True)
-            )
-            if False in placements:
-                return None
-        single_call = getattr(self.compiled, "single_call", None)
-        run = single_call() if single_call is not None else None
-        layouts = [(tuple(shape), dtype) for shape, dtype in self.kernel.output_layouts]
-        reshaped = {(output, shape) for output, _, shape in self.stores if shape is not None}
-        for output, shape in reshaped:
-            layouts[output] = shape, layouts[output][1]
-        if (
-            run is None
-            or self.memory is not HOST
-            or None in self.result_keys
-            or len({output for output, _ in reshaped}) < len(reshaped)
-            or any(views.size_of(shape) * dtype.itemsize >= host_pool.MIN_BYTES for shape, dtype in layouts)
-        ):
+    def _launch_plan(self, leaves: tuple[Node, ...], inputs: list[Any], outputs: list[Any]) -> tuple | None:
+        """What ``launch_replay`` takes: this kernel's launch (``kernel_launch``, given the ``inputs``
+        and ``outputs`` of this launch), its outputs each made in the shape of the node it is stored
+        as (a fresh output is C-contiguous: a per-row value's (rows, 1) is its node's (rows,)). None
+        where the kernel cannot be launched so, or runs elsewhere than on the host."""
+        shapes = {output: shape for output, _, shape in self.stores if shape is not None}
+        twice = len(shapes) < len({(output, shape) for output, _, shape in self.stores if shape is not None})
+        if self.memory is not HOST or None in self.result_keys or twice:
+            return None
+        outputs = [value.reshape(shapes.get(output, value.shape)) for output, value in enumerate(outputs)]
+        bases = [leaves[position].buffer for position, _, _ in self.loads]
+        launch = kernel_launch(self.kernel, self.compiled, bases, inputs, outputs)
+        if launch is None:
             return None
         positions = tuple(position for position, _, _ in self.loads) + self.params
         stores = tuple((output, at) for output, at, _ in self.stores)
-        keys = tuple(self.result_keys)
-        counts = (self.fused_ops, self.verdict)
-        return (positions, len(self.loads), run, tuple(layouts), stores, keys, *counts, placements)
+        return ((positions, *launch),), stores, tuple(self.result_keys), self.fused_ops, self.verdict
 
 
 def _placement(buffer: Any, value: Any) -> tuple | bool | None:

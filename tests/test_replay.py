@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import replay, trace
+from dynfuse import execute, replay, trace
 from dynfuse.backends import cpu
 
 from .helpers import assert_same
@@ -112,9 +112,9 @@ def test_a_cached_small_trace_is_launched_in_c_and_a_declined_call_in_python(mon
     assert kept.launch_plan is not None
     for _ in range(3):
         assert replayed(chain, rng.random(16))
-    positions, loads, _, *rest = kept.launch_plan
+    ((positions, loads, _, *step),), *rest = kept.launch_plan
     declined = []
-    kept.launch_plan = (positions, loads, lambda *arrays: declined.append(arrays) or False, *rest)
+    kept.launch_plan = (((positions, loads, lambda *arrays: declined.append(arrays) or False, *step),), *rest)
     launched = dynfuse.stats()["kernels_launched"]
     assert replayed(chain, rng.random(16))
     assert declined and dynfuse.stats()["kernels_launched"] == launched + 1
@@ -161,7 +161,8 @@ def test_a_kernel_reading_views_of_its_leaves_is_launched_in_c(program, layout, 
     assert not replayed(program, layout(rng.random((6, 5))))  # planned and compiled
     assert replayed(program, layout(rng.random((6, 5))))  # launched in Python: the plan in C made
     (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
-    assert kept.launch_plan is not None and any(kept.launch_plan[-1])
+    ((*_, placements),) = kept.launch_plan[0]
+    assert placements is not None and any(placements)
 
     def not_in_python(*args):
         raise AssertionError("launched in Python")
@@ -169,6 +170,84 @@ def test_a_kernel_reading_views_of_its_leaves_is_launched_in_c(program, layout, 
     monkeypatch.setattr(replay, "launch", not_in_python)
     for _ in range(3):
         assert replayed(program, layout(rng.random((6, 5))))
+
+
+def relaxation(p, b):
+    """A pressure iteration as a cavity solver writes it: the copy it reads is held, so the plan
+    has a kernel for the copy (all of ``p``) beside the stencil's (its interior)."""
+    pn = p.copy()
+    return pn, 0.25 * (pn[1:-1, 2:] + pn[1:-1, :-2] + pn[2:, 1:-1] + pn[:-2, 1:-1]) - 0.1 * b[1:-1, 1:-1]
+
+
+def softmax_rows(x):
+    """Rows too long to stay in cache between passes: three kernels, the row values and the
+    exponentials passed from one to the next."""
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True),)
+
+
+@pytest.mark.parametrize(
+    ("program", "shapes", "kernels"),
+    [(relaxation, [(7, 6), (7, 6)], 2), (softmax_rows, [(2, 100_000)], 3)],
+    ids=["held copy and stencil", "values passed between kernels"],
+)
+def test_a_plan_of_several_compiled_kernels_is_launched_in_c(program, shapes, kernels, monkeypatch):
+    """Once a plan's kernels alone ran, all compiled, C launches them in turn, each reading leaves
+    and what the kernels before it made, and makes the plan's outputs leaves: no plan is run in
+    Python again, and the values are NumPy's."""
+    if replay.launch_replay is None:
+        pytest.skip("the C recorder is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    rng = np.random.default_rng(6)
+
+    def run_once():
+        values = [rng.random(shape, dtype=np.float32) for shape in shapes]
+        results = program(*(dynfuse.asarray(value) for value in values))
+        np.asarray(results[-1])  # while the program holds the others
+        expected = program(*values)
+        for result, wanted in zip(results, expected, strict=True):
+            assert_same(result, wanted)
+
+    run_once()  # planned and compiled
+    run_once()  # replayed as a plan: its launch in C found
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert isinstance(kept, replay.PlanReplay) and len(kept.launch_plan[0]) == kernels
+
+    def not_in_python(*args, **kwargs):
+        raise AssertionError("run as a plan in Python")
+
+    monkeypatch.setattr(execute, "run_plan", not_in_python)
+    launched = dynfuse.stats()["kernels_launched"]
+    for _ in range(3):
+        run_once()
+    assert dynfuse.stats()["kernels_launched"] == launched + 3 * kernels
+
+
+def test_a_floating_point_flag_raised_in_a_launch_in_c_is_heeded_as_numpy_does(monkeypatch):
+    """The kernels' outputs are dropped and the plan runs again in Python, which warns as NumPy
+    warns (log of a negative number)."""
+    if replay.launch_replay is None:
+        pytest.skip("the C recorder is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+
+    def program(p):
+        pn = p.copy()
+        return pn, np.log(pn[1:, :] - pn[:-1, :] + 2.0)
+
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        pn, logged = program(dynfuse.asarray(rng.random((5, 4))))
+        np.asarray(logged)  # while the program holds the copy
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert kept.launch_plan is not None
+    values = rng.random((5, 4))
+    values[3, 2] = 9.0  # log(-6.x) below it
+    with pytest.warns(RuntimeWarning, match="invalid value encountered in log"):
+        pn, logged = program(dynfuse.asarray(values))
+        with np.errstate(invalid="ignore"):
+            expected = np.log(values[1:, :] - values[:-1, :] + 2.0)
+        assert_same(logged, expected)
+    assert_same(pn, values)
 
 
 def test_a_plan_of_several_steps_is_replayed_without_numbering_or_looking_it_up(monkeypatch):
