@@ -127,7 +127,7 @@ def _loop_run(nodes: Sequence[Node]) -> None:
 def take_views(pending_views: list[Node]) -> None:
     """A loop run's views, taken of the values computed (``_loop_run``; ``replay_now`` in C)."""
     for view in pending_views:
-        _view_now(view)
+        view_now(view)
 
 
 class _Verdict:
@@ -293,11 +293,11 @@ def materialize_carried(node: Node) -> None:
             materialize(())
 
 
-def _view_now(node: Node) -> None:
+def view_now(node: Node) -> None:
     """A pending chain of views over a computed node, computed: each a view of what it views."""
     if node.inputs and node.op.kind is OpKind.VIEW:
         under = node.inputs[0]
-        _view_now(under)
+        view_now(under)
         if not under.inputs:
             node.become_leaf(node.op.reference(under.buffer, **dict(node.params)))
 

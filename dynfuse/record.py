@@ -737,7 +737,9 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
         execute.materialize([node, *also])
     else:
         execute.materialize(list(also))
-        if node.inputs:
+        if node.inputs and node.memory is HOST:  # views of a computed node: taken, no plan
+            execute.view_now(node)
+        elif node.inputs:
             execute.materialize([node])
     buffer = target._node.buffer
     execute.materialize_readers(buffer, target._node.memory)
