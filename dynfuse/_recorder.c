@@ -1164,13 +1164,20 @@ static int python_scalar_as(PyObject *value, PyArray_Descr *descr, ScalarValue *
     }
 }
 
+/* Whether NumPy's loops read the array's elements as they are: a plain dtype, in the machine's
+   byte order, aligned. */
+static inline int plain_array(PyArrayObject *array)
+{
+    return plain_type(PyArray_TYPE(array)) && PyArray_ISNOTSWAPPED(array) && PyArray_ISALIGNED(array);
+}
+
 /* An ndarray's stride kind in the trivial loop, and the operation's shape and order it agrees with
    (``shaped``, the first array of one or more axes; ``order``, the N-d arrays' contiguity flags):
    -1 where NumPy would not take its trivial path with C order. */
 static int trivial_stride(PyArrayObject *array, PyArrayObject **shaped, int *order)
 {
     int ndim = PyArray_NDIM(array);
-    if (!plain_type(PyArray_TYPE(array)) || !PyArray_ISNOTSWAPPED(array) || !PyArray_ISALIGNED(array))
+    if (!plain_array(array))
         return -1;
     if (ndim == 0)
         return STRIDE_ZERO;
@@ -1199,6 +1206,14 @@ static int trivial_stride(PyArrayObject *array, PyArrayObject **shaped, int *ord
     return STRIDE_ROWS;
 }
 
+/* Whether ``array`` is one element of one or more axes, broadcast against ``other``, an array of
+   more elements and at least as many axes: NumPy's result has the other's shape. */
+static int one_element_against(PyArrayObject *array, PyObject *other)
+{
+    return PyArray_NDIM(array) > 0 && PyArray_SIZE(array) == 1 && PyArray_CheckExact(other)
+           && PyArray_SIZE((PyArrayObject *)other) != 1 && PyArray_NDIM((PyArrayObject *)other) >= PyArray_NDIM(array);
+}
+
 /* The bytes an array's elements span, from its first. */
 static npy_intp span(PyArrayObject *array)
 {
@@ -1207,11 +1222,11 @@ static npy_intp span(PyArrayObject *array)
 }
 
 /* Whether NumPy's trivial path would write ``out`` while reading ``input``: they share no memory,
-   or are the same elements. */
+   or are the same elements (one element broadcast over more is read at each). */
 static int reads_before_writes(PyArrayObject *input, PyArrayObject *out)
 {
     char *first = PyArray_BYTES(input), *target = PyArray_BYTES(out);
-    if (PyArray_NDIM(input) == 0)
+    if (PyArray_NDIM(input) == 0 || (PyArray_SIZE(input) == 1 && PyArray_SIZE(out) != 1))
         return first + PyArray_ITEMSIZE(input) <= target || target + span(out) <= first;
     if (first == target && PyArray_NDIM(input) == PyArray_NDIM(out)
         && (PyArray_NDIM(out) > 1 || PyArray_STRIDE(input, 0) == PyArray_STRIDE(out, 0)))
@@ -1236,7 +1251,7 @@ static int walk_rows(UfuncCallInfo *info, int nin, PyObject *const *values, char
     static const npy_intp still[NPY_MAXDIMS]; /* a scalar's strides: all zero */
     for (int i = 0; i <= nin; i++) {
         PyArrayObject *array = i == nin ? written : PyArray_CheckExact(values[i]) ? (PyArrayObject *)values[i] : NULL;
-        strides[i] = array == NULL || PyArray_NDIM(array) == 0 ? still : PyArray_STRIDES(array);
+        strides[i] = array == NULL || PyArray_SIZE(array) == 1 ? still : PyArray_STRIDES(array);
         steps[i] = strides[i][ndim - 1];
     }
     char *row[3];
@@ -1294,8 +1309,15 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
         PyObject *value = values[i];
         if (PyArray_CheckExact(value)) {
             kinds[i] = PyArray_TYPE((PyArrayObject *)value);
-            if ((strides[i] = trivial_stride((PyArrayObject *)value, &shaped, &order)) < 0)
+            /* One element against an array of as many axes or more (``row + bias[i]``, bias of
+               (n, 1)): read as a 0-d array is, the result of the other's shape */
+            if (nin == 2 && one_element_against((PyArrayObject *)value, values[1 - i])) {
+                if (!plain_array((PyArrayObject *)value))
+                    return NULL;
+                strides[i] = STRIDE_ZERO;
+            } else if ((strides[i] = trivial_stride((PyArrayObject *)value, &shaped, &order)) < 0) {
                 return NULL;
+            }
             if (out != NULL && !reads_before_writes((PyArrayObject *)value, out))
                 return NULL;
         } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
@@ -1345,7 +1367,7 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
             return NULL; /* NumPy would cast this operand */
         PyArrayObject *array = PyArray_CheckExact(values[i]) ? (PyArrayObject *)values[i] : NULL;
         data[i] = array != NULL ? PyArray_BYTES(array) : scalars[i].bytes;
-        steps[i] = array == NULL || PyArray_NDIM(array) == 0 ? 0
+        steps[i] = array == NULL || strides[i] == STRIDE_ZERO ? 0
                    : PyArray_NDIM(array) == 1            ? PyArray_STRIDE(array, 0)
                                                          : PyArray_ITEMSIZE(array);
     }

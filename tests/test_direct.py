@@ -21,6 +21,8 @@ from dynfuse import accelerate, config, registry, tiers
 from dynfuse.testing.compare import fresh
 from dynfuse.testing.programs import cases
 
+from .helpers import assert_same
+
 
 @pytest.fixture(autouse=True)
 def direct_on(monkeypatch):
@@ -807,6 +809,35 @@ def test_numpys_loop_runs_without_its_dispatch_where_it_can():
         with np.errstate(all="ignore"):
             call()
         assert dynfuse.stats()["direct_loops"] == before
+
+
+def test_one_element_broadcast_against_an_array_takes_numpys_loop_as_a_scalar_would():
+    """``row + bias[i]`` with a bias of (n, 1): the one element is read at every element, as a 0-d
+    array is, with NumPy's result, dtype and shape; written into an array it lies in, it is read
+    before it is written (NumPy copies it first)."""
+    if not accelerate.in_use():
+        pytest.skip("the C recorder is not in use")
+    values = np.linspace(-1, 1, 40)
+    grid_values = values[:36].reshape(6, 6)
+    calls = {
+        "row + one": lambda m, x, g: x + m.asarray(np.array([0.5])),
+        "one - row": lambda m, x, g: m.asarray(np.array([0.5])) - x,
+        "grid * one of two axes": lambda m, x, g: g * m.asarray(np.full((1, 1), 3.0)),
+        "window * one": lambda m, x, g: g[1:4, 2:5] * m.asarray(np.array([2.0])),
+        "row + bias[i]": lambda m, x, g: x[:6] + g[:, :1][3],
+        "float32": lambda m, x, g: m.asarray(np.arange(6, dtype=np.float32)) * m.asarray(np.ones(1, "f4")),
+        "arctan2": lambda m, x, g: np.arctan2(m.asarray(np.array([0.25])), x),
+    }
+    for name, call in calls.items():
+        before = dynfuse.stats()["direct_loops"]
+        actual = call(dnp, dnp.asarray(values), dnp.asarray(grid_values))
+        assert dynfuse.stats()["direct_loops"] == before + 1, name
+        assert_same(actual, call(np, values, grid_values))
+    for written in ("x += x[:1]", "x -= x[2:3]", "x *= x[-1:]"):
+        expected, actual = values.copy(), dnp.asarray(values.copy())
+        exec(written, {"x": expected})
+        exec(written, {"x": actual})
+        assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("setting", ["raise", "warn", "ignore", "call"])
