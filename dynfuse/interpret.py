@@ -3,20 +3,23 @@
 It is the correctness oracle for every backend and the path for work too small to compile.
 Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
 scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
-last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it. Each op
+last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it; a large
+elementwise result is computed into an array of the host's pool (``host_pool``), as a compiled
+kernel's is, not into fresh pages that fault at every run. Each op
 runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns or raises as it
 would have then.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import float_errors, stats
+from . import float_errors, host_pool, stats
 from .devices import HOST, move
 from .ops import OpKind
 from .trace import Node
@@ -39,13 +42,15 @@ def run(
     for node in order:
         args = [values.get(child, child.buffer) for child in node.inputs]
         into = _written_over(node, args, reusable, uses)
+        if into is None:
+            into = _pooled(node, args)
         token = None if node.errstate is now else float_errors.enter(node.errstate)
         try:
             # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
             if into is None:
                 values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
             else:
-                values[node] = node.op.reference(*args, out=into)
+                values[node] = node.op.reference(*args, **dict(node.params), out=into)
         finally:
             if token is not None:
                 float_errors.leave(token)
@@ -120,6 +125,23 @@ def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
         and node not in wanted
         and node.op.kind in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
     }
+
+
+def _pooled(node: Node, args: list) -> np.ndarray | None:
+    """An array of the host's pool that ``node``, a ufunc of one result or a cast on the host, may
+    compute into: for a large result (``host_pool.MIN_BYTES``), where every array it reads is
+    C-contiguous of its shape (or one element), so that NumPy's own result would be C-contiguous."""
+    reference = node.op.reference
+    if node.device is not HOST or node.op.kind is not OpKind.ELEMENTWISE:
+        return None
+    ufunc = isinstance(reference, np.ufunc) and reference.nout == 1 and not node.params
+    large = node.dtype.itemsize * math.prod(node.shape) >= host_pool.MIN_BYTES
+    if not (ufunc or node.op.name == "astype") or not large:
+        return None
+    whole = [value for value in args if isinstance(value, np.ndarray) and value.size != 1]
+    if any(not value.flags.c_contiguous or value.shape != node.shape for value in whole):
+        return None
+    return host_pool.empty(node.shape, node.dtype)
 
 
 def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) -> np.ndarray | None:

@@ -102,7 +102,10 @@ class Op:
         return functools.partial(self.reference, **dict(params))
 
 
-def _astype(a: Any, dtype: np.dtype) -> np.ndarray:
+def _astype(a: Any, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    if out is not None:  # an array of the cast's shape and dtype (the reference executor's)
+        np.copyto(out, a, casting="unsafe")
+        return out
     return np.asarray(a).astype(dtype)
 
 

@@ -77,6 +77,35 @@ def test_a_loop_of_same_size_outputs_allocates_once():
     assert pool_counts() == (0, 0, host_pool.size_class(x.nbytes))
 
 
+@pytest.mark.parametrize(
+    ("name", "program"),
+    [
+        ("chain", chain),
+        ("copy", lambda x: x.copy()),
+        ("cast", lambda x: x.astype(np.float64)),
+        ("transposed copy", lambda x: x.reshape(1024, -1).T.copy()),  # not C-contiguous: not pooled
+        ("broadcast row", lambda x: x.reshape(1024, -1) + x[:2048]),  # nor this
+    ],
+)
+def test_large_values_the_reference_executor_computes_come_from_the_pool(name, program, monkeypatch):
+    """Interpreted (the reference executor's NumPy calls), a large elementwise value is computed
+    into a pooled block as a kernel's output is, where every array it reads is C-contiguous of its
+    shape, so NumPy's result would be too: a loop of them faults its pages once. Values and dtypes
+    stay NumPy's, and a pooled result's layout."""
+    monkeypatch.setattr(registry, "backend", "numpy")
+    x = data()
+    expected = program(x)
+    pooled = expected.flags.c_contiguous and expected.ndim == 1
+    for _ in range(3):
+        result = np.asarray(program(dynfuse.asarray(x)))
+        np.testing.assert_array_equal(result, expected)
+        assert result.dtype == expected.dtype
+        assert (type(lease_of(result)).__name__ == "_Lease") == pooled, name
+        assert result.strides == expected.strides or not pooled
+        del result
+    assert (pool_counts()[0] > 0) == pooled  # blocks reused from the second run
+
+
 def test_small_arrays_and_a_disabled_pool_are_numpy_s_own(monkeypatch):
     assert host_pool.empty((1000,), np.dtype(np.float64)).base is None
     monkeypatch.setattr(config, "pool_memory", 0)
