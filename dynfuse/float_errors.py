@@ -78,6 +78,7 @@ def restored(state: Any) -> Iterator[None]:
 
 
 _modes: dict[Any, dict[str, str]] = {}  # by state, a few: a loop may enter a fresh errstate each time
+_stopping: dict[Any, bool] = {}  # by state, the same few: whether a mode of it stops the program
 
 
 def _modes_of(state: Any) -> dict[str, str]:
@@ -88,6 +89,20 @@ def _modes_of(state: Any) -> dict[str, str]:
         with restored(state):
             modes = _modes[state] = np.geterr()
     return modes
+
+
+def _stops(state: Any) -> bool:
+    """Whether an error under ``state`` (from ``current``; None: the one in force) is raised, or a
+    handler called or logged to: what no write may come before."""
+    state = current() if state is None else state
+    if state is None:  # no context variable to key by: NumPy's modes now
+        return any(mode in ("raise", "call", "log") for mode in np.geterr().values())
+    stops = _stopping.get(state)
+    if stops is None:
+        if len(_stopping) >= 64:
+            _stopping.clear()
+        stops = _stopping[state] = any(mode in ("raise", "call", "log") for mode in _modes_of(state).values())
+    return stops
 
 
 def heeded(flags: int, states: Iterable[Any]) -> bool:
@@ -115,12 +130,12 @@ def may_interrupt(ops: Iterable[tuple[Any, str]]) -> bool:
     logged to, or a warning that a filter makes an error (one whose message could be NumPy's for
     one of them). Then nothing may be written before the kernel's flags are heeded, as NumPy
     raises before it assigns."""
-    states: list[Any] = []
+    states: dict[int, Any] = {}
     names: set[str] = set()
     for state, name in ops:
-        states.append(state)
+        states[id(state)] = state
         names.add(name)
-    if any(mode in ("raise", "call", "log") for modes in _distinct_modes(states) for mode in modes.values()):
+    if any(_stops(state) for state in states.values()):
         return True
     errors = [
         message
