@@ -91,6 +91,24 @@ def test_a_value_that_reads_the_region_is_computed_first_as_numpy_does(given_out
     assert not given_outputs  # each read the memory it wrote: computed, then copied
 
 
+def test_an_update_in_place_of_shifted_slices_materializes_its_value_alone(monkeypatch):
+    """FDTD's ``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])``: the target is a pending view of a
+    computed array, taken as NumPy takes it (``execute.view_now``), so each statement materializes
+    its value, and nothing else, with NumPy's results."""
+    rng = np.random.default_rng(3)
+    ey, hz = rng.random((N, N)), rng.random((N, N))
+    dey, dhz = dnp.asarray(ey.copy()), dnp.asarray(hz.copy())
+    taken, take = [], execute.view_now
+    monkeypatch.setattr(execute, "view_now", lambda node: taken.append(node) or take(node))
+    for _ in range(3):
+        before = dynfuse.stats()["materializations"]
+        dey[1:, :] -= 0.5 * (dhz[1:, :] - dhz[:-1, :])
+        assert dynfuse.stats()["materializations"] == before + 1
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+    assert_same(dey, ey)
+    assert [node.shape for node in taken].count((N - 1, N)) == 3  # the view, each statement
+
+
 @pytest.mark.parametrize("how", ["errstate", "warnings", "this warning"])
 def test_a_write_whose_value_raises_leaves_the_array_unchanged(how, given_outputs):
     a, b = grids(3)
