@@ -1499,8 +1499,9 @@ static int int_value(PyObject *value, Py_ssize_t *result)
     return 1;
 }
 
-/* Sites: where the program calls an elementwise op (its Python code object and the instruction),
-   and whether what it computes there is recorded though its operands are small computed arrays,
+/* Sites: where the program calls an elementwise op (its Python code object and the instruction,
+   and where that frame was called from: a helper called twice a run has a site at each call), and
+   whether what it computes there is recorded though its operands are small computed arrays,
    which direct execution would run at once (tiers.py's recording policy). A site runs its op
    directly, counting, until ``trial_at`` runs; then it records once (a trial) and runs directly
    again until the materialization that computes what it recorded gives a verdict (give_verdict):
@@ -1514,11 +1515,12 @@ static int int_value(PyObject *value, Py_ssize_t *result)
    b``, a function of dynfuse.numpy), the site is the program's frame that called it, told apart
    by where dynfuse's innermost frame calls the op. */
 enum { SITE_DIRECT, SITE_WAITING, SITE_RECORDING };
-enum { SITE_TABLE = 1024, RECENT_SITES = 64, OURS_CACHE = 256, MOST_FRAMES_OF_OURS = 8 };
+enum { SITE_TABLE = 1024, SITE_WAYS = 4, RECENT_SITES = 64, OURS_CACHE = 256, MOST_FRAMES_OF_OURS = 8 };
 typedef struct {
     PyObject *code;  /* the program's frame's (strong reference); NULL: an empty entry */
     PyObject *inner; /* dynfuse's innermost frame's, calling the op for it (strong reference); NULL: none */
-    int lasti, inner_lasti, state;
+    PyObject *outer; /* the frame's caller's (strong reference); NULL: none */
+    int lasti, inner_lasti, outer_lasti, state;
     int excused; /* a recording site's last verdict was "not yet", taken as it is (give_verdict) */
     Py_ssize_t runs, trial_at; /* runs since the last trial or verdict, and the next trial's */
     Py_ssize_t repeats;        /* the runs its last noted recording stands for */
@@ -1559,12 +1561,13 @@ static int is_ours(PyCodeObject *code)
     return ours_cache[slot].ours;
 }
 
-/* Where the program runs the op being recorded: its innermost frame outside dynfuse, and
-   dynfuse's innermost frame where dynfuse's code calls the op for it (code NULL: the program
-   calls it itself). Codes are borrowed from frames that outlive the op's recording. */
+/* Where the program runs the op being recorded: its innermost frame outside dynfuse, the frame that
+   called it (outer; NULL: none), and dynfuse's innermost frame where dynfuse's code calls the op for
+   it (inner; NULL: the program calls it itself). Codes are borrowed from frames that outlive the
+   op's recording. */
 typedef struct {
-    PyCodeObject *code, *inner;
-    int lasti, inner_lasti;
+    PyCodeObject *code, *inner, *outer;
+    int lasti, inner_lasti, outer_lasti;
 } Place;
 
 /* The place of the op whose C fast path runs its general Python path now (``op_placed``): every op
@@ -1590,6 +1593,18 @@ static int calling_place(Place *place)
         if (!is_ours(code)) {
             place->code = code;
             place->lasti = lasti;
+            /* Where the program's frame was called from: a helper the loop calls twice a run
+               (a Laplacian of each of two fields) has a site at each call */
+            PyFrameObject *caller = PyFrame_GetBack(frame);
+            place->outer = NULL;
+            place->outer_lasti = -1;
+            if (caller != NULL) {
+                PyCodeObject *outer = PyFrame_GetCode(caller);
+                Py_DECREF(outer); /* the caller's frame holds it */
+                place->outer = outer;
+                place->outer_lasti = PyFrame_GetLasti(caller);
+                Py_DECREF(caller);
+            }
             found = 1;
             break;
         }
@@ -1624,18 +1639,34 @@ static void set_state(Site *site, int state)
     site->state = state;
 }
 
-/* The entry where a place's site belongs: its own, another's, or an empty one. */
+static int is_site(const Site *site, const Place *place)
+{
+    return site->code == (PyObject *)place->code && site->lasti == place->lasti
+           && site->inner == (PyObject *)place->inner && site->inner_lasti == place->inner_lasti
+           && site->outer == (PyObject *)place->outer && site->outer_lasti == place->outer_lasti;
+}
+
+/* The entry where a place's site belongs, among the SITE_WAYS of its set: its own, an empty one, or
+   the one to give up for it, a site that runs directly before one that records, the fewest runs
+   counted first (a loop's sites meeting in one set take turns there no more). */
 static Site *site_entry(const Place *place)
 {
     size_t hash = ((size_t)place->code >> 4) * 1000003u ^ (size_t)place->lasti;
     hash = (hash * 31u) ^ ((size_t)place->inner >> 4) ^ ((size_t)place->inner_lasti << 7);
-    return &site_table[(hash ^ (hash >> 13)) % SITE_TABLE];
-}
-
-static int is_site(const Site *site, const Place *place)
-{
-    return site->code == (PyObject *)place->code && site->lasti == place->lasti
-           && site->inner == (PyObject *)place->inner && site->inner_lasti == place->inner_lasti;
+    hash = (hash * 31u) ^ ((size_t)place->outer >> 4) ^ ((size_t)place->outer_lasti << 11);
+    Site *set = &site_table[(hash ^ (hash >> 13)) % (SITE_TABLE / SITE_WAYS) * SITE_WAYS], *chosen = NULL;
+    for (int way = 0; way < SITE_WAYS; way++) {
+        Site *site = &set[way];
+        if (is_site(site, place))
+            return site;
+        if (chosen != NULL && chosen->code == NULL)
+            continue;
+        int direct = site->state == SITE_DIRECT, chosen_direct = chosen != NULL && chosen->state == SITE_DIRECT;
+        if (chosen == NULL || site->code == NULL || direct > chosen_direct
+            || (direct == chosen_direct && site->runs < chosen->runs))
+            chosen = site;
+    }
+    return chosen;
 }
 
 static Site *site_of(const Place *place)
@@ -1647,6 +1678,8 @@ static Site *site_of(const Place *place)
     set_state(site, SITE_DIRECT);
     Py_XSETREF(site->code, Py_NewRef((PyObject *)place->code));
     Py_XSETREF(site->inner, Py_XNewRef((PyObject *)place->inner));
+    Py_XSETREF(site->outer, Py_XNewRef((PyObject *)place->outer));
+    site->outer_lasti = place->outer_lasti;
     site->lasti = place->lasti;
     site->inner_lasti = place->inner_lasti;
     site->runs = site->repeats = 0;
@@ -1911,6 +1944,7 @@ static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssi
         set_state(&site_table[i], SITE_DIRECT);
         Py_CLEAR(site_table[i].code);
         Py_CLEAR(site_table[i].inner);
+        Py_CLEAR(site_table[i].outer);
     }
     first_trial_at = first;
     most_trial_at = most;

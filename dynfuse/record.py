@@ -609,23 +609,35 @@ def roll(value: Any, shift: Any, axis: Any = None) -> Any:
         if array.ndim == 0:
             return roll(array, shift, ())
         return reshape(roll(reshape(array, (-1,)), shift, 0), array.shape)
-    axes = views.normalize_axis_tuple(0 if axis is None else axis, array.ndim, allow_duplicate=True)
+    shifts = _roll_shifts(array.shape, shift, 0 if axis is None else axis)
+    op = ops.MOVES["roll"]
+    # Run at once where the program's place does not record it: a loop whose body records (a
+    # Laplacian by rolls) reads its rolls through index maps in the body's kernel
+    buffer = direct.host_value(array)
+    small = buffer is not direct.DECLINED and array.size < tiers.direct_elements()
+    if small and not tiers.site_records():
+        return direct.result(op.reference(buffer, shifts))
+    node = Node(op, (array._node,), (("shifts", shifts),), array.shape, array.dtype)
+    tiers.note_recorded(node)
+    return new_array(node, scalar=False)
+
+
+def _roll_shifts(shape: tuple[int, ...], shift: Any, axis: Any) -> tuple[tuple[int, int], ...]:
+    """``roll``'s moves, (axis, elements) for each axis that moves, as NumPy takes ``shift`` and
+    ``axis``: one int each (a stencil's common case, at once), or broadcast together."""
+    if type(shift) is int and type(axis) is int and -len(shape) <= axis < len(shape):
+        along = axis % len(shape)
+        moved = shift % shape[along] if shape[along] else 0
+        return ((along, moved),) if moved else ()
+    axes = views.normalize_axis_tuple(axis, len(shape), allow_duplicate=True)
     pairs = np.broadcast(shift, axes)
     if pairs.ndim > 1:
         raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
-    totals = dict.fromkeys(range(array.ndim), 0)
+    totals = dict.fromkeys(range(len(shape)), 0)
     for amount, along in pairs:
         totals[along] += int(amount)
-    shifts = tuple(
-        (along, amount % array.shape[along])
-        for along, amount in totals.items()
-        if array.shape[along] and amount % array.shape[along]
-    )
-    op = ops.MOVES["roll"]
-    made = direct.library_call(op, (array,), {"shifts": shifts})
-    if made is not direct.DECLINED:
-        return made
-    return new_array(Node(op, (array._node,), (("shifts", shifts),), array.shape, array.dtype), scalar=False)
+    moves = ((along, amount % shape[along]) for along, amount in totals.items() if shape[along])
+    return tuple((along, moved) for along, moved in moves if moved)
 
 
 def lazy(value: Any) -> Any:

@@ -650,6 +650,43 @@ def test_an_n_body_step_in_a_loop_replays_one_kernel_a_run():
         np.testing.assert_allclose(np.asarray(actual), wanted, rtol=1e-12)
 
 
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_loop_calling_a_helper_twice_a_run_replays_one_kernel_a_run():
+    """Gray-Scott's step: a Laplacian by ``np.roll`` of each of two fields, a helper the loop calls
+    twice a run. The helper's sites are told apart by where the loop calls it, so each counts the
+    loop's runs and tries recording in the loop's run; the rolls ask their sites too, so each run,
+    rolls read through index maps, is one kernel."""
+    rng = np.random.default_rng(8)
+    start = 1 - 0.5 * rng.random((24, 24)), 0.25 * rng.random((24, 24))
+
+    def laplacian(xp, z):
+        vertical = xp.roll(z, 1, axis=0) + xp.roll(z, -1, axis=0)
+        return vertical + xp.roll(z, 1, axis=1) + xp.roll(z, -1, axis=1) - 4 * z
+
+    def run(xp, steps, ways=None):
+        u, v = (xp.asarray(value).copy() for value in start)
+        for _ in range(steps):
+            before = dynfuse.stats()
+            uvv = u * v * v
+            u += 0.16 * laplacian(xp, u) - uvv + 0.035 * (1 - u)
+            v += 0.08 * laplacian(xp, v) + uvv - 0.1 * v
+            after = dynfuse.stats()
+            if ways is not None:
+                counted = ("replays", "kernels_launched", "interpreted_ops")
+                ways.append(tuple(after[name] - before[name] for name in counted))
+        return u, v
+
+    ways: list[tuple[int, int, int]] = []
+    for _ in range(8):  # from one place: the loop's sites are told apart by where it is called from
+        ways.clear()
+        u, v = run(dnp, 500, ways)
+        if ways[-50:] == [(1, 1, 0)] * 50:  # the trials' runs paid for its kernel, found compiled
+            break
+    assert ways[-50:] == [(1, 1, 0)] * 50  # each run: one replay of one kernel, the rolls fused in it
+    for actual, wanted in zip((u, v), run(np, 500), strict=True):
+        np.testing.assert_allclose(np.asarray(actual), wanted, rtol=1e-12)
+
+
 # ---- NumPy's loop without NumPy's dispatch ---------------------------------------------------------
 
 _SPECIAL = {

@@ -38,7 +38,8 @@ def deferring(function: Callable, numpy_function: Callable) -> Callable:
     NumPy's own function, whose ``__array_function__`` dispatch hands it to that library, as
     ``numpy.mean(dask_array)`` does, rather than computing it here."""
 
-    at_once = not hasattr(function, "fast_path")  # a function whose common case has no C path
+    # A function whose common case has no C path, and that does not ask the program's place first
+    at_once = not hasattr(function, "fast_path") and not getattr(function, "asks_site", False)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:

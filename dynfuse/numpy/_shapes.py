@@ -237,6 +237,9 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     return record.roll(a, shift, axis)
 
 
+roll.asks_site = True  # run at once unless its place in the program records (``record.roll``)
+
+
 def tile(A: Any, reps: Any) -> Any:
     return record.barrier(ops.BARRIERS["tile"], (A,), {"reps": reps})
 
