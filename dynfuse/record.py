@@ -605,21 +605,24 @@ def roll(value: Any, shift: Any, axis: Any = None) -> Any:
     if is_lazy(shift) or is_lazy(axis):
         return fallback("roll", np.roll, (value, shift, axis), {})
     array = lazy(value)
-    if axis is None and array.ndim != 1:
-        if array.ndim == 0:
-            return roll(array, shift, ())
-        return reshape(roll(reshape(array, (-1,)), shift, 0), array.shape)
-    shifts = _roll_shifts(array.shape, shift, 0 if axis is None else axis)
+    if axis is None and array.ndim == 0:
+        return roll(array, shift, ())
+    flat = axis is None and array.ndim != 1  # the flattened array's elements move
+    shape = (array.size,) if flat else array.shape
+    shifts = _roll_shifts(shape, shift, 0 if axis is None else axis)
     op = ops.MOVES["roll"]
     # Run at once where the program's place does not record it: a loop whose body records (a
     # Laplacian by rolls) reads its rolls through index maps in the body's kernel
     buffer = direct.host_value(array)
     small = buffer is not direct.DECLINED and array.size < tiers.direct_elements()
     if small and not tiers.site_records():
-        return direct.result(op.reference(buffer, shifts))
-    node = Node(op, (array._node,), (("shifts", shifts),), array.shape, array.dtype)
+        moved = op.reference(buffer.reshape(shape), shifts)
+        return direct.result(moved.reshape(array.shape))
+    source = reshape(array, (-1,)) if flat else array
+    node = Node(op, (source._node,), (("shifts", shifts),), shape, array.dtype)
     tiers.note_recorded(node)
-    return new_array(node, scalar=False)
+    rolled = new_array(node, scalar=False)
+    return reshape(rolled, array.shape) if flat else rolled
 
 
 def _roll_shifts(shape: tuple[int, ...], shift: Any, axis: Any) -> tuple[tuple[int, int], ...]:

@@ -191,7 +191,12 @@ def test_bad_shifts_and_axes_raise_numpys_errors(shift, axis):
         )
 
 
-def test_shifts_of_every_kind_and_empty_arrays():
+@pytest.mark.parametrize("run_at_once", [False, True], ids=["recorded", "direct"])
+def test_shifts_of_every_kind_and_empty_arrays(run_at_once, monkeypatch):
+    """Recorded, or run at once on a small computed array (``ops._roll``'s blocks, the flattened
+    array's for no axis): NumPy's values and layout."""
+    monkeypatch.setattr(dynfuse.config, "tiers", run_at_once)
+    monkeypatch.setattr(registry, "backend", "cpu")
     x = np.arange(12).reshape(3, 4)
     lazy = dynfuse.asarray(x)
     for shift, axis in [
@@ -202,7 +207,13 @@ def test_shifts_of_every_kind_and_empty_arrays():
         (3, ()),
         (-1, (1, 1, 0)),
     ]:
-        np.testing.assert_array_equal(np.asarray(dnp.roll(lazy, shift, axis)), np.roll(x, shift, axis))
+        rolled = dnp.roll(lazy, shift, axis)
+        if run_at_once:  # a computed array, not a pending node
+            assert not rolled._node.inputs
+        np.testing.assert_array_equal(np.asarray(rolled), np.roll(x, shift, axis))
+    transposed = dnp.roll(dynfuse.asarray(x.T), 5)
+    np.testing.assert_array_equal(np.asarray(transposed), np.roll(x.T, 5))
+    assert np.asarray(transposed).flags.c_contiguous
     assert np.asarray(dnp.roll(dynfuse.asarray(np.zeros((0, 3))), 2, 0)).shape == (0, 3)
     assert np.asarray(dnp.roll(dynfuse.asarray(np.float64(2.5)), 1)) == 2.5
     shift = dynfuse.asarray(np.array(2))  # a shift that is data: NumPy runs the call
