@@ -424,12 +424,18 @@ def _replayed(
     with _Verdict(repeats, nodes, key=key, held=held):
         given = None if into is None else (run.outputs[0], into)
         # A plan of several kernels learns how C launches them (a single one is a ``KernelReplay``)
-        launches = into is None and memory is HOST and not run.launchable and replay.launch_replay is not None
+        launches = (
+            into is None
+            and memory is HOST
+            and not run.launchable
+            and run.launch_plan is None
+            and replay.launch_replay is not None
+        )
         values, ran = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given, launches)
         outputs = [nodes[number] for number in run.outputs]
         if ran.compiled_step is not None and run.launchable:
             run.launchable = _keep_kernel(key, held, nodes, run.plan, ran.compiled_step, node, backend)
-        elif ran.launched is not None and run.launch_plan is None:
+        elif ran.launched is not None:
             run.keep_launch(nodes, node, ran.launched, values)
         if into is not None:  # the node stays pending (``materialize_into``)
             _write_into(into, values[node])
@@ -576,11 +582,10 @@ class _Run:
         self.compiled_step = (kernel, compiled)
         stats.count("kernels_launched")
         stats.count("fused_ops", len(step.nodes))
-        if self.launched is not None and given is None:
-            bases = [self.buffers.get(source.node, self.nodes[source.node].buffer) for source in step.loads]
         for number, output in zip(step.stores, outputs, strict=True):
             self.buffers[number] = output.reshape(self.nodes[number].shape)
-        if self.launched is not None and given is None:
+        if self.launched is not None and given is None:  # a kernel reads none of its own stores
+            bases = [self.buffers.get(source.node, self.nodes[source.node].buffer) for source in step.loads]
             stored = [self.buffers[number] for number in step.stores]
             self.launched.append((step, replay.kernel_launch(kernel, compiled, bases, inputs, stored)))
 

@@ -95,13 +95,15 @@ def _stops(state: Any) -> bool:
     """Whether an error under ``state`` (from ``current``; None: the one in force) is raised, or a
     handler called or logged to: what no write may come before."""
     state = current() if state is None else state
-    if state is None:  # no context variable to key by: NumPy's modes now
-        return any(mode in ("raise", "call", "log") for mode in np.geterr().values())
-    stops = _stopping.get(state)
+    stops = None if state is None else _stopping.get(state)
     if stops is None:
-        if len(_stopping) >= 64:
-            _stopping.clear()
-        stops = _stopping[state] = any(mode in ("raise", "call", "log") for mode in _modes_of(state).values())
+        # no context variable to key by (state None): NumPy's modes now, not kept
+        modes = np.geterr() if state is None else _modes_of(state)
+        stops = any(mode in ("raise", "call", "log") for mode in modes.values())
+        if state is not None:
+            if len(_stopping) >= 64:
+                _stopping.clear()
+            _stopping[state] = stops
     return stops
 
 
