@@ -963,6 +963,7 @@ enum {
 };
 typedef struct {
     PyObject *ufunc; /* strong reference; NULL in an empty entry */
+    int reduction;   /* the loop of ufunc.reduce: called on (accumulator, input, accumulator) */
     int nin, kinds[2], strides[3]; /* strides: the inputs' and the output's */
     PyObject *capsule;             /* strong reference; NULL: NumPy's dispatch runs such calls */
     UfuncCallInfo *info;           /* the capsule's */
@@ -1015,12 +1016,13 @@ static int plain_type(int type_num)
 /* The loop NumPy resolves for a ufunc of one output and these operand kinds, in ``memo``; no
    capsule where NumPy's dispatch must run (a gufunc, several outputs, no loop, a loop that needs
    Python). Only a failed allocation is an error. */
-static int resolve_loop(LoopMemo *memo, PyObject *ufunc, int nin, const int *kinds, const int *strides)
+static int resolve_loop(LoopMemo *memo, PyObject *ufunc, int reduction, int nin, const int *kinds, const int *strides)
 {
     Py_CLEAR(memo->capsule);
     for (int i = 0; i < 3; i++)
         Py_CLEAR(memo->descrs[i]);
     Py_XSETREF(memo->ufunc, Py_NewRef(ufunc));
+    memo->reduction = reduction;
     memo->nin = nin;
     memo->info = NULL;
     for (int i = 0; i <= nin; i++) {
@@ -1033,15 +1035,24 @@ static int resolve_loop(LoopMemo *memo, PyObject *ufunc, int nin, const int *kin
     if (nout == NULL || signature == NULL || dtypes == NULL || PyLong_AsLong(nout) != 1 || signature != Py_None)
         goto done;
     for (int i = 0; i < nin; i++) {
-        PyObject *kind = kinds[i] == KIND_PYTHON_FLOAT ? Py_NewRef((PyObject *)&PyFloat_Type)
-                         : kinds[i] == KIND_PYTHON_INT ? Py_NewRef((PyObject *)&PyLong_Type)
-                                                       : (PyObject *)PyArray_DescrFromType(kinds[i]);
+        /* A reduction's dtypes are NumPy's (None, input, None): the accumulator's are resolved */
+        PyObject *kind = reduction && i == 0             ? Py_NewRef(Py_None)
+                         : kinds[i] == KIND_PYTHON_FLOAT ? Py_NewRef((PyObject *)&PyFloat_Type)
+                         : kinds[i] == KIND_PYTHON_INT   ? Py_NewRef((PyObject *)&PyLong_Type)
+                                                         : (PyObject *)PyArray_DescrFromType(kinds[i]);
         if (kind == NULL)
             goto done;
         PyTuple_SET_ITEM(dtypes, i, kind);
     }
     PyTuple_SET_ITEM(dtypes, nin, Py_NewRef(Py_None));
-    resolved = PyObject_CallMethod(ufunc, "_resolve_dtypes_and_context", "(O)", dtypes);
+    PyObject *resolve = PyObject_GetAttrString(ufunc, "_resolve_dtypes_and_context");
+    PyObject *resolve_arguments = resolve == NULL ? NULL : PyTuple_Pack(1, dtypes);
+    PyObject *resolve_keywords = reduction ? Py_BuildValue("{s:O}", "reduction", Py_True) : NULL;
+    if (resolve_arguments != NULL && (resolve_keywords != NULL || !reduction))
+        resolved = PyObject_Call(resolve, resolve_arguments, resolve_keywords);
+    Py_XDECREF(resolve);
+    Py_XDECREF(resolve_arguments);
+    Py_XDECREF(resolve_keywords);
     if (resolved == NULL || !PyTuple_CheckExact(resolved) || PyTuple_GET_SIZE(resolved) != 2)
         goto done;
     PyObject *loop_dtypes = PyTuple_GET_ITEM(resolved, 0), *capsule = PyTuple_GET_ITEM(resolved, 1);
@@ -1094,16 +1105,16 @@ done:
 
 /* The memo entry of a ufunc and operand kinds, resolved where it was not; NULL with an error set
    only where resolving failed to allocate. */
-static LoopMemo *loop_for(PyObject *ufunc, int nin, const int *kinds, const int *strides)
+static LoopMemo *loop_for(PyObject *ufunc, int reduction, int nin, const int *kinds, const int *strides)
 {
-    size_t hash = (size_t)ufunc >> 4;
+    size_t hash = (size_t)ufunc >> 4 ^ (size_t)reduction;
     for (int i = 0; i <= nin; i++)
         hash = hash * 1000003u ^ (size_t)((i < nin ? kinds[i] : 0) * 3 + strides[i]);
     LoopMemo *memo = &loop_memo[(hash ^ (hash >> 11)) % LOOP_MEMO_SIZE];
-    int found = memo->ufunc == ufunc && memo->nin == nin;
+    int found = memo->ufunc == ufunc && memo->reduction == reduction && memo->nin == nin;
     for (int i = 0; found && i <= nin; i++)
         found = (i == nin || memo->kinds[i] == kinds[i]) && memo->strides[i] == strides[i];
-    if (!found && resolve_loop(memo, ufunc, nin, kinds, strides) < 0)
+    if (!found && resolve_loop(memo, ufunc, reduction, nin, kinds, strides) < 0)
         return NULL;
     return memo;
 }
@@ -1354,7 +1365,7 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
         PyErr_Clear(); /* an unhashable ufunc is no member either */
         return NULL;
     }
-    LoopMemo *memo = loop_for(ufunc, nin, kinds, strides);
+    LoopMemo *memo = loop_for(ufunc, 0, nin, kinds, strides);
     if (memo == NULL || memo->info == NULL)
         return NULL;
     if (out != NULL && PyArray_TYPE(out) != memo->descrs[nin]->type_num)
@@ -2467,6 +2478,127 @@ static PyObject *library_now(PyObject *op, PyObject *const *operands)
     return run_direct(op, operands, 2, 0);
 }
 
+/* ``ufunc.reduce(array)`` over every axis, by NumPy's reduction loop called here as NumPy's
+   reduction calls it on an array of at most its buffer's size: the accumulator starts at the
+   ufunc's identity (or, having none, at the first element, which is then skipped), and one call of
+   the loop adds every element to it in the order NumPy's iterator walks them, which for strides
+   positive and decreasing is C order (NumPy copies a strided array into its buffer first; so does
+   this). So its result is NumPy's bit for bit (a sum's pairwise grouping included); ``mean``
+   divides it as NumPy's mean does. A larger array, another layout, a cast or a floating-point
+   flag raised declines: NULL without an error. */
+enum { REDUCE_NOW_ELEMENTS = 8192 }; /* numpy.getbufsize() */
+static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+{
+    static npy_cdouble gathered[REDUCE_NOW_ELEMENTS]; /* the elements of a strided array, in C order */
+    npy_intp size = PyArray_SIZE(array), dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    int type_num = PyArray_TYPE(array), axes = 0;
+    if (!PyArray_CheckExact(array) || !plain_array(array) || size == 0 || size > REDUCE_NOW_ELEMENTS
+        || (mean && type_num != NPY_DOUBLE && type_num != NPY_FLOAT))
+        return NULL;
+    for (int axis = 0; axis < PyArray_NDIM(array); axis++) {
+        npy_intp extent = PyArray_DIM(array, axis), stride = PyArray_STRIDE(array, axis);
+        if (extent == 1)
+            continue;
+        if (stride <= 0 || (axes > 0 && stride >= strides[axes - 1]))
+            return NULL;
+        if (axes > 0 && strides[axes - 1] == stride * extent) { /* contiguous with the axis before */
+            dims[axes - 1] *= extent;
+            strides[axes - 1] = stride;
+        } else {
+            dims[axes] = extent;
+            strides[axes++] = stride;
+        }
+    }
+    if (axes == 0) { /* one element */
+        dims[0] = 1;
+        strides[axes++] = PyArray_ITEMSIZE(array);
+    }
+    npy_intp itemsize = PyArray_ITEMSIZE(array);
+    if (itemsize > (npy_intp)sizeof(npy_cdouble))
+        return NULL;
+    int kinds[2] = {type_num, type_num};
+    int loop_strides[3] = {STRIDE_ZERO, axes > 1 || strides[0] == itemsize ? STRIDE_ITEM : STRIDE_OTHER, STRIDE_ZERO};
+    LoopMemo *memo = loop_for(ufunc, 1, 2, kinds, loop_strides);
+    if (memo == NULL || memo->info == NULL)
+        return NULL;
+    for (int i = 0; i < 3; i++)
+        if (memo->descrs[i]->type_num != type_num)
+            return NULL; /* NumPy would cast (a small integer's sum) */
+    ScalarValue accumulator;
+    int skip_first = 1;
+    PyObject *identity = PyObject_GetAttrString(ufunc, "identity");
+    if (identity == NULL)
+        return NULL;
+    if (identity != Py_None) {
+        skip_first = 0;
+        if (PyArray_Pack(memo->descrs[0], accumulator.bytes, identity) < 0) {
+            Py_DECREF(identity);
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    Py_DECREF(identity);
+    char *first = PyArray_BYTES(array);
+    npy_intp step = strides[0];
+    if (axes > 1) { /* gathered a row at a time, in C order */
+        npy_intp count = dims[axes - 1], rows = size / count, index[NPY_MAXDIMS] = {0};
+        char *into = (char *)gathered;
+        for (npy_intp row = 0; row < rows; row++) {
+            char *from = first;
+            for (int axis = 0; axis < axes - 1; axis++)
+                from += index[axis] * strides[axis];
+            for (npy_intp i = 0; i < count; i++, into += itemsize)
+                memcpy(into, from + i * strides[axes - 1], itemsize);
+            for (int axis = axes - 2; axis >= 0 && ++index[axis] == dims[axis]; axis--)
+                index[axis] = 0;
+        }
+        first = (char *)gathered;
+        step = itemsize;
+    }
+    npy_intp remaining = size, steps[3] = {0, step, 0};
+    if (skip_first) {
+        memcpy(accumulator.bytes, first, itemsize);
+        first += step;
+        remaining--;
+    }
+    char *data[3] = {accumulator.bytes, first, accumulator.bytes};
+    clear_float_flags();
+    int failed = remaining > 0 && memo->info->loop(memo->info->context, data, &remaining, steps, memo->info->auxdata) != 0;
+    if (failed || PyErr_Occurred() || float_flags_raised()) {
+        PyErr_Clear(); /* NumPy computes it again, and warns or raises as its error state says */
+        return NULL;
+    }
+    if (mean) { /* NumPy's: the sum over the count (an intp, so in float64), in the array's dtype */
+        if (type_num == NPY_DOUBLE)
+            accumulator.real /= (double)size;
+        else
+            accumulator.single = (float)((double)accumulator.single / (double)size);
+    }
+    tallies[TALLY_DIRECT_LOOPS]++;
+    return PyArray_Scalar(accumulator.bytes, memo->descrs[0], NULL);
+}
+
+/* The ufunc whose reduce a reduction of this name is, and whether it is a mean; NULL for another. */
+static PyObject *reducing_ufunc(PyObject *name, int *mean)
+{
+    static const char *const names[] = {"sum", "prod", "max", "min", "mean"};
+    static const char *const ufunc_names[] = {"add", "multiply", "maximum", "minimum", "add"};
+    static PyObject *ufuncs[5];
+    for (int i = 0; i < 5; i++) {
+        if (PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
+            continue;
+        if (ufuncs[i] == NULL) {
+            PyObject *numpy = PyImport_ImportModule("numpy");
+            ufuncs[i] = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, ufunc_names[i]);
+            Py_XDECREF(numpy);
+            PyErr_Clear();
+        }
+        *mean = i == 4;
+        return ufuncs[i];
+    }
+    return NULL;
+}
+
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
    no positional argument and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``: the
    reduction's NumPy reference now (direct.reduce). NULL without an error where it does not apply. */
@@ -2491,6 +2623,13 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     if (name == NULL)
         return NULL;
     PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
+    int mean;
+    PyObject *ufunc = keywords == 0 ? reducing_ufunc(name, &mean) : NULL;
+    PyObject *reduced = ufunc == NULL ? NULL : reduce_loop_now(ufunc, (PyArrayObject *)call[0], mean);
+    if (reduced != NULL || PyErr_Occurred()) {
+        Py_DECREF(name);
+        return reduced == NULL ? NULL : direct_result(reduced);
+    }
     for (Py_ssize_t i = 0; i < keywords; i++)
         call[1 + i] = args[1 + i];
     PyObject *made = PyObject_VectorcallMethod(name, call, 1, kwnames);

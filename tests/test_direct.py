@@ -928,6 +928,69 @@ def test_an_in_place_update_reading_what_it_writes_is_numpys(recorder):
         same(actual, expected)
 
 
+_REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
+
+
+@st.composite
+def reduced_windows(draw):
+    """A window of a small array as loops take one (a block, a strided or reversed slice, a
+    transpose), of values that sum inexactly, with NaN, infinities and signed zeros now and then."""
+    dtype = np.dtype(draw(st.sampled_from(_REDUCED_DTYPES)))
+    shape = tuple(draw(st.lists(st.integers(1, 24), min_size=1, max_size=3)))
+    values = np.random.default_rng(draw(st.integers(0, 2**16))).standard_normal(shape) * 50
+    special = draw(st.sampled_from([None, np.nan, np.inf, -np.inf, -0.0, 1e300]))
+    if special is not None:
+        values.flat[draw(st.integers(0, values.size - 1))] = special
+    with np.errstate(all="ignore"):
+        base = values.astype(dtype)
+    steps = st.sampled_from([1, 1, 2, -1])
+    index = tuple(slice(draw(st.integers(0, extent - 1)), None, draw(steps)) for extent in shape)
+    return base, index, draw(st.booleans())
+
+
+@given(case=reduced_windows(), name=st.sampled_from(["sum", "prod", "max", "min", "mean"]))
+@settings(max_examples=500, deadline=None)
+def test_whole_reductions_of_small_windows_are_numpys_bit_for_bit(case, name):
+    """``window.sum()`` and the other whole reductions give NumPy's scalar exactly: its summation
+    order (pairwise over the elements in its iterator's order), dtype, warnings and errors."""
+    base, index, transposed = case
+    expected_array, lazy = base[index], dnp.asarray(base.copy())[index]
+    if transposed:
+        expected_array, lazy = expected_array.T, lazy.T
+    _same_outcome(_outcome(getattr(lazy, name)), _outcome(getattr(expected_array, name)))
+
+
+def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
+    """The sum, product, extremes and mean of a window of a small array of a dtype the reduction
+    keeps call NumPy's loop here; a reduction that casts or warns goes through NumPy's call."""
+    if not accelerate.in_use():
+        pytest.skip("the C recorder is not in use")
+    grid = dnp.asarray(np.linspace(-1, 1, 100).reshape(10, 10))
+    counted = [
+        lambda: grid[2:7, 3:8].sum(),
+        lambda: grid[::2, 1::3].prod(),
+        lambda: grid[4].max(),
+        lambda: dnp.min(grid[1:, 1:]),
+        lambda: grid[2:5, 2:5].astype(np.float32).mean(),
+    ]
+    for call in counted:
+        before = dynfuse.stats()["direct_loops"]
+        call()
+        assert dynfuse.stats()["direct_loops"] == before + 1
+    huge, positive = dnp.asarray(np.full(4, 1e308)), grid > 0
+    not_counted = (
+        lambda: grid.T.sum(),  # NumPy walks it in memory order
+        lambda: positive.sum(),  # a count: booleans summed as integers
+        lambda: grid.sum(axis=0),
+        lambda: huge.sum(),  # overflows: NumPy's warning
+    )
+    for call in not_counted:
+        before = dynfuse.stats()["direct_loops"]
+        with np.errstate(all="ignore"):
+            call()
+        assert dynfuse.stats()["direct_loops"] == before
+
+
 # ---- basic indexing of computed arrays: NumPy's views, made without NumPy's parsing ------------
 
 
