@@ -199,6 +199,10 @@ class Target:
     # op, and compiling grows far slower with the ops: a long chain over a few million elements pays
     # at once.
     first_sight_work: int = 0
+    # What starting the backend's compiler costs, paid once in a process, by its first compile:
+    # added to the first kernel's code cost, so a short program does not compile what its
+    # interpreted run would finish before the compiler is up.
+    start_work: int = 0
     # A kernel the tier policy compiles, on its first sighting that does less work than this, runs
     # interpreted that time while it compiles on a thread of its own (0: never; a backend whose
     # compile is cheap); later sightings wait for the compile. Interpreting work below about one

@@ -224,8 +224,12 @@ def kernel_tier(
     if seen < target.first_sight_work:
         return Tier.INTERPRETED
     cost, at_hand = _sightings.get((_CODE_COST, key)) or _code_cost(backend, kernel, key)
+    started = (_STARTED, backend.name)
+    if not at_hand and started not in _sightings:
+        cost += target.start_work  # this compile would start the compiler too
     if seen < cost:
         return Tier.INTERPRETED
+    _sightings[started] = True
     _sightings.pop((_CODE_COST, key), None)  # it will be kept: asked again if it is forgotten
     if work < target.background_work and config.threads > 1 and not at_hand:
         # Later runs wait for it once they have interpreted as much again as the compile costs
@@ -237,9 +241,11 @@ def kernel_tier(
 
 # Tags, beside each kernel signature's work seen: the work seen by which its background compile is
 # due, and what getting its code costs (asked once while it is interpreted: a disk lookup, a
-# module's lines counted).
+# module's lines counted); beside a backend's name, that a kernel of this process got its code
+# (the compiler is started: ``Target.start_work`` paid).
 _COMPILED_AT = "compiled at"
 _CODE_COST = "code cost"
+_STARTED = "compiler started"
 
 
 def _code_cost(backend: Backend, kernel: Kernel, key: Hashable) -> tuple[float, bool]:

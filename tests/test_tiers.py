@@ -110,6 +110,26 @@ def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_wou
     assert counts == launched
 
 
+def test_the_first_compile_of_a_process_costs_starting_the_compiler_too(monkeypatch):
+    """``exp(x) * 3`` over 37 float64 is 814 of work a run, a compile 1000, starting the compiler
+    2000 more: the first kernel is interpreted three times (2442) and compiled on the fourth (3256);
+    the compiler started, a second kernel compiles on its second run (1628), as it would have."""
+    target = Target("tiered", tiny_elements=4, first_sight_work=0, start_work=2000)
+    monkeypatch.setattr(groups.BACKEND, "target", target)
+    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: 1000)
+    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: False)
+    kernels = [(lambda x: np.exp(x) * 3, [0, 0, 0, 1, 1]), (lambda x: np.exp(x) + 3, [0, 1, 1])]
+    for expression, launched in kernels:  # the kernels launched by each run
+        counts = []
+        for _ in launched:
+            before = dynfuse.stats()["kernels_launched"]
+            y = expression(dynfuse.asarray(np.arange(37.0)))
+            dynfuse.evaluate(y)
+            close(y, expression(np.arange(37.0)))
+            counts.append(dynfuse.stats()["kernels_launched"] - before)
+        assert counts == launched
+
+
 def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch):
     """NumPy's pass for a sum reads all 1000 elements, however few its results: 1000 of work."""
     monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=900))
