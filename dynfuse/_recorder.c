@@ -2439,9 +2439,10 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 /* ``a @ b`` of two float64 or float32 vectors of one length, as NumPy's matmul computes it: its loop
    calls the dtype's dot function (``DOUBLE_dot``, BLAS's ddot where the strides allow) for a
    row times a column, which this calls without the ufunc's dispatch, several times the dot's own
-   cost on the short rows of a loop over a matrix. NumPy's scalar; NULL without an error where the
-   operands are anything else or a floating-point flag was raised (NumPy then computes it again and
-   warns as its error state says). */
+   cost on the short rows of a loop over a matrix. ``np.dot`` of two vectors calls the same function
+   (through its BLAS path, which takes positive strides as they are). NumPy's scalar; NULL without
+   an error where the operands are anything else or a floating-point flag was raised (NumPy then
+   computes it again and warns as its error state says). */
 static PyObject *vector_dot(PyObject *first, PyObject *second)
 {
     PyArrayObject *a = (PyArrayObject *)first, *b = (PyArrayObject *)second;
@@ -2462,6 +2463,14 @@ static PyObject *vector_dot(PyObject *first, PyObject *second)
     return PyArray_Scalar(result, PyArray_DESCR(a), NULL);
 }
 
+/* Whether ``value`` is a vector whose stride np.dot's BLAS path takes as it is (positive): a
+   vector of a negative stride it copies first, so BLAS's dot then walks it otherwise. */
+static int positive_vector(PyObject *value)
+{
+    return PyArray_CheckExact(value) && PyArray_NDIM((PyArrayObject *)value) == 1
+           && PyArray_STRIDE((PyArrayObject *)value, 0) > 0;
+}
+
 /* direct.library_call for a two-operand library call (matmul, dot) on computed host arrays: its reference
    now, whatever the size. NULL without an error where it does not apply. */
 static PyObject *library_now(PyObject *op, PyObject *const *operands)
@@ -2472,7 +2481,8 @@ static PyObject *library_now(PyObject *op, PyObject *const *operands)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return NULL;
-    PyObject *product = op == S.matmul ? vector_dot(NODE_SLOT(first, BUFFER), NODE_SLOT(second, BUFFER)) : NULL;
+    PyObject *a = NODE_SLOT(first, BUFFER), *b = NODE_SLOT(second, BUFFER);
+    PyObject *product = op == S.matmul || (op == S.dot && positive_vector(a) && positive_vector(b)) ? vector_dot(a, b) : NULL;
     if (product != NULL || PyErr_Occurred())
         return product == NULL ? NULL : direct_result(product);
     return run_direct(op, operands, 2, 0);
