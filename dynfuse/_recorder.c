@@ -2488,68 +2488,115 @@ static PyObject *library_now(PyObject *op, PyObject *const *operands)
     return run_direct(op, operands, 2, 0);
 }
 
-/* ``ufunc.reduce(array)`` over every axis, by NumPy's reduction loop called here as NumPy's
-   reduction calls it on an array of at most its buffer's size: the accumulator starts at the
-   ufunc's identity (or, having none, at the first element, which is then skipped), and one call of
-   the loop adds every element to it in the order NumPy's iterator walks them, which for strides
-   positive and decreasing is C order (NumPy copies a strided array into its buffer first; so does
-   this). So its result is NumPy's bit for bit (a sum's pairwise grouping included); ``mean``
-   divides it as NumPy's mean does. A larger array, another layout, a cast or a floating-point
-   flag raised declines: NULL without an error. */
+/* ---- NumPy's reductions, without NumPy's dispatch ------------------------------------------------
+
+   ``ufunc.reduce`` of a small array (at most NumPy's buffer, ``numpy.getbufsize()``, whose dtype the
+   reduction keeps), by NumPy's reduce loop called here as NumPy's reduction calls it, on arrays
+   NumPy's iterator walks in C order (strides positive and decreasing). The accumulator starts at
+   the ufunc's identity, or, without one, at the first element, which is then skipped. Over every
+   axis, one call of the loop adds every element to it in C order (NumPy copies a strided array
+   into its buffer first; so does this), a sum's pairwise grouping included; over the last of two
+   axes, a call a row, each into its result; over the first, a call a row adding it into every
+   result. So the result is NumPy's bit for bit; ``mean`` divides it as NumPy's mean does. Anything
+   else, or a floating-point flag raised, declines: NULL without an error, and NumPy computes it. */
 enum { REDUCE_NOW_ELEMENTS = 8192 }; /* numpy.getbufsize() */
-static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+
+/* The loop of ``ufunc.reduce`` over ``type_num`` called with these strides of the accumulator and
+   the input, where the reduction keeps the dtype; NULL where not (a small integer's sum casts). */
+static LoopMemo *reduce_loop(PyObject *ufunc, int type_num, int accumulator_stride, int input_stride)
 {
-    static npy_cdouble gathered[REDUCE_NOW_ELEMENTS]; /* the elements of a strided array, in C order */
-    npy_intp size = PyArray_SIZE(array), dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
-    int type_num = PyArray_TYPE(array), axes = 0;
-    if (!PyArray_CheckExact(array) || !plain_array(array) || size == 0 || size > REDUCE_NOW_ELEMENTS
-        || (mean && type_num != NPY_DOUBLE && type_num != NPY_FLOAT))
-        return NULL;
-    for (int axis = 0; axis < PyArray_NDIM(array); axis++) {
-        npy_intp extent = PyArray_DIM(array, axis), stride = PyArray_STRIDE(array, axis);
-        if (extent == 1)
-            continue;
-        if (stride <= 0 || (axes > 0 && stride >= strides[axes - 1]))
-            return NULL;
-        if (axes > 0 && strides[axes - 1] == stride * extent) { /* contiguous with the axis before */
-            dims[axes - 1] *= extent;
-            strides[axes - 1] = stride;
-        } else {
-            dims[axes] = extent;
-            strides[axes++] = stride;
-        }
-    }
-    if (axes == 0) { /* one element */
-        dims[0] = 1;
-        strides[axes++] = PyArray_ITEMSIZE(array);
-    }
-    npy_intp itemsize = PyArray_ITEMSIZE(array);
-    if (itemsize > (npy_intp)sizeof(npy_cdouble))
-        return NULL;
-    int kinds[2] = {type_num, type_num};
-    int loop_strides[3] = {STRIDE_ZERO, axes > 1 || strides[0] == itemsize ? STRIDE_ITEM : STRIDE_OTHER, STRIDE_ZERO};
+    int kinds[2] = {type_num, type_num}, loop_strides[3] = {accumulator_stride, input_stride, accumulator_stride};
     LoopMemo *memo = loop_for(ufunc, 1, 2, kinds, loop_strides);
     if (memo == NULL || memo->info == NULL)
         return NULL;
     for (int i = 0; i < 3; i++)
         if (memo->descrs[i]->type_num != type_num)
-            return NULL; /* NumPy would cast (a small integer's sum) */
-    ScalarValue accumulator;
-    int skip_first = 1;
-    PyObject *identity = PyObject_GetAttrString(ufunc, "identity");
-    if (identity == NULL)
-        return NULL;
-    if (identity != Py_None) {
-        skip_first = 0;
-        if (PyArray_Pack(memo->descrs[0], accumulator.bytes, identity) < 0) {
-            Py_DECREF(identity);
-            PyErr_Clear();
             return NULL;
-        }
+    return memo;
+}
+
+/* ``ufunc.identity`` in the loop's dtype, into ``into``: 1; 0 where the ufunc has none (the first
+   element starts the accumulator); -1 where it cannot be written (an error cleared). */
+static int reduce_identity(PyObject *ufunc, LoopMemo *memo, char *into)
+{
+    PyObject *identity = PyObject_GetAttrString(ufunc, "identity");
+    int written = identity == NULL ? -1 : identity == Py_None ? 0 : PyArray_Pack(memo->descrs[0], into, identity) < 0 ? -1 : 1;
+    Py_XDECREF(identity);
+    if (written < 0)
+        PyErr_Clear();
+    return written;
+}
+
+/* The loop over ``count`` elements from ``first`` (``step`` apart) into the accumulator at
+   ``into``: skipping the first where it started the accumulator. Nonzero where the loop failed. */
+static int reduce_run(LoopMemo *memo, char *into, char *first, npy_intp count, npy_intp step, int skip_first)
+{
+    if (skip_first) {
+        memcpy(into, first, PyDataType_ELSIZE(memo->descrs[1]));
+        first += step;
+        count--;
     }
-    Py_DECREF(identity);
+    npy_intp steps[3] = {0, step, 0};
+    char *data[3] = {into, first, into};
+    return count > 0 && memo->info->loop(memo->info->context, data, &count, steps, memo->info->auxdata) != 0;
+}
+
+/* NumPy's mean from its sum, in place: the sum over the count (an intp, so in float64), stored in
+   the array's dtype (float64 or float32). */
+static void mean_of_sum(char *value, int type_num, npy_intp count)
+{
+    if (type_num == NPY_DOUBLE)
+        *(double *)value /= (double)count;
+    else
+        *(float *)value = (float)((double)*(float *)value / (double)count);
+}
+
+/* The axes of more than one element of an array NumPy walks in C order (strides positive and
+   decreasing), in ``dims`` and ``strides``, ``reduced`` saying which is ``axis`` (-1: none); their
+   number, or -1 for another layout, dtype or size. */
+static int walked_axes(PyArrayObject *array, int axis, npy_intp *dims, npy_intp *strides, int *reduced, int mean)
+{
+    npy_intp size = PyArray_SIZE(array);
+    int type_num = PyArray_TYPE(array), axes = 0;
+    if (!PyArray_CheckExact(array) || !plain_array(array) || size == 0 || size > REDUCE_NOW_ELEMENTS
+        || PyArray_ITEMSIZE(array) > (npy_intp)sizeof(npy_cdouble)
+        || (mean && type_num != NPY_DOUBLE && type_num != NPY_FLOAT))
+        return -1;
+    *reduced = -1;
+    for (int position = 0; position < PyArray_NDIM(array); position++) {
+        npy_intp extent = PyArray_DIM(array, position), stride = PyArray_STRIDE(array, position);
+        if (extent == 1)
+            continue;
+        if (stride <= 0 || (axes > 0 && stride >= strides[axes - 1]))
+            return -1;
+        if (position == axis)
+            *reduced = axes;
+        dims[axes] = extent;
+        strides[axes++] = stride;
+    }
+    return axes;
+}
+
+/* ``ufunc.reduce(array)`` over every axis: NumPy's scalar (see above). */
+static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+{
+    static npy_cdouble gathered[REDUCE_NOW_ELEMENTS]; /* the elements of a strided array, in C order */
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], itemsize = PyArray_ITEMSIZE(array), size = PyArray_SIZE(array);
+    int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, mean);
+    if (axes < 0)
+        return NULL;
+    for (int axis = axes - 1; axis > 0; axis--) /* merged with the axis before where contiguous with it */
+        if (strides[axis - 1] == strides[axis] * dims[axis]) {
+            dims[axis - 1] *= dims[axis];
+            strides[axis - 1] = strides[axis];
+            for (int later = axis; later < axes - 1; later++) {
+                dims[later] = dims[later + 1];
+                strides[later] = strides[later + 1];
+            }
+            axes--;
+        }
     char *first = PyArray_BYTES(array);
-    npy_intp step = strides[0];
+    npy_intp step = axes == 0 ? itemsize : strides[0];
     if (axes > 1) { /* gathered a row at a time, in C order */
         npy_intp count = dims[axes - 1], rows = size / count, index[NPY_MAXDIMS] = {0};
         char *into = (char *)gathered;
@@ -2565,27 +2612,82 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
         first = (char *)gathered;
         step = itemsize;
     }
-    npy_intp remaining = size, steps[3] = {0, step, 0};
-    if (skip_first) {
-        memcpy(accumulator.bytes, first, itemsize);
-        first += step;
-        remaining--;
-    }
-    char *data[3] = {accumulator.bytes, first, accumulator.bytes};
+    int type_num = PyArray_TYPE(array);
+    LoopMemo *memo = reduce_loop(ufunc, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
+    ScalarValue accumulator;
+    int started = memo == NULL ? -1 : reduce_identity(ufunc, memo, accumulator.bytes);
+    if (started < 0)
+        return NULL;
     clear_float_flags();
-    int failed = remaining > 0 && memo->info->loop(memo->info->context, data, &remaining, steps, memo->info->auxdata) != 0;
-    if (failed || PyErr_Occurred() || float_flags_raised()) {
+    if (reduce_run(memo, accumulator.bytes, first, size, step, !started) || PyErr_Occurred() || float_flags_raised()) {
         PyErr_Clear(); /* NumPy computes it again, and warns or raises as its error state says */
         return NULL;
     }
-    if (mean) { /* NumPy's: the sum over the count (an intp, so in float64), in the array's dtype */
-        if (type_num == NPY_DOUBLE)
-            accumulator.real /= (double)size;
-        else
-            accumulator.single = (float)((double)accumulator.single / (double)size);
-    }
+    if (mean)
+        mean_of_sum(accumulator.bytes, type_num, size);
     tallies[TALLY_DIRECT_LOOPS]++;
     return PyArray_Scalar(accumulator.bytes, memo->descrs[0], NULL);
+}
+
+/* ``ufunc.reduce(array, axis, keepdims=keepdims)``: NumPy's array (see above), for an array of at
+   most two axes of more than one element, ``axis`` one of them. */
+static PyObject *axis_reduce_now(PyObject *ufunc, PyArrayObject *array, int axis, int keepdims, int mean)
+{
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], itemsize = PyArray_ITEMSIZE(array);
+    int ndim = PyArray_NDIM(array), reduced;
+    if (axis < -ndim || axis >= ndim)
+        return NULL; /* NumPy's AxisError */
+    axis = axis < 0 ? axis + ndim : axis;
+    int axes = walked_axes(array, axis, dims, strides, &reduced, mean);
+    if (axes < 1 || axes > 2 || reduced < 0)
+        return NULL; /* more axes, or a reduction over one element: NumPy's */
+    npy_intp shape[NPY_MAXDIMS];
+    int kept = 0;
+    for (int position = 0; position < ndim; position++)
+        if (position != axis || keepdims)
+            shape[kept++] = position == axis ? 1 : PyArray_DIM(array, position);
+    int type_num = PyArray_TYPE(array), outer = axes == 2 && reduced == 0;
+    npy_intp inner_stride = strides[axes - 1];
+    LoopMemo *memo = reduce_loop(ufunc, type_num, outer ? STRIDE_ITEM : STRIDE_ZERO,
+                                 inner_stride == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
+    if (memo == NULL)
+        return NULL;
+    PyArray_Descr *descr = memo->descrs[0];
+    Py_INCREF(descr);
+    PyArrayObject *result = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, descr, kept, shape, NULL, NULL, 0, NULL);
+    if (result == NULL)
+        return NULL;
+    char *out = PyArray_BYTES(result), *first = PyArray_BYTES(array);
+    npy_intp results = PyArray_SIZE(result), count = dims[axes - 1];
+    int started = reduce_identity(ufunc, memo, out), failed = started < 0;
+    for (npy_intp i = 1; started > 0 && i < results; i++)
+        memcpy(out + i * itemsize, out, itemsize);
+    clear_float_flags();
+    if (!outer) { /* over the last axis: each row into its result */
+        for (npy_intp row = 0; row < results && !failed; row++)
+            failed = reduce_run(memo, out + row * itemsize, first + (axes == 2 ? row * strides[0] : 0), count,
+                                inner_stride, !started);
+    } else { /* over the first: each row added into every result, the first copied where no identity */
+        npy_intp steps[3] = {itemsize, inner_stride, itemsize};
+        for (npy_intp row = 0; row < dims[0] && !failed; row++) {
+            char *data[3] = {out, first + row * strides[0], out};
+            if (row == 0 && !started) {
+                for (npy_intp i = 0; i < count; i++)
+                    memcpy(out + i * itemsize, data[1] + i * inner_stride, itemsize);
+                continue;
+            }
+            failed = memo->info->loop(memo->info->context, data, &count, steps, memo->info->auxdata) != 0;
+        }
+    }
+    if (failed || PyErr_Occurred() || float_flags_raised()) {
+        PyErr_Clear();
+        Py_DECREF(result);
+        return NULL;
+    }
+    for (npy_intp i = 0; mean && i < results; i++)
+        mean_of_sum(out + i * itemsize, type_num, dims[reduced]);
+    tallies[TALLY_DIRECT_LOOPS]++;
+    return PyArray_Return(result); /* a 0-d result as NumPy's scalar */
 }
 
 /* The ufunc whose reduce a reduction of this name is, and whether it is a mean; NULL for another. */
@@ -2607,6 +2709,31 @@ static PyObject *reducing_ufunc(PyObject *name, int *mean)
         return ufuncs[i];
     }
     return NULL;
+}
+
+/* The common keywords of a reduction (``axis``, an int or None, and ``keepdims``, a bool), read
+   into ``*axis`` (NO_AXIS: None) and ``*keepdims``: 1; 0 where another keyword or value is given. */
+enum { NO_AXIS = INT_MIN };
+static int reduction_arguments(PyObject *const *args, PyObject *kwnames, int *axis, int *keepdims)
+{
+    *axis = NO_AXIS;
+    *keepdims = 0;
+    for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[1 + i];
+        if (PyUnicode_CompareWithASCIIString(name, "keepdims") == 0 && PyBool_Check(value)) {
+            *keepdims = value == Py_True;
+        } else if (PyUnicode_CompareWithASCIIString(name, "axis") == 0 && value != Py_None) {
+            long given = PyLong_CheckExact(value) ? PyLong_AsLong(value) : -1;
+            if (!PyLong_CheckExact(value) || given < -NPY_MAXDIMS || given >= NPY_MAXDIMS) {
+                PyErr_Clear();
+                return 0;
+            }
+            *axis = (int)given;
+        } else if (PyUnicode_CompareWithASCIIString(name, "axis") != 0) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
@@ -2633,9 +2760,12 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     if (name == NULL)
         return NULL;
     PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
-    int mean;
-    PyObject *ufunc = keywords == 0 ? reducing_ufunc(name, &mean) : NULL;
-    PyObject *reduced = ufunc == NULL ? NULL : reduce_loop_now(ufunc, (PyArrayObject *)call[0], mean);
+    int mean, axis, keepdims;
+    PyObject *ufunc = reducing_ufunc(name, &mean), *reduced = NULL;
+    if (ufunc != NULL && reduction_arguments(args, kwnames, &axis, &keepdims))
+        reduced = axis == NO_AXIS && !keepdims ? reduce_loop_now(ufunc, (PyArrayObject *)call[0], mean)
+                  : axis == NO_AXIS            ? NULL
+                                               : axis_reduce_now(ufunc, (PyArrayObject *)call[0], axis, keepdims, mean);
     if (reduced != NULL || PyErr_Occurred()) {
         Py_DECREF(name);
         return reduced == NULL ? NULL : direct_result(reduced);

@@ -949,21 +949,32 @@ def reduced_windows(draw):
     return base, index, draw(st.booleans())
 
 
-@given(case=reduced_windows(), name=st.sampled_from(["sum", "prod", "max", "min", "mean"]))
-@settings(max_examples=500, deadline=None)
-def test_whole_reductions_of_small_windows_are_numpys_bit_for_bit(case, name):
-    """``window.sum()`` and the other whole reductions give NumPy's scalar exactly: its summation
-    order (pairwise over the elements in its iterator's order), dtype, warnings and errors."""
+@given(
+    case=reduced_windows(),
+    name=st.sampled_from(["sum", "prod", "max", "min", "mean"]),
+    axis=st.sampled_from([None, 0, 1, -1, 2, -3]),
+    keepdims=st.booleans(),
+)
+@settings(max_examples=800, deadline=None)
+def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, keepdims):
+    """``window.sum()``, ``window.max(axis=0)`` and the other reductions give NumPy's result
+    exactly: its summation order (pairwise over the elements in its iterator's order), dtype, shape,
+    warnings and errors (an axis out of range included)."""
     base, index, transposed = case
     expected_array, lazy = base[index], dnp.asarray(base.copy())[index]
     if transposed:
         expected_array, lazy = expected_array.T, lazy.T
-    _same_outcome(_outcome(getattr(lazy, name)), _outcome(getattr(expected_array, name)))
+    keywords = {} if axis is None and not keepdims else {"axis": axis, "keepdims": keepdims}
+    _same_outcome(
+        _outcome(lambda: getattr(lazy, name)(**keywords)),
+        _outcome(lambda: getattr(expected_array, name)(**keywords)),
+    )
 
 
 def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
     """The sum, product, extremes and mean of a window of a small array of a dtype the reduction
-    keeps call NumPy's loop here; a reduction that casts or warns goes through NumPy's call."""
+    keeps, whole or along one of two axes, call NumPy's loop here; a reduction that casts or warns,
+    or of more axes, goes through NumPy's call."""
     if not accelerate.in_use():
         pytest.skip("the C recorder is not in use")
     grid = dnp.asarray(np.linspace(-1, 1, 100).reshape(10, 10))
@@ -973,6 +984,9 @@ def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
         lambda: grid[4].max(),
         lambda: dnp.min(grid[1:, 1:]),
         lambda: grid[2:5, 2:5].astype(np.float32).mean(),
+        lambda: grid[1:, 2:].sum(axis=0),
+        lambda: grid[:, ::2].max(axis=1, keepdims=True),
+        lambda: grid[None, 3:6].mean(axis=-1),
     ]
     for call in counted:
         before = dynfuse.stats()["direct_loops"]
@@ -982,7 +996,8 @@ def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
     not_counted = (
         lambda: grid.T.sum(),  # NumPy walks it in memory order
         lambda: positive.sum(),  # a count: booleans summed as integers
-        lambda: grid.sum(axis=0),
+        lambda: grid[None].sum(axis=0),  # over one element: NumPy's copy
+        lambda: grid.reshape(2, 5, 10).sum(axis=1),  # three axes
         lambda: huge.sum(),  # overflows: NumPy's warning
     )
     for call in not_counted:
