@@ -2724,8 +2724,8 @@ static int reduction_arguments(PyObject *const *args, PyObject *kwnames, int *ax
             *keepdims = value == Py_True;
         } else if (PyUnicode_CompareWithASCIIString(name, "axis") == 0 && value != Py_None) {
             long given = PyLong_CheckExact(value) ? PyLong_AsLong(value) : -1;
-            if (!PyLong_CheckExact(value) || given < -NPY_MAXDIMS || given >= NPY_MAXDIMS) {
-                PyErr_Clear();
+            if (!PyLong_CheckExact(value) || PyErr_Occurred() || given < -NPY_MAXDIMS || given >= NPY_MAXDIMS) {
+                PyErr_Clear(); /* NumPy's error, from its own call */
                 return 0;
             }
             *axis = (int)given;
@@ -2737,8 +2737,9 @@ static int reduction_arguments(PyObject *const *args, PyObject *kwnames, int *ax
 }
 
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
-   no positional argument and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``: the
-   reduction's NumPy reference now (direct.reduce). NULL without an error where it does not apply. */
+   no positional argument and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``: NumPy's
+   reduce loop where it can (reduce_loop_now, axis_reduce_now), else the ndarray's method of the
+   reduction's name, now (direct.reduce). NULL without an error where it does not apply. */
 static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const allowed[] = {"axis", "dtype", "keepdims", "ddof", NULL};

@@ -971,6 +971,16 @@ def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, ke
     )
 
 
+@pytest.mark.parametrize("axis", [2**70, -(2**70), 5, True, (0,), 1.0, None])
+def test_a_reduction_given_an_unusual_axis_is_numpys(axis, recorder):
+    """An axis beyond a C long, a bool, a tuple, a float: NumPy's result or exception."""
+    values = np.arange(12.0).reshape(3, 4)
+    lazy = dnp.asarray(values.copy())
+    for name in ("sum", "max", "mean"):
+        expected = _outcome(lambda name=name: getattr(values, name)(axis=axis))
+        _same_outcome(_outcome(lambda name=name: getattr(lazy, name)(axis=axis)), expected)
+
+
 def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
     """The sum, product, extremes and mean of a window of a small array of a dtype the reduction
     keeps, whole or along one of two axes, call NumPy's loop here; a reduction that casts or warns,
