@@ -2711,40 +2711,54 @@ static PyObject *reducing_ufunc(PyObject *name, int *mean)
     return NULL;
 }
 
-/* The common keywords of a reduction (``axis``, an int or None, and ``keepdims``, a bool), read
-   into ``*axis`` (NO_AXIS: None) and ``*keepdims``: 1; 0 where another keyword or value is given. */
+/* A reduction's axis, an int or None, into ``*axis`` (NO_AXIS: None): 1; 0 for another value,
+   which NumPy's call refuses or takes (a tuple). */
 enum { NO_AXIS = INT_MIN };
-static int reduction_arguments(PyObject *const *args, PyObject *kwnames, int *axis, int *keepdims)
+static int reduction_axis(PyObject *value, int *axis)
+{
+    if (value == Py_None) {
+        *axis = NO_AXIS;
+        return 1;
+    }
+    long given = PyLong_CheckExact(value) ? PyLong_AsLong(value) : -1;
+    if (!PyLong_CheckExact(value) || PyErr_Occurred() || given < -NPY_MAXDIMS || given >= NPY_MAXDIMS) {
+        PyErr_Clear(); /* NumPy's error, from its own call */
+        return 0;
+    }
+    *axis = (int)given;
+    return 1;
+}
+
+/* The common arguments of a reduction, the axis given by position (``positional``, or NULL) or
+   by keyword, and ``keepdims`` (a bool), whose values follow in ``values``: read into ``*axis``
+   and ``*keepdims``: 1; 0 where another argument or value is given. */
+static int reduction_arguments(PyObject *positional, PyObject *const *values, PyObject *kwnames, int *axis,
+                               int *keepdims)
 {
     *axis = NO_AXIS;
     *keepdims = 0;
+    if (positional != NULL && !reduction_axis(positional, axis))
+        return 0;
     for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = args[1 + i];
-        if (PyUnicode_CompareWithASCIIString(name, "keepdims") == 0 && PyBool_Check(value)) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = values[i];
+        if (PyUnicode_CompareWithASCIIString(name, "keepdims") == 0 && PyBool_Check(value))
             *keepdims = value == Py_True;
-        } else if (PyUnicode_CompareWithASCIIString(name, "axis") == 0 && value != Py_None) {
-            long given = PyLong_CheckExact(value) ? PyLong_AsLong(value) : -1;
-            if (!PyLong_CheckExact(value) || PyErr_Occurred() || given < -NPY_MAXDIMS || given >= NPY_MAXDIMS) {
-                PyErr_Clear(); /* NumPy's error, from its own call */
-                return 0;
-            }
-            *axis = (int)given;
-        } else if (PyUnicode_CompareWithASCIIString(name, "axis") != 0) {
-            return 0;
-        }
+        else if (positional != NULL || PyUnicode_CompareWithASCIIString(name, "axis") != 0
+                 || !reduction_axis(value, axis))
+            return 0; /* another argument, or the axis twice: NumPy's TypeError */
     }
     return 1;
 }
 
 /* x.sum(axis=..., keepdims=...) and the other reductions of a small computed host array, given
-   no positional argument and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``: NumPy's
-   reduce loop where it can (reduce_loop_now, axis_reduce_now), else the ndarray's method of the
-   reduction's name, now (direct.reduce). NULL without an error where it does not apply. */
+   at most the axis by position and only the keywords ``axis``, ``dtype``, ``keepdims`` and ``ddof``:
+   NumPy's reduce loop where it can (reduce_loop_now, axis_reduce_now), else the ndarray's method of
+   the reduction's name, now (direct.reduce). NULL without an error where it does not apply. */
 static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const allowed[] = {"axis", "dtype", "keepdims", "ddof", NULL};
     Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (nargs != 1)
+    if (nargs != 1 && nargs != 2)
         return NULL;
     for (Py_ssize_t i = 0; i < keywords; i++) {
         int known = 0;
@@ -2763,7 +2777,7 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
     int mean, axis, keepdims;
     PyObject *ufunc = reducing_ufunc(name, &mean), *reduced = NULL;
-    if (ufunc != NULL && reduction_arguments(args, kwnames, &axis, &keepdims))
+    if (ufunc != NULL && reduction_arguments(nargs == 2 ? args[1] : NULL, args + nargs, kwnames, &axis, &keepdims))
         reduced = axis == NO_AXIS && !keepdims ? reduce_loop_now(ufunc, (PyArrayObject *)call[0], mean)
                   : axis == NO_AXIS            ? NULL
                                                : axis_reduce_now(ufunc, (PyArrayObject *)call[0], axis, keepdims, mean);
@@ -2771,9 +2785,9 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
         Py_DECREF(name);
         return reduced == NULL ? NULL : direct_result(reduced);
     }
-    for (Py_ssize_t i = 0; i < keywords; i++)
-        call[1 + i] = args[1 + i];
-    PyObject *made = PyObject_VectorcallMethod(name, call, 1, kwnames);
+    for (Py_ssize_t i = 1; i < nargs + keywords; i++) /* the axis given by position, then the keywords */
+        call[i] = args[i];
+    PyObject *made = PyObject_VectorcallMethod(name, call, nargs, kwnames);
     Py_DECREF(name);
     return made == NULL ? NULL : direct_result(made);
 }

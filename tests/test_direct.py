@@ -954,20 +954,22 @@ def reduced_windows(draw):
     name=st.sampled_from(["sum", "prod", "max", "min", "mean"]),
     axis=st.sampled_from([None, 0, 1, -1, 2, -3]),
     keepdims=st.booleans(),
+    by_position=st.booleans(),
 )
 @settings(max_examples=800, deadline=None)
-def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, keepdims):
-    """``window.sum()``, ``window.max(axis=0)`` and the other reductions give NumPy's result
-    exactly: its summation order (pairwise over the elements in its iterator's order), dtype, shape,
-    warnings and errors (an axis out of range included)."""
+def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, keepdims, by_position):
+    """``window.sum()``, ``window.max(axis=0)``, ``window.mean(1)`` and the other reductions give
+    NumPy's result exactly: its summation order (pairwise over the elements in its iterator's
+    order), dtype, shape, warnings and errors (an axis out of range included)."""
     base, index, transposed = case
     expected_array, lazy = base[index], dnp.asarray(base.copy())[index]
     if transposed:
         expected_array, lazy = expected_array.T, lazy.T
     keywords = {} if axis is None and not keepdims else {"axis": axis, "keepdims": keepdims}
+    positional = (keywords.pop("axis"),) if by_position and keywords else ()
     _same_outcome(
-        _outcome(lambda: getattr(lazy, name)(**keywords)),
-        _outcome(lambda: getattr(expected_array, name)(**keywords)),
+        _outcome(lambda: getattr(lazy, name)(*positional, **keywords)),
+        _outcome(lambda: getattr(expected_array, name)(*positional, **keywords)),
     )
 
 
@@ -997,6 +999,7 @@ def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
         lambda: grid[1:, 2:].sum(axis=0),
         lambda: grid[:, ::2].max(axis=1, keepdims=True),
         lambda: grid[None, 3:6].mean(axis=-1),
+        lambda: dnp.sum(grid[2:], 1),  # the axis by position
     ]
     for call in counted:
         before = dynfuse.stats()["direct_loops"]
