@@ -2577,14 +2577,14 @@ static int walked_axes(PyArrayObject *array, int axis, npy_intp *dims, npy_intp 
     return axes;
 }
 
-/* ``ufunc.reduce(array)`` over every axis: NumPy's scalar (see above). */
-static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+static npy_cdouble gathered[REDUCE_NOW_ELEMENTS]; /* the elements of a strided array, in C order */
+
+/* The elements of ``array`` (laid out as walked_axes takes) as one run NumPy's iterator walks: the
+   first, in ``*first``, and the step between them, the array's own where its axes merge into one,
+   else ``gathered``'s, which then holds them in C order, as NumPy's buffer would. */
+static void one_run(PyArrayObject *array, npy_intp *dims, npy_intp *strides, int axes, char **first, npy_intp *step)
 {
-    static npy_cdouble gathered[REDUCE_NOW_ELEMENTS]; /* the elements of a strided array, in C order */
-    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], itemsize = PyArray_ITEMSIZE(array), size = PyArray_SIZE(array);
-    int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, mean);
-    if (axes < 0)
-        return NULL;
+    npy_intp itemsize = PyArray_ITEMSIZE(array), size = PyArray_SIZE(array);
     for (int axis = axes - 1; axis > 0; axis--) /* merged with the axis before where contiguous with it */
         if (strides[axis - 1] == strides[axis] * dims[axis]) {
             dims[axis - 1] *= dims[axis];
@@ -2595,13 +2595,13 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
             }
             axes--;
         }
-    char *first = PyArray_BYTES(array);
-    npy_intp step = axes == 0 ? itemsize : strides[0];
+    *first = PyArray_BYTES(array);
+    *step = axes == 0 ? itemsize : strides[0];
     if (axes > 1) { /* gathered a row at a time, in C order */
         npy_intp count = dims[axes - 1], rows = size / count, index[NPY_MAXDIMS] = {0};
         char *into = (char *)gathered;
         for (npy_intp row = 0; row < rows; row++) {
-            char *from = first;
+            char *from = *first;
             for (int axis = 0; axis < axes - 1; axis++)
                 from += index[axis] * strides[axis];
             for (npy_intp i = 0; i < count; i++, into += itemsize)
@@ -2609,9 +2609,21 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
             for (int axis = axes - 2; axis >= 0 && ++index[axis] == dims[axis]; axis--)
                 index[axis] = 0;
         }
-        first = (char *)gathered;
-        step = itemsize;
+        *first = (char *)gathered;
+        *step = itemsize;
     }
+}
+
+/* ``ufunc.reduce(array)`` over every axis: NumPy's scalar (see above). */
+static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+{
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], itemsize = PyArray_ITEMSIZE(array), size = PyArray_SIZE(array);
+    int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, mean);
+    if (axes < 0)
+        return NULL;
+    char *first;
+    npy_intp step;
+    one_run(array, dims, strides, axes, &first, &step);
     int type_num = PyArray_TYPE(array);
     LoopMemo *memo = reduce_loop(ufunc, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
     ScalarValue accumulator;
@@ -2627,6 +2639,65 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
         mean_of_sum(accumulator.bytes, type_num, size);
     tallies[TALLY_DIRECT_LOOPS]++;
     return PyArray_Scalar(accumulator.bytes, memo->descrs[0], NULL);
+}
+
+/* ``array.var(ddof=ddof)``, or its ``std``, of a float64 or float32 array: NumPy's scalar, by the
+   steps of NumPy's ``_var``: the mean as ``mean`` computes it, each element's deviation squared in
+   the array's dtype (a fresh array, C-contiguous), their sum by the reduce loop (one pairwise
+   sum), over the count less ``ddof`` as NumPy divides it (through float64), the square root in
+   the dtype. A count not above ``ddof`` (NumPy warns), or a floating-point flag raised, declines. */
+static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
+{
+    static PyObject *add;
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], size = PyArray_SIZE(array);
+    int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, 1);
+    if (axes < 0 || ddof < 0 || ddof >= size)
+        return NULL;
+    if (add == NULL) {
+        PyObject *numpy = PyImport_ImportModule("numpy");
+        add = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, "add");
+        Py_XDECREF(numpy);
+        if (add == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    char *first;
+    npy_intp step;
+    one_run(array, dims, strides, axes, &first, &step);
+    int type_num = PyArray_TYPE(array), single = type_num == NPY_FLOAT;
+    npy_intp itemsize = PyArray_ITEMSIZE(array);
+    LoopMemo *memo = reduce_loop(add, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
+    LoopMemo *contiguous = reduce_loop(add, type_num, STRIDE_ZERO, STRIDE_ITEM);
+    ScalarValue total, squares;
+    if (memo == NULL || contiguous == NULL || reduce_identity(add, memo, total.bytes) != 1
+        || reduce_identity(add, memo, squares.bytes) != 1)
+        return NULL;
+    clear_float_flags();
+    int failed = reduce_run(memo, total.bytes, first, size, step, 0);
+    mean_of_sum(total.bytes, type_num, size);
+    for (npy_intp i = 0; i < size; i++) { /* into ``gathered``, over what it held: each read first */
+        char *element = first + i * step;
+        if (single) {
+            float deviation = *(float *)element - total.single;
+            ((float *)gathered)[i] = deviation * deviation;
+        } else {
+            double deviation = *(double *)element - total.real;
+            ((double *)gathered)[i] = deviation * deviation;
+        }
+    }
+    failed = failed || reduce_run(contiguous, squares.bytes, (char *)gathered, size, itemsize, 0);
+    if (failed || PyErr_Occurred() || float_flags_raised()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    mean_of_sum(squares.bytes, type_num, size - ddof);
+    if (std && single)
+        squares.single = sqrtf(squares.single);
+    else if (std)
+        squares.real = sqrt(squares.real);
+    tallies[TALLY_DIRECT_LOOPS]++;
+    return PyArray_Scalar(squares.bytes, memo->descrs[0], NULL);
 }
 
 /* ``ufunc.reduce(array, axis, keepdims=keepdims)``: NumPy's array (see above), for an array of at
@@ -2730,22 +2801,32 @@ static int reduction_axis(PyObject *value, int *axis)
 }
 
 /* The common arguments of a reduction, the axis given by position (``positional``, or NULL) or
-   by keyword, and ``keepdims`` (a bool), whose values follow in ``values``: read into ``*axis``
-   and ``*keepdims``: 1; 0 where another argument or value is given. */
+   by keyword, ``keepdims`` (a bool) and ``ddof`` (an int), whose values follow in ``values``: read
+   into ``*axis``, ``*keepdims`` and ``*ddof`` (NO_DDOF: not given): 1; 0 where another argument
+   or value is given. */
+#define NO_DDOF PY_SSIZE_T_MIN
 static int reduction_arguments(PyObject *positional, PyObject *const *values, PyObject *kwnames, int *axis,
-                               int *keepdims)
+                               int *keepdims, Py_ssize_t *ddof)
 {
     *axis = NO_AXIS;
     *keepdims = 0;
+    *ddof = NO_DDOF;
     if (positional != NULL && !reduction_axis(positional, axis))
         return 0;
     for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i), *value = values[i];
-        if (PyUnicode_CompareWithASCIIString(name, "keepdims") == 0 && PyBool_Check(value))
+        if (PyUnicode_CompareWithASCIIString(name, "keepdims") == 0 && PyBool_Check(value)) {
             *keepdims = value == Py_True;
-        else if (positional != NULL || PyUnicode_CompareWithASCIIString(name, "axis") != 0
-                 || !reduction_axis(value, axis))
+        } else if (PyUnicode_CompareWithASCIIString(name, "ddof") == 0 && PyLong_CheckExact(value)) {
+            *ddof = PyLong_AsSsize_t(value);
+            if ((*ddof == -1 && PyErr_Occurred()) || *ddof == NO_DDOF) {
+                PyErr_Clear();
+                return 0;
+            }
+        } else if (positional != NULL || PyUnicode_CompareWithASCIIString(name, "axis") != 0
+                   || !reduction_axis(value, axis)) {
             return 0; /* another argument, or the axis twice: NumPy's TypeError */
+        }
     }
     return 1;
 }
@@ -2775,12 +2856,21 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     if (name == NULL)
         return NULL;
     PyObject *call[6] = {NODE_SLOT(node, BUFFER)};
-    int mean, axis, keepdims;
+    int mean = 0, axis, keepdims;
+    Py_ssize_t ddof;
     PyObject *ufunc = reducing_ufunc(name, &mean), *reduced = NULL;
-    if (ufunc != NULL && reduction_arguments(nargs == 2 ? args[1] : NULL, args + nargs, kwnames, &axis, &keepdims))
-        reduced = axis == NO_AXIS && !keepdims ? reduce_loop_now(ufunc, (PyArrayObject *)call[0], mean)
-                  : axis == NO_AXIS            ? NULL
-                                               : axis_reduce_now(ufunc, (PyArrayObject *)call[0], axis, keepdims, mean);
+    int std = PyUnicode_CompareWithASCIIString(name, "std") == 0;
+    int moments = std || PyUnicode_CompareWithASCIIString(name, "var") == 0;
+    PyArrayObject *values = (PyArrayObject *)call[0];
+    if ((ufunc != NULL || moments)
+        && reduction_arguments(nargs == 2 ? args[1] : NULL, args + nargs, kwnames, &axis, &keepdims, &ddof)) {
+        if (moments)
+            reduced = axis == NO_AXIS && !keepdims ? moments_now(values, ddof == NO_DDOF ? 0 : ddof, std) : NULL;
+        else if (ddof == NO_DDOF) /* ddof given to another reduction: NumPy's TypeError */
+            reduced = axis == NO_AXIS && !keepdims ? reduce_loop_now(ufunc, values, mean)
+                      : axis == NO_AXIS            ? NULL
+                                                   : axis_reduce_now(ufunc, values, axis, keepdims, mean);
+    }
     if (reduced != NULL || PyErr_Occurred()) {
         Py_DECREF(name);
         return reduced == NULL ? NULL : direct_result(reduced);

@@ -6,6 +6,7 @@ is recorded, and writes keep NumPy's aliasing. Pending operands and large work a
 before; which path an op takes depends only on the program.
 """
 
+import contextlib
 import functools
 import itertools
 import warnings
@@ -951,22 +952,25 @@ def reduced_windows(draw):
 
 @given(
     case=reduced_windows(),
-    name=st.sampled_from(["sum", "prod", "max", "min", "mean"]),
+    name=st.sampled_from(["sum", "prod", "max", "min", "mean", "var", "std"]),
     axis=st.sampled_from([None, 0, 1, -1, 2, -3]),
     keepdims=st.booleans(),
     by_position=st.booleans(),
+    ddof=st.sampled_from([None, 0, 1, 3]),
 )
 @settings(max_examples=800, deadline=None)
-def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, keepdims, by_position):
-    """``window.sum()``, ``window.max(axis=0)``, ``window.mean(1)`` and the other reductions give
-    NumPy's result exactly: its summation order (pairwise over the elements in its iterator's
-    order), dtype, shape, warnings and errors (an axis out of range included)."""
+def test_reductions_of_small_windows_are_numpys_bit_for_bit(case, name, axis, keepdims, by_position, ddof):
+    """``window.sum()``, ``window.max(axis=0)``, ``window.mean(1)``, ``window.std(ddof=1)`` and the
+    other reductions give NumPy's result exactly: its summation order (pairwise over the elements in
+    its iterator's order), dtype, shape, warnings and errors (an axis out of range included)."""
     base, index, transposed = case
     expected_array, lazy = base[index], dnp.asarray(base.copy())[index]
     if transposed:
         expected_array, lazy = expected_array.T, lazy.T
     keywords = {} if axis is None and not keepdims else {"axis": axis, "keepdims": keepdims}
     positional = (keywords.pop("axis"),) if by_position and keywords else ()
+    if ddof is not None and name in ("var", "std"):
+        keywords["ddof"] = ddof
     _same_outcome(
         _outcome(lambda: getattr(lazy, name)(*positional, **keywords)),
         _outcome(lambda: getattr(expected_array, name)(*positional, **keywords)),
@@ -1000,6 +1004,8 @@ def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
         lambda: grid[:, ::2].max(axis=1, keepdims=True),
         lambda: grid[None, 3:6].mean(axis=-1),
         lambda: dnp.sum(grid[2:], 1),  # the axis by position
+        lambda: grid[2:7, 3:8].var(),
+        lambda: grid[1].astype(np.float32).std(ddof=1),
     ]
     for call in counted:
         before = dynfuse.stats()["direct_loops"]
@@ -1011,11 +1017,15 @@ def test_a_small_window_is_reduced_by_numpys_loop_without_its_dispatch():
         lambda: positive.sum(),  # a count: booleans summed as integers
         lambda: grid[None].sum(axis=0),  # over one element: NumPy's copy
         lambda: grid.reshape(2, 5, 10).sum(axis=1),  # three axes
+        lambda: grid.var(axis=0),  # the moments along an axis: NumPy's
+        lambda: grid[:1, :1].var(ddof=1),  # no degree of freedom: NumPy's warning
+        lambda: grid.sum(ddof=0),  # not an argument of a sum: NumPy's TypeError
         lambda: huge.sum(),  # overflows: NumPy's warning
     )
     for call in not_counted:
         before = dynfuse.stats()["direct_loops"]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings(), contextlib.suppress(TypeError):
+            warnings.simplefilter("ignore")
             call()
         assert dynfuse.stats()["direct_loops"] == before
 
