@@ -3444,12 +3444,12 @@ done:
 enum {
     ORDER_UNARY, ORDER_FORWARD, ORDER_REFLECTED, ORDER_UFUNC,
     ORDER_GETITEM, ORDER_TRANSPOSE, ORDER_RESHAPE, ORDER_SQUEEZE, ORDER_EXPAND_DIMS, ORDER_REDUCE, ORDER_ONE_AXIS,
-    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY, ORDER_POWER, ORDER_COPY,
+    ORDER_ASTYPE, ORDER_SETITEM, ORDER_IN_PLACE, ORDER_ARRAY, ORDER_NUMPY, ORDER_POWER, ORDER_COPY, ORDER_VALUE,
 };
 static const char *const order_names[] = {
     "unary", "forward", "reflected", "ufunc",
     "getitem", "transpose", "reshape", "squeeze", "expand_dims", "reduce", "one_axis", "astype", "setitem", "in place", "array", "numpy", "power", "copy",
-    NULL,
+    "value", NULL,
 };
 
 /* A transpose, reshape, squeeze, cast or copy of a small computed host array, by the ndarray's
@@ -3765,6 +3765,13 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
         PyObject *made = numpy_now(op, args, nargs, kwnames);
         return made != NULL || PyErr_Occurred() ? made : PyObject_Vectorcall(general, args, nargs, kwnames);
     }
+    if (order == ORDER_VALUE && nargs >= 1 && nargs + keywords <= MAX_AXES + 1 && host_node(args[0]) != NULL) {
+        /* x.item(i), x.tolist(): the buffer's method (op, its name), whose values are copies */
+        PyObject *call[MAX_AXES + 1] = {NODE_SLOT(host_node(args[0]), BUFFER)};
+        for (Py_ssize_t i = 1; i < nargs + keywords; i++)
+            call[i] = args[i];
+        return PyObject_VectorcallMethod(op, call, nargs, kwnames);
+    }
     if (order == ORDER_ARRAY) { /* numpy.asarray(x): a computed host array's buffer, exposed */
         PyObject *buffer = host_buffer(args, nargs, kwnames);
         return buffer != NULL ? buffer : PyObject_Vectorcall(general, args, nargs, kwnames);
@@ -3963,7 +3970,9 @@ static PyObject *fast_function(PyObject *module, PyObject *args)
     while (order_names[order] != NULL && strcmp(order_names[order], order_name) != 0)
         order++;
     int takes_op = order < ORDER_GETITEM || order == ORDER_REDUCE || order == ORDER_ONE_AXIS || order == ORDER_NUMPY;
-    int op_fits = order == ORDER_UFUNC ? PyDict_Check(op) : !takes_op || op != Py_None;
+    int op_fits = order == ORDER_UFUNC   ? PyDict_Check(op)
+                  : order == ORDER_VALUE ? PyUnicode_CheckExact(op)
+                                         : !takes_op || op != Py_None;
     if (order_names[order] == NULL || !op_fits || !PyCallable_Check(general)) {
         PyErr_Format(PyExc_ValueError, "fast_function: bad order %s, op or function", order_name);
         return NULL;

@@ -168,17 +168,23 @@ def _install(functions: dict[tuple[Any, str], Any]) -> None:
 def accelerate_namespace(namespace: ModuleType) -> None:
     """Put C functions in place of the namespace's functions that mark their common case with
     ``fast_path`` (``dynfuse.numpy``'s ufuncs), each keeping the attributes the Python one has."""
-    if _extension is None:
-        return
     for name, function in list(vars(namespace).items()):
-        if not isinstance(function, FunctionType) or not hasattr(function, "fast_path"):
-            continue
-        fast = _extension.fast_function(*function.fast_path, function)
-        fast.__dict__.update(vars(function))
-        _REFERENCE[namespace, name] = function
-        _accelerated[namespace, name] = fast
-        if in_use():
-            setattr(namespace, name, fast)
+        accelerated(namespace, name, function)
+
+
+def accelerated(namespace: ModuleType, name: str, function: Any) -> Any:
+    """The namespace's ``name``, bound to ``function``, or to its C version where it marks its
+    common case with ``fast_path`` and recording runs in C (kept for ``pure_python``): what the
+    name is now."""
+    if _extension is None or not isinstance(function, FunctionType) or not hasattr(function, "fast_path"):
+        return function
+    fast = _extension.fast_function(*function.fast_path, function)
+    fast.__dict__.update(vars(function))
+    _REFERENCE[namespace, name] = function
+    _accelerated[namespace, name] = fast
+    bound = fast if in_use() else function
+    setattr(namespace, name, bound)
+    return bound
 
 
 def in_use() -> bool:

@@ -378,8 +378,12 @@ class LazyArray:
     def item(self, *args: Any) -> Any:
         return self._host().item(*args)
 
+    item.fast_path = ("item", "value")  # a computed host array's buffer's, in C
+
     def tolist(self) -> Any:
         return self._host().tolist()
+
+    tolist.fast_path = ("tolist", "value")
 
     def __bool__(self) -> bool:
         return bool(self._host())

@@ -288,6 +288,51 @@ def test_numpy_functions_on_small_computed_arrays_are_numpys_calls(name, recorde
     assert after["direct_ops"] > before["direct_ops"]
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda np_, a: np_.searchsorted(np_.sort(a[0]), 0.5),
+        lambda np_, a: np_.interp(0.25, np_.sort(a[1]), a[2]),
+        lambda np_, a: np_.round(a, 2),
+        lambda np_, a: np_.unique(np_.round(a, 1)),
+        lambda np_, a: np_.count_nonzero(a > 0.5),
+        lambda np_, a: np_.argsort(a, axis=1),
+        lambda np_, a: np_.searchsorted(a[0], a[1]),  # unsorted: NumPy's answer all the same
+    ],
+)
+def test_functions_dynfuse_does_not_record_run_at_once_on_small_computed_arrays(call, recorder):
+    """A NumPy function that falls through to NumPy (``np.sort``, ``np.interp``...) is NumPy's call at
+    once on small computed arrays, as any direct op: NumPy's result, and no fallback counted."""
+    values = np.linspace(-1, 2, 24).reshape(4, 6) ** 2
+    expected = call(np, values)
+    before = dynfuse.stats()
+    got = call(dnp, dnp.asarray(values.copy()))
+    same(got, expected)
+    after = dynfuse.stats()
+    assert after["fallbacks"] == before["fallbacks"] and after["direct_ops"] > before["direct_ops"]
+
+
+_VALUE_CALLS = {
+    "x.item(3)": lambda x: x.item(3),
+    "x.item(1, 2)": lambda x: x.item(1, 2),
+    "x.item((2, 0))": lambda x: x.item((2, 0)),
+    "x.item()": lambda x: x.item(),
+    "x.item(99)": lambda x: x.item(99),
+    "x.tolist()": lambda x: x.tolist(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_VALUE_CALLS))
+def test_item_and_tolist_are_numpys(name, recorder):
+    """Python values copied from the buffer, or NumPy's exception, for a computed or pending array."""
+    call, values = _VALUE_CALLS[name], np.linspace(-1, 2, 12).reshape(3, 4)
+    expected = _outcome(lambda: call(values))
+    for lazy in (dnp.asarray(values.copy()), dnp.asarray(values.copy()) * 1.0):  # computed, pending
+        got = _outcome(lambda lazy=lazy: call(lazy))
+        assert got[1] == expected[1]
+        assert got[0] == expected[0] and type(got[0]) is type(expected[0])
+
+
 def test_a_function_giving_an_arguments_memory_gives_that_array_or_its_view(recorder):
     """``asarray`` of a lazy array is that array; ``ravel`` (NumPy's view) a view: a write through
     either is seen by the other, as in NumPy."""

@@ -5,13 +5,14 @@ to NumPy's module for the names it does not define."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from .. import direct, record
+from .. import accelerate, direct, record
 
 
 def register_array_functions(namespace: dict[str, Any], numpy_module: ModuleType) -> None:
@@ -57,13 +58,19 @@ def deferring(function: Callable, numpy_function: Callable) -> Callable:
 
 
 def falling_back(function: Callable) -> Callable:
-    """``function`` run by NumPy on materialized inputs, its array results lazy, counted by name."""
+    """``function`` run by NumPy on materialized inputs, its array results lazy, counted by name;
+    on small computed arrays NumPy's call at once, as any direct op (``direct.numpy_call``, in C
+    where it can), which is no fallback: nothing was left unrecorded."""
     name = record.function_name(function)
 
     @functools.wraps(function)
     def fall_back(*args: Any, **kwargs: Any) -> Any:
+        made = direct.numpy_call(function, args, kwargs)
+        if made is not direct.DECLINED:
+            return made
         return record.fallback(name, function, args, kwargs)
 
+    fall_back.fast_path = (function, "numpy")  # what ``accelerate`` needs to run that check in C
     return fall_back
 
 
@@ -92,7 +99,7 @@ def fall_through(namespace: dict[str, Any], numpy_module: ModuleType) -> Callabl
         except AttributeError:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}") from None
         if callable(attribute) and not isinstance(attribute, (type, np.ufunc)):
-            attribute = falling_back(attribute)
+            attribute = accelerate.accelerated(sys.modules[module_name], name, falling_back(attribute))
         namespace[name] = attribute
         return attribute
 
