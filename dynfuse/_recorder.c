@@ -3699,6 +3699,33 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
 /* x ** y of a small computed host array by a scalar or a small computed array: NumPy's operator on
    the buffers, with NumPy's own substitutes (a square for ** 2). NULL without an error where it
    does not apply; with ``*records`` set where the program's site records it. */
+/* The ufunc NumPy's ``array ** exponent`` computes instead of ``power`` (its ``fast_scalar_power``):
+   a square for the int 2, a reciprocal for -1, a square root for the float 0.5, of a float or
+   complex array; NULL (borrowed, no error) where it calls ``power``. */
+static PyObject *power_substitute(PyArrayObject *array, PyObject *exponent)
+{
+    static const char *const names[] = {"square", "reciprocal", "sqrt"};
+    static PyObject *ufuncs[3];
+    int which = -1;
+    if (PyLong_CheckExact(exponent)) {
+        int overflow;
+        long value = PyLong_AsLongAndOverflow(exponent, &overflow);
+        which = overflow || (value == -1 && PyErr_Occurred()) ? -1 : value == 2 ? 0 : value == -1 ? 1 : -1;
+        PyErr_Clear();
+    } else if (PyFloat_CheckExact(exponent) && PyFloat_AS_DOUBLE(exponent) == 0.5) {
+        which = 2;
+    }
+    if (which < 0 || !(PyArray_ISFLOAT(array) || PyArray_ISCOMPLEX(array)))
+        return NULL;
+    if (ufuncs[which] == NULL) {
+        PyObject *numpy = PyImport_ImportModule("numpy");
+        ufuncs[which] = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, names[which]);
+        Py_XDECREF(numpy);
+        PyErr_Clear();
+    }
+    return ufuncs[which];
+}
+
 static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
 {
     PyObject *node = host_node(self), *value = exponent, *other_shape = NULL;
@@ -3719,7 +3746,11 @@ static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
     Py_ssize_t limit = size < 0 ? -1 : direct_limit();
     if (limit < 0 || size >= limit || (*records = site_records()))
         return NULL;
-    PyObject *made = PyNumber_Power(NODE_SLOT(node, BUFFER), value, Py_None);
+    PyObject *buffer = NODE_SLOT(node, BUFFER);
+    PyObject *substitute = other_shape == NULL ? power_substitute((PyArrayObject *)buffer, exponent) : NULL;
+    PyObject *made = substitute == NULL ? NULL : loop_now(substitute, &buffer, 1, NULL); /* its loop, directly */
+    if (made == NULL && !PyErr_Occurred())
+        made = PyNumber_Power(buffer, value, Py_None);
     return made == NULL ? NULL : direct_result(made);
 }
 

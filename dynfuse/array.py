@@ -41,9 +41,9 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | Callable[[LazyAr
     scalar, what computes NumPy's scalar power where it is not the power ufunc.
 
     ``a ** 2`` is ``square(a)`` for every dtype (so ``bool ** 2`` is int8, where ``power`` gives
-    int64); on floating arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is ``sqrt`` (which
-    differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse records it as
-    ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``), and
+    int64); on floating and complex arrays ``a ** -1`` is ``reciprocal`` and ``a ** 0.5`` is
+    ``sqrt`` (which differs from ``power`` at -0.0 and -inf). NumPy's ``a ** 3`` calls pow; dynfuse
+    records it as ``cube``, which backends compute by multiplying, as exactly as pow (GELU's ``x**3``), and
     ``a ** -0.5``, ``a ** 1.5`` and ``a ** -1.5`` as ``ops.HALF_POWERS``, from a square root. A scalar's
     power is the ufunc (``bool ** 2`` is the default int), but at 0.5, where it is C's pow.
     """
@@ -52,11 +52,12 @@ def _fast_power_op(array: LazyArray, exponent: Any) -> ops.Op | Callable[[LazyAr
         return _half_power_of_a_scalar if half and array.dtype.kind == "f" else None
     if type(exponent) is int and exponent == 2:
         return _E("square")
-    if array.dtype.kind == "f":
+    if array.dtype.kind in "fc":
         if type(exponent) is int and exponent == -1:
             return _E("reciprocal")
         if type(exponent) is float and exponent == 0.5:
             return _E("sqrt")
+    if array.dtype.kind == "f":
         if type(exponent) in (int, float) and exponent == 3:
             return _E("cube")
         if type(exponent) is float and exponent in ops.HALF_POWERS:

@@ -741,6 +741,20 @@ _SPECIAL = {
     "i": [0, -1, 1, 7, -128, 127, 3, -3, 100, -100, 2, 5],
     "u": [0, 1, 7, 255, 3, 100, 2, 5, 254, 128, 9, 11],
     "b": [True, False, True, True, False, False, True, False, True, False, True, False],
+    "c": [
+        -0.0,
+        0j,
+        1.5 + 2j,
+        -2.25 - 1j,
+        np.inf,
+        complex(0, -np.inf),
+        np.nan,
+        1e308 + 1e308j,
+        0.5j,
+        3.0,
+        -7.0,
+        0.5,
+    ],
 }
 _BINARY = [
     "add",
@@ -838,6 +852,21 @@ def _operand_forms(dtype: np.dtype):
             lambda: (dnp.asarray(np.array(scalar)), dnp.asarray(first.copy())),
         ),
     }
+
+
+@pytest.mark.parametrize("exponent", [2, -1, 0.5, 2.0, 3, -2, 0.25, np.float64(0.5), True, 2**70])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex128", "int64"])
+def test_a_power_is_numpys_bit_for_bit_its_substitutes_included(dtype, exponent, recorder):
+    """``x ** 2``, ``x ** -1`` and ``x ** 0.5`` of a float or complex array are NumPy's square,
+    reciprocal and square root (its ``fast_scalar_power``), called by their loop here; any other
+    exponent, dtype or operand is NumPy's power: NumPy's values, dtype and warnings each time."""
+    for form, (numpy_operands, make_lazy) in _operand_forms(np.dtype(dtype)).items():
+        expected = _outcome(lambda first=numpy_operands[0]: first**exponent)
+        actual = _outcome(lambda make=make_lazy: make()[0] ** exponent)
+        try:
+            _same_outcome(actual, expected)
+        except AssertionError as error:
+            raise AssertionError(f"{form}: {error}") from None
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "int64", "uint8", "bool"])
