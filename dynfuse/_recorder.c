@@ -2668,10 +2668,8 @@ static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
     int type_num = PyArray_TYPE(array), single = type_num == NPY_FLOAT;
     npy_intp itemsize = PyArray_ITEMSIZE(array);
     LoopMemo *memo = reduce_loop(add, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
-    LoopMemo *contiguous = reduce_loop(add, type_num, STRIDE_ZERO, STRIDE_ITEM);
     ScalarValue total, squares;
-    if (memo == NULL || contiguous == NULL || reduce_identity(add, memo, total.bytes) != 1
-        || reduce_identity(add, memo, squares.bytes) != 1)
+    if (memo == NULL || reduce_identity(add, memo, total.bytes) != 1 || reduce_identity(add, memo, squares.bytes) != 1)
         return NULL;
     clear_float_flags();
     int failed = reduce_run(memo, total.bytes, first, size, step, 0);
@@ -2686,7 +2684,10 @@ static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
             ((double *)gathered)[i] = deviation * deviation;
         }
     }
-    failed = failed || reduce_run(contiguous, squares.bytes, (char *)gathered, size, itemsize, 0);
+    /* The squares' loop (their run is contiguous), looked up once the first is used: a lookup may
+       take the memo entry the first was in */
+    memo = failed ? NULL : reduce_loop(add, type_num, STRIDE_ZERO, STRIDE_ITEM);
+    failed = memo == NULL || reduce_run(memo, squares.bytes, (char *)gathered, size, itemsize, 0);
     if (failed || PyErr_Occurred() || float_flags_raised()) {
         PyErr_Clear();
         return NULL;
