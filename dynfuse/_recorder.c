@@ -2488,6 +2488,19 @@ static PyObject *library_now(PyObject *op, PyObject *const *operands)
     return run_direct(op, operands, 2, 0);
 }
 
+/* NumPy's attribute ``name`` (a ufunc), kept in ``*kept`` once found: borrowed; NULL without an
+   error where it cannot be had (the caller then leaves the call to NumPy). */
+static PyObject *numpy_attribute(PyObject **kept, const char *name)
+{
+    if (*kept == NULL) {
+        PyObject *numpy = PyImport_ImportModule("numpy");
+        *kept = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, name);
+        Py_XDECREF(numpy);
+        PyErr_Clear();
+    }
+    return *kept;
+}
+
 /* ---- NumPy's reductions, without NumPy's dispatch ------------------------------------------------
 
    ``ufunc.reduce`` of a small array (at most NumPy's buffer, ``numpy.getbufsize()``, whose dtype the
@@ -2648,20 +2661,12 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
    the dtype. A count not above ``ddof`` (NumPy warns), or a floating-point flag raised, declines. */
 static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
 {
-    static PyObject *add;
+    static PyObject *kept_add;
     npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], size = PyArray_SIZE(array);
     int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, 1);
-    if (axes < 0 || ddof < 0 || ddof >= size)
+    PyObject *add = axes < 0 || ddof < 0 || ddof >= size ? NULL : numpy_attribute(&kept_add, "add");
+    if (add == NULL)
         return NULL;
-    if (add == NULL) {
-        PyObject *numpy = PyImport_ImportModule("numpy");
-        add = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, "add");
-        Py_XDECREF(numpy);
-        if (add == NULL) {
-            PyErr_Clear();
-            return NULL;
-        }
-    }
     char *first;
     npy_intp step;
     one_run(array, dims, strides, axes, &first, &step);
@@ -2771,14 +2776,8 @@ static PyObject *reducing_ufunc(PyObject *name, int *mean)
     for (int i = 0; i < 5; i++) {
         if (PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
             continue;
-        if (ufuncs[i] == NULL) {
-            PyObject *numpy = PyImport_ImportModule("numpy");
-            ufuncs[i] = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, ufunc_names[i]);
-            Py_XDECREF(numpy);
-            PyErr_Clear();
-        }
         *mean = i == 4;
-        return ufuncs[i];
+        return numpy_attribute(&ufuncs[i], ufunc_names[i]);
     }
     return NULL;
 }
@@ -3718,13 +3717,7 @@ static PyObject *power_substitute(PyArrayObject *array, PyObject *exponent)
     }
     if (which < 0 || !(PyArray_ISFLOAT(array) || PyArray_ISCOMPLEX(array)))
         return NULL;
-    if (ufuncs[which] == NULL) {
-        PyObject *numpy = PyImport_ImportModule("numpy");
-        ufuncs[which] = numpy == NULL ? NULL : PyObject_GetAttrString(numpy, names[which]);
-        Py_XDECREF(numpy);
-        PyErr_Clear();
-    }
-    return ufuncs[which];
+    return numpy_attribute(&ufuncs[which], names[which]);
 }
 
 static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
