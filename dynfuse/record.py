@@ -1061,10 +1061,13 @@ def _one_device(function: Callable, arrays: list[Any]) -> devices.Memory:
 
 
 def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
-    """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name."""
+    """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name; on small
+    computed arrays NumPy's call at once, as any direct op, which is no fallback (nothing there is
+    recorded, whichever op it is)."""
     result = direct.numpy_call(function, args, kwargs)
-    if result is direct.DECLINED:
-        result = call_numpy(function, args, kwargs, _written_by(function, args))
+    if result is not direct.DECLINED:
+        return result
+    result = call_numpy(function, args, kwargs, _written_by(function, args))
     stats.count_fallback(name)
     return result
 

@@ -65,9 +65,6 @@ def falling_back(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def fall_back(*args: Any, **kwargs: Any) -> Any:
-        made = direct.numpy_call(function, args, kwargs)
-        if made is not direct.DECLINED:
-            return made
         return record.fallback(name, function, args, kwargs)
 
     fall_back.fast_path = (function, "numpy")  # what ``accelerate`` needs to run that check in C
