@@ -2627,29 +2627,41 @@ static void one_run(PyArrayObject *array, npy_intp *dims, npy_intp *strides, int
     }
 }
 
-/* ``ufunc.reduce(array)`` over every axis: NumPy's scalar (see above). */
-static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+/* ``ufunc.reduce(array)`` over every axis (see above) into ``into``, the mean where ``mean``, with
+   the floating-point flags cleared first for the caller to read; the run of elements it read, in
+   ``*first`` and ``*step``. The loop's memo entry; NULL where it declines (no error set). */
+static LoopMemo *reduce_whole(PyObject *ufunc, PyArrayObject *array, int mean, ScalarValue *into, char **first,
+                              npy_intp *step)
 {
-    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], itemsize = PyArray_ITEMSIZE(array), size = PyArray_SIZE(array);
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], size = PyArray_SIZE(array);
     int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, mean);
     if (axes < 0)
         return NULL;
-    char *first;
-    npy_intp step;
-    one_run(array, dims, strides, axes, &first, &step);
+    one_run(array, dims, strides, axes, first, step);
     int type_num = PyArray_TYPE(array);
-    LoopMemo *memo = reduce_loop(ufunc, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
-    ScalarValue accumulator;
-    int started = memo == NULL ? -1 : reduce_identity(ufunc, memo, accumulator.bytes);
+    LoopMemo *memo = reduce_loop(ufunc, type_num, STRIDE_ZERO, *step == PyArray_ITEMSIZE(array) ? STRIDE_ITEM : STRIDE_OTHER);
+    int started = memo == NULL ? -1 : reduce_identity(ufunc, memo, into->bytes);
     if (started < 0)
         return NULL;
     clear_float_flags();
-    if (reduce_run(memo, accumulator.bytes, first, size, step, !started) || PyErr_Occurred() || float_flags_raised()) {
-        PyErr_Clear(); /* NumPy computes it again, and warns or raises as its error state says */
+    if (reduce_run(memo, into->bytes, *first, size, *step, !started) || PyErr_Occurred()) {
+        PyErr_Clear(); /* NumPy computes it again, and raises as it does */
         return NULL;
     }
     if (mean)
-        mean_of_sum(accumulator.bytes, type_num, size);
+        mean_of_sum(into->bytes, type_num, size);
+    return memo;
+}
+
+/* ``ufunc.reduce(array)`` over every axis: NumPy's scalar. */
+static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean)
+{
+    ScalarValue accumulator;
+    char *first;
+    npy_intp step;
+    LoopMemo *memo = reduce_whole(ufunc, array, mean, &accumulator, &first, &step);
+    if (memo == NULL || float_flags_raised()) /* NumPy computes it again, and warns as its error state says */
+        return NULL;
     tallies[TALLY_DIRECT_LOOPS]++;
     return PyArray_Scalar(accumulator.bytes, memo->descrs[0], NULL);
 }
@@ -2662,23 +2674,13 @@ static PyObject *reduce_loop_now(PyObject *ufunc, PyArrayObject *array, int mean
 static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
 {
     static PyObject *kept_add;
-    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], size = PyArray_SIZE(array);
-    int reduced, axes = walked_axes(array, -1, dims, strides, &reduced, 1);
-    PyObject *add = axes < 0 || ddof < 0 || ddof >= size ? NULL : numpy_attribute(&kept_add, "add");
-    if (add == NULL)
-        return NULL;
-    char *first;
-    npy_intp step;
-    one_run(array, dims, strides, axes, &first, &step);
-    int type_num = PyArray_TYPE(array), single = type_num == NPY_FLOAT;
-    npy_intp itemsize = PyArray_ITEMSIZE(array);
-    LoopMemo *memo = reduce_loop(add, type_num, STRIDE_ZERO, step == itemsize ? STRIDE_ITEM : STRIDE_OTHER);
+    npy_intp size = PyArray_SIZE(array), itemsize = PyArray_ITEMSIZE(array), step;
+    PyObject *add = ddof < 0 || ddof >= size ? NULL : numpy_attribute(&kept_add, "add");
     ScalarValue total, squares;
-    if (memo == NULL || reduce_identity(add, memo, total.bytes) != 1 || reduce_identity(add, memo, squares.bytes) != 1)
+    char *first;
+    if (add == NULL || reduce_whole(add, array, 1, &total, &first, &step) == NULL) /* the mean */
         return NULL;
-    clear_float_flags();
-    int failed = reduce_run(memo, total.bytes, first, size, step, 0);
-    mean_of_sum(total.bytes, type_num, size);
+    int type_num = PyArray_TYPE(array), single = type_num == NPY_FLOAT;
     for (npy_intp i = 0; i < size; i++) { /* into ``gathered``, over what it held: each read first */
         char *element = first + i * step;
         if (single) {
@@ -2689,10 +2691,11 @@ static PyObject *moments_now(PyArrayObject *array, Py_ssize_t ddof, int std)
             ((double *)gathered)[i] = deviation * deviation;
         }
     }
-    /* The squares' loop (their run is contiguous), looked up once the first is used: a lookup may
+    /* The squares' loop (their run is contiguous), looked up once the mean's is used: a lookup may
        take the memo entry the first was in */
-    memo = failed ? NULL : reduce_loop(add, type_num, STRIDE_ZERO, STRIDE_ITEM);
-    failed = memo == NULL || reduce_run(memo, squares.bytes, (char *)gathered, size, itemsize, 0);
+    LoopMemo *memo = reduce_loop(add, type_num, STRIDE_ZERO, STRIDE_ITEM);
+    int failed = memo == NULL || reduce_identity(add, memo, squares.bytes) != 1
+                 || reduce_run(memo, squares.bytes, (char *)gathered, size, itemsize, 0);
     if (failed || PyErr_Occurred() || float_flags_raised()) {
         PyErr_Clear();
         return NULL;
@@ -3696,9 +3699,6 @@ static PyObject *host_buffer(PyObject *const *args, Py_ssize_t nargs, PyObject *
     return Py_NewRef(NODE_SLOT(node, BUFFER));
 }
 
-/* x ** y of a small computed host array by a scalar or a small computed array: NumPy's operator on
-   the buffers, with NumPy's own substitutes (a square for ** 2). NULL without an error where it
-   does not apply; with ``*records`` set where the program's site records it. */
 /* The ufunc NumPy's ``array ** exponent`` computes instead of ``power`` (its ``fast_scalar_power``):
    a square for the int 2, a reciprocal for -1, a square root for the float 0.5, of a float or
    complex array; NULL (borrowed, no error) where it calls ``power``. */
@@ -3720,6 +3720,10 @@ static PyObject *power_substitute(PyArrayObject *array, PyObject *exponent)
     return numpy_attribute(&ufuncs[which], names[which]);
 }
 
+/* x ** y of a small computed host array by a scalar or a small computed array: NumPy's operator on
+   the buffers, its substitute's loop called directly where it has one (power_substitute). NULL
+   without an error where it does not apply; with ``*records`` set where the program's site
+   records it. */
 static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
 {
     PyObject *node = host_node(self), *value = exponent, *other_shape = NULL;
@@ -3790,9 +3794,11 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
         PyObject *made = numpy_now(op, args, nargs, kwnames);
         return made != NULL || PyErr_Occurred() ? made : PyObject_Vectorcall(general, args, nargs, kwnames);
     }
-    if (order == ORDER_VALUE && nargs >= 1 && nargs + keywords <= MAX_AXES + 1 && host_node(args[0]) != NULL) {
-        /* x.item(i), x.tolist(): the buffer's method (op, its name), whose values are copies */
-        PyObject *call[MAX_AXES + 1] = {NODE_SLOT(host_node(args[0]), BUFFER)};
+    if (order == ORDER_VALUE) { /* x.item(i), x.tolist(): the buffer's method (op, its name), copies */
+        PyObject *node = nargs >= 1 && nargs + keywords <= MAX_AXES + 1 ? host_node(args[0]) : NULL;
+        if (node == NULL)
+            return PyObject_Vectorcall(general, args, nargs, kwnames);
+        PyObject *call[MAX_AXES + 1] = {NODE_SLOT(node, BUFFER)};
         for (Py_ssize_t i = 1; i < nargs + keywords; i++)
             call[i] = args[i];
         return PyObject_VectorcallMethod(op, call, nargs, kwnames);
