@@ -279,14 +279,16 @@ __device__ __forceinline__ double df_cube(double x) {
   return fma(square, x, fma(x, x, -square) * x);
 }
 // x ** e for e = -0.5, 1.5, -1.5, within two ulp of pow: 1/sqrt(x), x*sqrt(x), (1/x)/sqrt(x), and pow's
-// values where those differ (+inf at -0.0 for -0.5; +inf or +0 at -inf, whose root is NaN)
-template <typename T> __device__ __forceinline__ T df_half_power(T x, double e) {
-  T root = sqrt(x);
-  T result = e == 1.5 ? x * root : (e == -0.5 ? T(1) / root : (T(1) / x) / root);
-  if (e == -0.5 && x == T(0)) return T(1) / (x * x);
-  if (isinf(x) && x < T(0)) return e > 0 ? -x : T(0);
+// values where those differ (+inf at -0.0 for -0.5; +inf or +0 at -inf, whose root is NaN); a float is
+// taken in double and rounded once, within one ulp, as the host's kernels do
+__device__ __forceinline__ double df_half_power(double x, double e) {
+  double root = sqrt(x);
+  double result = e == 1.5 ? x * root : (e == -0.5 ? 1.0 / root : (1.0 / x) / root);
+  if (e == -0.5 && x == 0.0) return 1.0 / (x * x);
+  if (isinf(x) && x < 0.0) return e > 0 ? -x : 0.0;
   return result;
 }
+__device__ __forceinline__ float df_half_power(float x, double e) { return (float)df_half_power((double)x, e); }
 
 // ---- argmax/argmin: the first extreme wins, and the first NaN wins and stays
 template <typename T> __device__ __forceinline__ bool df_arg_takes(T best, df_i64 best_index, T value, df_i64 index,
