@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 10
+#define INTERFACE_VERSION 11
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -57,6 +57,7 @@ static struct {
     PyObject *scalars;         /* direct.SCALARS: the exact types NumPy's scalar math serves */
     PyObject *writers;         /* direct.WRITES_FIRST_ARGUMENT */
     PyObject *declined;        /* direct.DECLINED */
+    PyObject *large_made;      /* direct.large_made */
     PyObject *buffer_op;       /* ops.BUFFER */
     PyObject *pending;         /* trace._pending */
     PyObject *registry_module; /* for backend, read when used */
@@ -3618,12 +3619,21 @@ static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t
         PyErr_Clear(); /* a declined argument (an error reading its shape): the general path */
     if (made == NULL)
         return NULL; /* declined, or NumPy's error */
-    if (large_result(made, handed.limit)) { /* recorded, so what reads it fuses */
-        Py_DECREF(made);
-        return NULL;
+    int large = large_result(made, handed.limit);
+    for (int i = 0; large && i < handed.count; i++) {
+        if (handed.lazies[i] != NULL) { /* a lazy array's broadcast view or tiling: recorded, so what reads it fuses */
+            Py_DECREF(made);
+            return NULL;
+        }
     }
     tallies[TALLY_DIRECT_OPS]++;
     PyObject *wrapped = as_lazy(made, &handed, 0);
+    if (wrapped != NULL && large) { /* of NumPy's arrays and numbers alone: final, its memory counted */
+        PyObject *noted = PyObject_CallOneArg(S.large_made, made);
+        if (noted == NULL)
+            Py_CLEAR(wrapped);
+        Py_XDECREF(noted);
+    }
     Py_DECREF(made);
     return wrapped;
 }
@@ -4778,6 +4788,7 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"scalars", &S.scalars, &PyFrozenSet_Type},
         {"writers", &S.writers, &PyFrozenSet_Type},
         {"declined", &S.declined, NULL},
+        {"large_made", &S.large_made, NULL},
         {"buffer_op", &S.buffer_op, NULL},
         {"pending", &S.pending, NULL},
         {"registry_module", &S.registry_module, NULL},

@@ -43,7 +43,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 10
+INTERFACE_VERSION = 11
 LAUNCH_INTERFACE_VERSION = 1
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -115,6 +115,7 @@ def _load() -> ModuleType | None:
             scalars=direct.SCALARS,
             writers=direct.WRITES_FIRST_ARGUMENT,
             declined=direct.DECLINED,
+            large_made=direct.large_made,
             buffer_op=ops.BUFFER,
             pending=trace._pending,
             registry_module=registry,

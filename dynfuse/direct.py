@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import execute, stats, trace, views
+from . import execute, pressure, stats, trace, views
 from .devices import HOST
 from .ops import Op, OpKind
 from .tiers import direct_elements
@@ -291,8 +291,10 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     would compute, by NumPy, without its general path (or what a creation function makes).
     ``DECLINED`` for a lazy array that is pending or large, another library's array or a dict among
     the arguments, ``device=`` or ``like=``, ``out=`` while any node is pending (one might read
-    it), a function that writes into an argument, and a large result (NumPy's function has no
-    other effect: the general path calls it again).
+    it), a function that writes into an argument, and a large result made from a lazy array
+    (recorded, so what reads it fuses: NumPy's function has no other effect, and the general path
+    calls it again). A large result of NumPy's arrays and numbers alone (``zeros``, ``arange``) is
+    final: making it again would double its cost.
 
     A result that is an argument's memory (``asarray``, ``atleast_1d``) or a view of it
     (``ravel``, ``split``) is that lazy array, or its view; one over an ndarray argument's memory,
@@ -314,10 +316,14 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     except _Declined:
         return DECLINED
     made = function(*call_args, **call_kwargs)
-    if _large(made, limit):  # a broadcast view, a tiled array: recorded, so what reads it fuses
-        return DECLINED
+    large = _large(made, limit)
+    if large and any(lazy is not None for _, lazy in handed):
+        return DECLINED  # a lazy array's broadcast view or tiling: recorded, so what reads it fuses
     stats.count("direct_ops")
-    return _as_lazy(made, handed)
+    wrapped = _as_lazy(made, handed)
+    if large:
+        large_made(made)
+    return wrapped
 
 
 def _writes_argument(function: Callable) -> bool:
@@ -351,6 +357,18 @@ def _large(made: Any, limit: int) -> bool:
     if type(made) in (list, tuple):
         return any(_large(item, limit) for item in made)
     return isinstance(made, np.ndarray) and made.size >= limit
+
+
+def large_made(made: Any) -> None:
+    """A large result ``numpy_call`` made of NumPy's arrays and numbers alone: its new memory counted
+    toward the pending-memory check, as a creation function's (``pressure.new_leaf``)."""
+    pressure.note_new_memory(_new_bytes(made))
+
+
+def _new_bytes(made: Any) -> int:
+    if type(made) in (list, tuple):
+        return sum(_new_bytes(item) for item in made)
+    return made.nbytes if isinstance(made, np.ndarray) and made.base is None else 0
 
 
 def _as_lazy(made: Any, handed: list[tuple[np.ndarray, Any]]) -> Any:

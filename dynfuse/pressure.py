@@ -24,9 +24,15 @@ SHRINKING = 8
 
 def new_leaf(array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
     """A buffer leaf over ``device``'s ``array`` (``exposed``: code outside dynfuse may hold its
-    memory; ``device`` None: a converted NumPy scalar, which goes with any device).
+    memory; ``device`` None: a converted NumPy scalar, which goes with any device), its memory
+    counted as new (``note_new_memory``)."""
+    node = Node.leaf(array, exposed, device)
+    note_new_memory(array.nbytes)
+    return node
 
-    Every quarter of ``DYNFUSE_PENDING_MEMORY`` made, the pending traces are looked at
+
+def note_new_memory(nbytes: int) -> None:
+    """Every quarter of ``DYNFUSE_PENDING_MEMORY`` made, the pending traces are looked at
     (``trace.pending_memory``), and materialized if what they alone keep alive has passed it. They
     are materialized at a quarter of it already when their results (the sinks) are ``SHRINKING``
     times smaller than that memory: a loop of ``f(rng.random(n)).mean(axis=1)`` then holds one draw
@@ -35,8 +41,7 @@ def new_leaf(array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
     those small results.
     """
     global _new_leaf_bytes
-    node = Node.leaf(array, exposed, device)
-    _new_leaf_bytes += array.nbytes
+    _new_leaf_bytes += nbytes
     check = config.pending_memory // 4
     if _new_leaf_bytes >= check:
         _new_leaf_bytes = 0
@@ -46,4 +51,3 @@ def new_leaf(array: Any, exposed: bool, device: Memory | None = HOST) -> Node:
             and SHRINKING * sum(sink.dtype.itemsize * views.size_of(sink.shape) for sink in sinks) <= held
         ):
             materialize(sinks)
-    return node

@@ -213,6 +213,8 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         made = direct.call(op.reference, operands, dict(params), tiers.site_records)
     elif is_lazy(out):
         made = direct.call_into(op.reference, operands, out, dict(params))
+        if made is direct.DECLINED and _made_written_memory(out):
+            made = direct.call_into(op.reference, operands, out, dict(params))
     else:
         made = direct.DECLINED
     if made is not direct.DECLINED:
@@ -743,15 +745,36 @@ def assign(target: Any, value: Node) -> None:
         np.copyto(buffer, devices.move(value.buffer, value.memory, target._node.memory))
 
 
+def _made_written_memory(target: Any) -> bool:
+    """Where a write into ``target`` must compute the memory under it anyway (a view of a pending
+    computed array: ``q = q0.copy(); q[k] -= v``), that memory, now: the operator's value is then
+    computed as on any array (directly, where small) rather than recorded over a pending one. Whether
+    it made it. An array the write may replace (``y = x.copy(); y *= 2``) stays pending, and fuses."""
+    node = target._node
+    memory = execute.viewed(node)
+    if not memory.inputs or node.memory is not HOST or can_rebind(target):
+        return False
+    with execute.lock:
+        execute.materialize([memory])
+        execute.view_now(node)
+    return True
+
+
 def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
     """Materialize what a write into ``target`` must not disturb; return the buffer to write.
     Where the target's memory exists already (a buffer, or views of one), what is written is
     computed alone: a statement repeated in a loop then replays its kernel."""
-    node = target._node
-    if node.inputs and execute.viewed(node).inputs:
-        execute.materialize([node, *also])
+    node, also = target._node, list(also)
+    memory = execute.viewed(node)
+    if memory.inputs and all(other.shape == memory.shape for other in also):
+        execute.materialize([node, *also])  # one plan: an update and the mask it is written by fuse
     else:
-        execute.materialize(list(also))
+        if memory.inputs:
+            # The target's memory first, alone (``q = q0.copy(); q[k] = q[k] - v``), by its own
+            # replay, where one plan of both would run, in Python every time, a kernel over the
+            # whole target and another over the region
+            execute.materialize([memory])
+        execute.materialize(also)
         if node.inputs and node.memory is HOST:  # views of a computed node: taken, no plan
             execute.view_now(node)
         elif node.inputs:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import accelerate, config, registry, tiers
+from dynfuse import accelerate, config, direct, pressure, registry, tiers
 from dynfuse.testing.compare import fresh
 from dynfuse.testing.programs import cases
 
@@ -367,6 +367,57 @@ def test_numpy_calls_it_cannot_take_go_the_general_way(recorder):
     out = dnp.zeros(10)
     dnp.clip(a, 0.2, 0.8, out=out)
     same(out[...], np.clip(x, 0.2, 0.8))
+
+
+def test_a_large_result_of_numpy_arrays_alone_is_made_once(recorder, monkeypatch):
+    """``zeros_like``, ``arange`` or ``full`` of a large size read no lazy array: NumPy's result is
+    final, made once (not made, dropped and made again by the general path), counted as new memory
+    toward the pending-memory check, and private to dynfuse; a view of an ndarray argument stays
+    exposed (a write through it is seen by the ndarray)."""
+    calls, noted = [], []
+    monkeypatch.setattr(pressure, "note_new_memory", noted.append)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return np.full(*args, **kwargs)
+
+    made = direct.numpy_call(counted, ((300, 100), 2.5), {})
+    assert len(calls) == 1 and noted == [300 * 100 * 8]
+    assert type(made) is dynfuse.LazyArray and not made._node.exposed
+    same(made[...], np.full((300, 100), 2.5))
+    values = np.zeros(40000)
+    view = direct.numpy_call(np.reshape, (values, (200, 200)), {})
+    assert view._node.exposed and noted == [300 * 100 * 8, 0]
+    view[1, 1] = 7.0
+    assert values[201] == 7.0
+    for created, expected in [
+        (dnp.zeros_like(values), np.zeros_like(values)),
+        (dnp.arange(50000.0), np.arange(50000.0)),
+        (dnp.zeros_like(dnp.asarray(values) * 2, dtype=np.int32), np.zeros(40000, np.int32)),
+    ]:
+        same(created[...], expected)
+
+
+def test_an_operator_on_a_view_of_a_pending_copy_runs_direct(recorder):
+    """``q = q0.copy(); q[k] -= v`` computes the copy (the write needs its memory), then the small
+    row's operator as on any array: NumPy's loop, not one plan of both. A whole-array operator on
+    a copy nothing else sees stays pending, and fuses with it."""
+    values = np.random.default_rng(3).random((40, 30, 30))
+    q0 = dnp.asarray(values)
+    for _ in range(3):  # the copy's replay, then its later runs
+        before = dynfuse.stats()
+        q = q0.copy()
+        q[1] -= 1.0
+        after = dynfuse.stats()
+        assert after["materializations"] == before["materializations"] + 1  # the copy alone
+        assert after["direct_ops"] == before["direct_ops"] + 1
+        expected = values.copy()
+        expected[1] -= 1.0
+        same(q[...], expected)
+    doubled = q0.copy()
+    doubled *= 2.0
+    assert doubled._node.inputs
+    same(doubled[...], values * 2.0)
 
 
 def test_a_numpy_call_into_out_is_direct_while_nothing_is_pending(recorder):

@@ -19,6 +19,7 @@ import numpy as np
 from .. import array as array_module
 from .. import direct, pressure, record
 from ..array import LazyArray
+from ..devices import HOST
 
 __all__ = [
     "arange",
@@ -66,11 +67,18 @@ def _placed(array: LazyArray, device: Any) -> LazyArray:
     return array if device is None else array_module.asarray(array, device=device)
 
 
+# The memory of every stand-in: each of its elements is these bytes (zero strides)
+_NO_MEMORY = bytes(64)
+
+
 def _stand_in(prototype: Any) -> Any:
     """What a ``*_like`` function reads of a lazy prototype: its shape and dtype, in no memory."""
-    if record.is_lazy(prototype):
-        return np.broadcast_to(np.zeros((), prototype.dtype), prototype.shape)
-    return prototype
+    if not record.is_lazy(prototype):
+        return prototype
+    shape, dtype = prototype.shape, prototype.dtype
+    if dtype.itemsize > len(_NO_MEMORY):
+        return np.broadcast_to(np.zeros((), dtype), shape)
+    return np.ndarray(shape, dtype, buffer=_NO_MEMORY, strides=(0,) * len(shape))
 
 
 def _creating_like(function: Callable) -> Callable:
@@ -78,12 +86,15 @@ def _creating_like(function: Callable) -> Callable:
     def create_like(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         name = _prototype_name(function) if not args and kwargs else None
         prototype = args[0] if args else kwargs.get(name) if name else None
-        if device is None and record.is_lazy(prototype):
+        if device is None and record.is_lazy(prototype) and prototype._node.memory is not HOST:
             device = prototype.device
         if args:
             args = (_stand_in(args[0]), *args[1:])
         elif name in kwargs:
             kwargs[name] = _stand_in(kwargs[name])
+        others = (args[1:], kwargs)  # the prototype is a stand-in now
+        if device is None and (others == ((), {}) or not any(map(record.is_lazy, record.flatten(others)))):
+            return _wrapped(function(*args, **kwargs))  # a host prototype's shape and dtype alone
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create_like
