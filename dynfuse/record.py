@@ -795,6 +795,12 @@ def setitem(target: Any, index: Any, value: Any) -> None:
         value = host_value(value._node)[()]
     if direct.setitem(target, index, value):
         return
+    if (
+        type(index) is LazyArray
+        and target.size >= direct.direct_elements()
+        and _masked_fill(target, index, value)
+    ):
+        return
     memory = target._node.memory
     if type(value) is LazyArray and memory is HOST and views.index_key(index) is not None:
         # The common case (``b[1:-1, 1:-1] = expression``), without looking for lazy arrays inside
@@ -818,6 +824,39 @@ def setitem(target: Any, index: Any, value: Any) -> None:
             buffer[_concrete(index)] = _concrete(value)
         else:
             buffer[_on_device(_concrete(index), memory)] = _on_device(_concrete(value), memory)
+
+
+def _masked_fill(target: Any, mask: LazyArray, value: Any) -> bool:
+    """``target[mask] = value`` for a boolean mask of the target's shape and one value: the
+    elementwise ``where(mask, value, target)``, written as any value is (recorded, and fused with
+    what computes the target and the mask where no alias can see the target: ``x[x < 0] = 0`` in
+    a loop stays lazy). The value is converted as NumPy's assignment converts it, with its errors
+    and warnings, here (``np.array(value, target.dtype)``); a lazy value of another dtype or of
+    more than one element, or another library's, is left to NumPy's assignment, as is a small
+    target (``setitem``), whose statements in a loop would be recorded for less than NumPy's
+    assignment costs. Whether it wrote."""
+    if (
+        mask.dtype != np.bool_
+        or mask.shape != target.shape
+        or mask._node.device not in (None, target._node.memory)
+    ):
+        return False
+    if is_lazy(value):
+        if (
+            value.shape != ()
+            or value.dtype != target.dtype
+            or value._node.device not in (None, target._node.memory)
+        ):
+            return False
+        fill = value
+    elif type(value) in (bool, int, float, complex) or isinstance(value, (np.generic, np.ndarray)):
+        if isinstance(value, np.ndarray) and value.size != 1:
+            return False
+        fill = np.array(value, dtype=target.dtype).reshape(())[()]  # a NumPy scalar: any device's
+    else:
+        return False
+    assign(target, as_node(elementwise(ops.ELEMENTWISE["where"], (mask, fill, target))))
+    return True
 
 
 # A value whose trace reads the region's memory costs about as much again to check (its trace

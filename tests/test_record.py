@@ -369,3 +369,80 @@ def test_a_scalars_ellipsis_view_is_an_array_as_numpys(recorder, size):
     for got, wanted in [(every[...] ** 2, host.all()[...] ** 2), (every.T**2, host.all().T ** 2)]:
         assert np.asarray(got).dtype == np.asarray(wanted).dtype
         assert getattr(got, "_scalar", True) == isinstance(wanted, np.generic)
+
+
+# ---- a write through a boolean mask of the target's shape ---------------------------------------
+
+MASK_VALUES = [0, -1, 300, 2.5, -3.7, float("nan"), float("inf"), 1 + 2j, True]
+MASK_VALUES += [np.float64("nan"), np.int64(-7), np.float32(1e10), np.array(4.0), np.array([7.0])]
+MASK_DTYPES = ["bool", "int8", "uint8", "int64", "float16", "float32", "float64", "complex64"]
+
+
+def _masked_write(module, dtype, value):
+    """``x[x > 0.5] = value`` on a computed array, as a program writes it: the result or NumPy's error,
+    and the warnings it gave."""
+    x = module.asarray(np.linspace(-2, 3, 150 * 150).reshape(150, 150)) * 1.0
+    x = x.astype(dtype)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            x[x > 0.5] = value
+            result = np.asarray(x)
+        except Exception as error:  # NumPy's conversion errors: the same type at the same line
+            return type(error).__name__, ()
+    return result, tuple(sorted(str(w.category.__name__) for w in caught))
+
+
+@pytest.mark.parametrize("dtype", MASK_DTYPES)
+@pytest.mark.parametrize("value", MASK_VALUES, ids=repr)
+def test_a_masked_write_of_one_value_converts_it_as_numpy_does(dtype, value):
+    """``x[mask] = value`` is ``where(mask, value, x)`` with the value converted as NumPy's assignment
+    converts it: its result, its errors (a Python int out of range, NaN into integers) and its
+    warnings (a cast out of range), bit for bit."""
+    actual, expected = _masked_write(dynfuse, dtype, value), _masked_write(np, dtype, value)
+    if isinstance(expected[0], str):
+        assert actual == expected
+    else:
+        assert actual[1] == expected[1]
+        np.testing.assert_array_equal(actual[0], expected[0], strict=True)
+
+
+def test_masked_writes_in_a_loop_stay_lazy_and_fuse():
+    """A clipped update with ``x[x < -0.9] = 0.0`` each step, on an array nothing else sees: no step
+    materializes, and the fused result is NumPy's."""
+    rng = np.random.default_rng(4)
+    x0, gradient = rng.standard_normal((150, 150)), rng.random((150, 150))
+    x, expected = dynfuse.asarray(x0) * 1.0, x0.copy()
+    before = dynfuse.stats()["materializations"]
+    for _ in range(5):
+        for array in (x, expected):
+            array -= 0.1 * gradient * (array - 0.5)
+            array[array < -0.9] = 0.0
+    assert dynfuse.stats()["materializations"] == before and x._node.inputs
+    assert_same(x, expected)
+
+
+def test_a_masked_write_is_seen_through_views_and_not_by_what_was_computed_before():
+    values = np.linspace(-1, 1, 200 * 100).reshape(200, 100)
+    x = dynfuse.asarray(values.copy())
+    column, before = x[:, 3], x * 2
+    x[x < 0] = 7.0
+    expected = values.copy()
+    expected[expected < 0] = 7.0
+    assert_same(column, expected[:, 3])
+    assert_same(before, values * 2)
+    assert_same(x, expected)
+
+
+def test_masked_writes_that_are_not_one_value_of_the_target_shape_are_numpys():
+    """A mask of leading axes only, a value per selected element, a lazy value of another dtype."""
+    values = np.arange(24.0).reshape(4, 6)
+    for mask_of, value in [
+        (lambda a: a[:, 0] > 5, -1.0),
+        (lambda a: a > 10, np.arange(13.0)),
+        (lambda a: a > 10, dynfuse.asarray(np.float32(2.5))),
+    ]:
+        x, expected = dynfuse.asarray(values.copy()), values.copy()
+        x[mask_of(x)] = value
+        expected[mask_of(expected)] = np.asarray(value)
+        assert_same(x, expected)
