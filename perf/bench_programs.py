@@ -14,8 +14,8 @@ same code; its arrays are made by that namespace's creation functions, as ``dynf
 script's. Each runs at a small size (grids about 100², or 30³) and a medium size (about 400², or
 60³). Its dynfuse result is first checked against NumPy's (float64 to 1e-10 relative, integers
 exactly): a mismatch or an error is reported FAIL and not timed. Then:
-- steady state: both warmed up (dynfuse's kernels compiled, tiers settled), timed in interleaved
-  rounds, medians;
+- steady state: each namespace in a process of its own (``timing.measure_in_processes``), warmed
+  up (dynfuse's kernels compiled, tiers settled), timed in interleaved rounds, medians;
 - first run (medium size): one call in a fresh process with an empty kernel cache, compiling
   included, against NumPy's first call in that process.
 The Jacobi statement is also timed alone, per statement, at 150², 350² and 1000².
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy
 from bench_overhead import check, cpu_model, materialize
-from timing import Timing, loops_for, measure_per_call, one_call, write_results_section
+from timing import Timing, measure_in_processes, one_call, serve, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -445,16 +445,32 @@ def measure(program: Program, repeats: int) -> Row:
         return Row(
             program, {}, {}, failure=f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}"
         )
-    runs = {name: call(program, namespace) for name, namespace in NAMESPACES.items()}
-    for run in runs.values():
-        run()
-        run()
-    loops = loops_for(runs.values(), SAMPLE_SECONDS)
+    timings, reports = measure_in_processes(_serving(program.label), repeats, SAMPLE_SECONDS)
+    return Row(program, timings, reports["dynfuse"])
+
+
+def _serving(label: str) -> dict[str, list[str]]:
+    """The commands of the processes that time ``label`` (``_serve_here``), one per namespace."""
+    return {name: [sys.executable, __file__, "--serve", name, label] for name in NAMESPACES}
+
+
+def _serve_here(name: str, label: str) -> None:
+    """Time ``label`` (a program's, or ``jacobi N``) in namespace ``name``, warmed up by two calls, for
+    ``measure_in_processes``; dynfuse's counters per timed call are its report."""
+    namespace = NAMESPACES[name]
+    if label.startswith("jacobi "):
+        run = jacobi_sweep(namespace, int(label.split()[1]))
+    else:
+        run = call(next(program for program in programs() if program.label == label), namespace)
+    run()
+    run()
     before = counters()
-    timings = measure_per_call(runs, loops, repeats)
-    after = counters()
-    calls = repeats * loops
-    return Row(program, timings, {key: (after[key] - before[key]) / calls for key in after})
+
+    def report(calls: int) -> dict[str, float]:
+        after = counters()
+        return {key: (after[key] - before[key]) / max(calls, 1) for key in after}
+
+    serve(run, report)
 
 
 def first_run(program: Program) -> dict[str, float]:
@@ -472,32 +488,28 @@ def _first_run_here(label: str) -> None:
     print(json.dumps(seconds))
 
 
+# The Jacobi statement is timed in sweeps of this many statements, the last grid read at the end
+JACOBI_STATEMENTS = 20
+
+
+def jacobi_sweep(np, n: int) -> Callable[[], None]:
+    """Sweeps of ``JACOBI_STATEMENTS`` Jacobi statements ping-ponging between two n x n grids."""
+    A = smooth_grid(np, n, n)
+    B = A.copy()
+
+    def run() -> None:
+        for _ in range(JACOBI_STATEMENTS // 2):
+            B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+            A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+        materialize(A)
+
+    return run
+
+
 def jacobi_statements(n: int, repeats: int) -> dict[str, Timing]:
-    """The Jacobi statement, per statement: sweeps of ``STATEMENTS`` ping-ponging between two grids,
-    the last grid read at the end of each sweep."""
-    statements = 20
-
-    def sweep(np, A, B) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(statements // 2):
-                B[1:-1, 1:-1] = 0.2 * (
-                    A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1]
-                )
-                A[1:-1, 1:-1] = 0.2 * (
-                    B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1]
-                )
-            materialize(A)
-
-        return run
-
-    runs = {}
-    for name, np in NAMESPACES.items():
-        grid = smooth_grid(np, n, n)
-        runs[name] = sweep(np, grid, grid.copy())
-        runs[name]()
-        runs[name]()
-    timings = measure_per_call(runs, loops_for(runs.values(), SAMPLE_SECONDS), repeats)
-    return {name: timing.scaled(1 / statements) for name, timing in timings.items()}
+    """The Jacobi statement, per statement."""
+    timings, _ = measure_in_processes(_serving(f"jacobi {n}"), repeats, SAMPLE_SECONDS)
+    return {name: timing.scaled(1 / JACOBI_STATEMENTS) for name, timing in timings.items()}
 
 
 # ---- reporting -----------------------------------------------------------------------------------
@@ -568,11 +580,12 @@ def section(rows: list[Row], jacobi: dict[int, dict[str, Timing]], command: str,
             f"`{command}` ({seconds:.0f} s): {cpu_model()}, {os.cpu_count()} cores; "
             f"Python {platform.python_version()}, NumPy {numpy.__version__}, dynfuse {dynfuse.__version__}.",
             "Both namespaces run the same code, and every dynfuse result was checked against NumPy's first",
-            "(FAIL: it differed, or raised). Steady state: medians of interleaved rounds after two warm-up",
-            "calls. First run: one call in a fresh process with an empty kernel cache (compiling included)",
-            "against NumPy's first call there. Speed is NumPy's time over dynfuse's: above 1, dynfuse is",
-            "faster. Counters are `dynfuse.stats()` deltas per timed call. The machine is shared: read",
-            "ratios, not times.",
+            "(FAIL: it differed, or raised). Steady state: each namespace in a process of its own, as a",
+            "script runs (what else ran in a process changes where NumPy's temporaries come from), warmed",
+            "up by two calls; medians of interleaved rounds. First run: one call in a fresh process with",
+            "an empty kernel cache (compiling included) against NumPy's first call there. Speed is NumPy's",
+            "time over dynfuse's: above 1, dynfuse is faster. Counters are `dynfuse.stats()` deltas per",
+            "timed call. The machine is shared: read ratios, not times.",
             "",
             table(rows),
             "",
@@ -590,9 +603,13 @@ def main() -> None:
     parser.add_argument("--only", help="run the programs whose name contains this text; write nothing")
     parser.add_argument("--print-only", action="store_true", help="print the table, write nothing")
     parser.add_argument("--first-run", help=argparse.SUPPRESS)  # the child process of a first run
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)  # a timed process: namespace, label
     arguments = parser.parse_args()
     if arguments.first_run:
         _first_run_here(arguments.first_run)
+        return
+    if arguments.serve:
+        _serve_here(*arguments.serve)
         return
     repeats = arguments.repeats or (3 if arguments.quick else 7)
     started = time.perf_counter()

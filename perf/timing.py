@@ -4,8 +4,12 @@ A median says what a run costs; the interquartile range says how far to trust it
 noisy machine.
 """
 
+import json
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +80,69 @@ def measure_per_call(functions: dict, loops: int, repeats: int) -> dict:
     samples make ``loops`` calls (``measure_interleaved``)."""
     samples = measure_interleaved({name: (looped(f, loops), None) for name, f in functions.items()}, repeats)
     return {name: timing.scaled(1 / loops) for name, timing in samples.items()}
+
+
+def measure_in_processes(commands: dict, repeats: int, sample_seconds: float) -> tuple[dict, dict]:
+    """Each contender (``name: command``, a process whose code calls ``serve``) timed per call in a
+    process of its own, in interleaved rounds (``measure_interleaved``) whose samples make as many
+    calls as the quickest contender's call takes to last ``sample_seconds``; with what each reported
+    at the end (``serve``'s ``report``). A process's allocator remembers what ran in it: glibc's
+    malloc raises its mmap threshold as large blocks are freed, so whether NumPy's temporaries come
+    from reused memory or from fresh pages, faulted in one by one, depends on what else the process
+    did (a NumPy program took 3.9 ms a call beside dynfuse in one process, 35 ms in its own). A
+    script runs in its own process, so each contender does."""
+    workers = {
+        name: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name, command in commands.items()
+    }
+    try:
+        first = {name: float(_answer(worker)) for name, worker in workers.items()}
+        loops = max(1, int(sample_seconds / max(min(first.values()), 1e-7)))
+        samples: dict = {name: [] for name in workers}
+        for _ in range(repeats):
+            for name, worker in workers.items():
+                samples[name].append(float(_ask(worker, str(loops))) / loops)
+        reports = {name: json.loads(_ask(worker, "")) for name, worker in workers.items()}
+    finally:
+        for worker in workers.values():  # each ends at the end of its input, or is ended
+            worker.stdin.close()
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+    return {name: summarize(times) for name, times in samples.items()}, reports
+
+
+def _ask(worker: subprocess.Popen, line: str) -> str:
+    worker.stdin.write(line + "\n")
+    worker.stdin.flush()
+    return _answer(worker)
+
+
+def _answer(worker: subprocess.Popen) -> str:
+    answer = worker.stdout.readline()
+    if not answer:
+        raise RuntimeError(f"a timed process ended early: {' '.join(worker.args)}")
+    return answer
+
+
+def serve(function: Callable[[], object], report: Callable[[int], dict]) -> None:
+    """A contender's side of ``measure_in_processes``, after its warm-up: writes the seconds of one
+    call of ``function``; then, for each line it reads, calls it that many times and writes the
+    seconds they took; on an empty line writes ``report(calls)`` (the timed calls' count) as JSON."""
+    print(one_call(function), flush=True)
+    calls = 0
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        loops = int(line)
+        started = time.perf_counter()
+        for _ in range(loops):
+            function()
+        print(time.perf_counter() - started, flush=True)
+        calls += loops
+    print(json.dumps(report(calls)), flush=True)
 
 
 def summarize(samples: list[float]) -> Timing:
