@@ -2886,7 +2886,78 @@ static PyObject *reduce_now(PyObject *op, PyObject *self, PyObject *const *args,
     return made == NULL ? NULL : direct_result(made);
 }
 
-/* x[index] = value into a computed host array while nothing is pending: NumPy's assignment
+/* The bytes an array's elements span, [*low, *high): 0 for an array of no elements. */
+static int byte_span(PyArrayObject *array, char **low, char **high)
+{
+    if (PyArray_SIZE(array) == 0)
+        return 0;
+    char *start = PyArray_BYTES(array), *end = start + PyArray_ITEMSIZE(array);
+    for (int axis = 0; axis < PyArray_NDIM(array); axis++) {
+        Py_ssize_t reach = PyArray_STRIDE(array, axis) * (PyArray_DIM(array, axis) - 1);
+        if (reach < 0)
+            start += reach;
+        else
+            end += reach;
+    }
+    *low = start;
+    *high = end;
+    return 1;
+}
+
+/* Whether a pending node of any thread reads a host leaf whose memory may overlap ``buffer``'s (the
+   bounds test of np.may_share_memory, as trace.pending_readers asks it): 1, 0, or -1 where that is
+   not told here (a leaf that is no NumPy array), no error set. This thread's list is swept first. */
+static int pending_reads(PyArrayObject *buffer)
+{
+    char *low, *high, *other_low, *other_high;
+    if (!byte_span(buffer, &low, &high))
+        return 0;
+    if (R.refs != NULL && R.thread == PyThreadState_GetID(PyThreadState_Get())
+        && compact_refs(R.refs, refers_to_pending) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyObject *recordings = SLOT(S.pending, S.recordings_offset);
+    if (recordings == NULL || !PyList_CheckExact(recordings))
+        return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recordings); i++) {
+        PyObject *recording = PyList_GET_ITEM(recordings, i);
+        PyObject *refs = Py_TYPE(recording) == S.recording_type ? SLOT(recording, S.refs_offset) : NULL;
+        if (refs == NULL || !PyList_CheckExact(refs))
+            return -1;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(refs); j++) {
+            PyObject *node = pending_referent(PyList_GET_ITEM(refs, j));
+            if (node == NULL)
+                continue;
+            PyObject *inputs = NODE_SLOT(node, INPUTS);
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(inputs); k++) {
+                PyObject *source = PyTuple_GET_ITEM(inputs, k);
+                if (NODE_SLOT(source, OP) != S.buffer_op)
+                    continue;
+                PyObject *device = NODE_SLOT(source, DEVICE), *leaf = NODE_SLOT(source, BUFFER);
+                if (device != S.host && device != Py_None)
+                    continue; /* another memory's */
+                if (leaf == NULL || !PyArray_Check(leaf))
+                    return -1;
+                if (byte_span((PyArrayObject *)leaf, &other_low, &other_high) && other_low < high && low < other_high)
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* trace.reads_nothing(memory): whether no pending node reads a host leaf sharing memory with the
+   host array ``memory`` (pending_reads); for another kind of array, nothing_pending_swept. */
+static PyObject *reads_nothing(PyObject *module, PyObject *memory)
+{
+    BIND_CHECK();
+    if (!PyArray_Check(memory))
+        return nothing_pending_swept(module, NULL);
+    return PyBool_FromLong(nothing_pending() || pending_reads((PyArrayObject *)memory) == 0);
+}
+
+/* x[index] = value into a computed host array that no pending node reads: NumPy's assignment
    (direct.setitem), through a plain index or a computed lazy array (a mask, an index array). 1
    written, 0 where it does not apply, -1 with NumPy's error. */
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
@@ -2907,9 +2978,9 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return limit == 0 ? 0 : -1;
-    if (!nothing_pending())
-        return 0;
     PyArrayObject *buffer = (PyArrayObject *)NODE_SLOT(node, BUFFER);
+    if (!nothing_pending() && pending_reads(buffer) != 0)
+        return 0; /* what reads the buffer is computed first: record.setitem */
     char *element = PyArray_ISWRITEABLE(buffer) && PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1
                         ? element_address(buffer, index)
                         : NULL;
@@ -4952,6 +5023,7 @@ static PyMethodDef methods[] = {
     {"set_site_trials", (PyCFunction)(void (*)(void))set_site_trials, METH_FASTCALL,
      "tiers.set_site_trials(first, most): when sites try recording; 0 turns them off."},
     {"nothing_pending_swept", nothing_pending_swept, METH_NOARGS, "trace.nothing_pending_swept in C."},
+    {"reads_nothing", reads_nothing, METH_O, "trace.reads_nothing in C."},
     {"replay_now", (PyCFunction)(void (*)(void))replay_now, METH_FASTCALL,
      "execute.materialize's common case in C: a node computed by the launch its structure kept."},
     {"pending_run", pending_run, METH_NOARGS, "trace.pending_run: this thread's pending nodes as a loop's run."},

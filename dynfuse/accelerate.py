@@ -53,6 +53,7 @@ _REFERENCE: dict[tuple[Any, str], Any] = {
     (trace, "replay_key"): trace.replay_key,
     (trace, "held_ancestors"): trace.held_ancestors,
     (trace, "nothing_pending_swept"): trace.nothing_pending_swept,
+    (trace, "reads_nothing"): trace.reads_nothing,
     (trace, "pending_run"): trace.pending_run,
     (replay, "launch_replay"): replay.launch_replay,
     (replay, "replay_now"): replay.replay_now,

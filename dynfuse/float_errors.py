@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -126,18 +126,13 @@ def _distinct_modes(states: Iterable[Any]) -> Iterator[dict[str, str]]:
 _ENCOUNTERED = ("divide by zero", "overflow", "underflow", "invalid value")
 
 
-def may_interrupt(ops: Iterable[tuple[Any, str]]) -> bool:
-    """Whether a flag a kernel reports could stop the program for any of ``ops`` (each its recorded
-    state, None for the one in force, and its ufunc's name): an error raised, a handler called or
-    logged to, or a warning that a filter makes an error (one whose message could be NumPy's for
-    one of them). Then nothing may be written before the kernel's flags are heeded, as NumPy
-    raises before it assigns."""
-    states: dict[int, Any] = {}
-    names: set[str] = set()
-    for state, name in ops:
-        states[id(state)] = state
-        names.add(name)
-    if any(_stops(state) for state in states.values()):
+def may_interrupt(states: Iterable[Any], names: Callable[[], Iterable[str]]) -> bool:
+    """Whether a flag a kernel reports could stop the program for any of its ops (``states``: each
+    op's recorded state, None for the one in force; ``names()``: their ufuncs' names, asked for only
+    where a filter makes a warning an error): an error raised, a handler called or logged to, or a
+    warning that a filter makes an error (one whose message could be NumPy's for one of them). Then
+    nothing may be written before the kernel's flags are heeded, as NumPy raises before it assigns."""
+    if any(_stops(state) for state in {id(state): state for state in states}.values()):
         return True
     errors = [
         message
@@ -146,7 +141,7 @@ def may_interrupt(ops: Iterable[tuple[Any, str]]) -> bool:
     ]
     if not errors:
         return False
-    texts = [f"{what} encountered in {name}" for what in _ENCOUNTERED for name in names]
+    texts = [f"{what} encountered in {name}" for what in _ENCOUNTERED for name in set(names())]
     return any(message is None or any(message.match(text) for text in texts) for message in errors)
 
 

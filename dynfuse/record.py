@@ -888,7 +888,10 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         or node.op.kind is OpKind.VIEW
         or node.dtype != target.dtype
         or node.key is None
-        or float_errors.may_interrupt((member.errstate, member.op.name) for member in (node, *node.ancestors))
+        or float_errors.may_interrupt(
+            [node.errstate, *(member.errstate for member in node.ancestors)],
+            lambda: [member.op.name for member in (node, *node.ancestors)],
+        )
     ):
         return False
     # The target's memory: its buffer, or a pending view's NumPy view of the buffer under it, made

@@ -391,10 +391,17 @@ def nothing_pending_swept() -> bool:
     return _pending.empty()
 
 
+def reads_nothing(memory: Any) -> bool:
+    """Whether no pending node reads a host leaf sharing memory with ``memory``, a host array, as
+    ``pending_readers`` asks (this thread's list swept first): in C, the whole search, without
+    the list of readers; here, whether nothing is pending at all."""
+    return nothing_pending_swept()
+
+
 def pending_readers(memory: Any, device: Memory = HOST) -> list[Node]:
     """Unmaterialized nodes that read a buffer sharing memory with ``memory``, an array of ``device``.
     Each leaf is asked once: many pending nodes read the same few arrays."""
-    if nothing_pending_swept():
+    if reads_nothing(memory) if device is HOST else nothing_pending_swept():
         return []
     known = _unread.get(id(memory))
     if known is not None and known[0]() is memory and known[1] is device and _unchanged(known[2]):

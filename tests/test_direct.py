@@ -1257,3 +1257,22 @@ def test_a_product_of_two_vectors_is_numpys_bit_for_bit_with_its_warnings(
     negative = min(steps) < 0  # np.dot copies such a vector before BLAS's dot, which then walks it otherwise
     if not expected[1] and accelerate.in_use() and not (negative and product != "a @ b"):
         assert dynfuse.stats()["direct_loops"] == before + 1  # NumPy's own loop, called directly
+
+
+def test_a_write_is_numpys_at_once_while_what_is_pending_reads_other_memory(recorder):
+    """A small write while large work is pending: NumPy's assignment at once where no pending node
+    reads the written array; a pending node that reads it is computed first, with the values from
+    before the write."""
+    grid, other = np.zeros((30, 30)), np.zeros((30, 30))
+    lazy_grid, lazy_other = dnp.asarray(grid.copy()), dnp.asarray(other.copy())
+    big = dnp.asarray(np.ones(30000)) * 2.0  # large: recorded, pending
+    reading = big[:900].reshape(30, 30) + lazy_grid  # pending, reads the grid
+    lazy_other[0, :] = 5.0
+    assert big._node.inputs and reading._node.inputs  # nothing computed for a write elsewhere
+    lazy_grid[1, :] = 7.0
+    assert not reading._node.inputs  # computed before the write
+    other[0, :] = 5.0
+    grid[1, :] = 7.0
+    same(lazy_other[...], other)
+    same(lazy_grid[...], grid)
+    same(reading[...], np.full((30, 30), 2.0))

@@ -387,3 +387,25 @@ def test_a_long_chain_of_nodes_is_dropped_without_exhausting_the_stack():
         node = apply(NEGATIVE, node)
     del node  # each node holds the one below through its inputs
     gc.collect()
+
+
+def test_reads_nothing_is_true_only_where_no_pending_node_reads_the_memory(recorder):
+    """``reads_nothing`` answers a write's search at once: never True where a pending node reads
+    memory overlapping the array's (through a view, reversed too); in C, True wherever none does."""
+    values, other = np.arange(10.0), np.arange(10.0)
+    reader = dynfuse.asarray(values[2:5]) * 2
+    held = dynfuse.asarray(other) + 1
+    searched_in_c = not hasattr(trace.reads_nothing, "__code__")
+    for memory, read in [
+        (values, True),
+        (values[4:], True),
+        (values[::-1], True),
+        (other, True),
+        (values[5:], False),
+        (np.arange(3.0), False),
+    ]:
+        assert bool(trace.pending_readers(memory)) == read
+        assert not (trace.reads_nothing(memory) and read)
+        if searched_in_c:
+            assert trace.reads_nothing(memory) == (not read)
+    assert reader._node.inputs and held._node.inputs
