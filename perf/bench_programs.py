@@ -454,16 +454,32 @@ def _serving(label: str) -> dict[str, list[str]]:
     return {name: [sys.executable, __file__, "--serve", name, label] for name in NAMESPACES}
 
 
+# A timed process warms up for this many calls and this long at least, then until a call compiles
+# nothing and does what the call before it did (its tiers settled: a fresh process's first kernels
+# wait until interpreting has cost what starting LLVM would), for this long at most
+WARM_UP_CALLS, WARM_UP_SECONDS, WARM_UP_LIMIT = 3, 0.5, 20.0
+SETTLING = ("kernels_compiled", "kernels_launched", "interpreted_ops", "replays", "direct_ops")
+
+
 def _serve_here(name: str, label: str) -> None:
-    """Time ``label`` (a program's, or ``jacobi N``) in namespace ``name``, warmed up by two calls, for
+    """Time ``label`` (a program's, or ``jacobi N``) in namespace ``name``, warmed up, for
     ``measure_in_processes``; dynfuse's counters per timed call are its report."""
     namespace = NAMESPACES[name]
     if label.startswith("jacobi "):
         run = jacobi_sweep(namespace, int(label.split()[1]))
     else:
         run = call(next(program for program in programs() if program.label == label), namespace)
-    run()
-    run()
+    started, calls, last = time.perf_counter(), 0, None
+    while True:
+        before = dynfuse.stats()
+        run()
+        after = dynfuse.stats()
+        done = {key: after[key] - before[key] for key in SETTLING}
+        calls, elapsed = calls + 1, time.perf_counter() - started
+        settled = done == last and not done["kernels_compiled"]
+        if (calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled) or elapsed > WARM_UP_LIMIT:
+            break
+        last = done
     before = counters()
 
     def report(calls: int) -> dict[str, float]:
@@ -582,10 +598,10 @@ def section(rows: list[Row], jacobi: dict[int, dict[str, Timing]], command: str,
             "Both namespaces run the same code, and every dynfuse result was checked against NumPy's first",
             "(FAIL: it differed, or raised). Steady state: each namespace in a process of its own, as a",
             "script runs (what else ran in a process changes where NumPy's temporaries come from), warmed",
-            "up by two calls; medians of interleaved rounds. First run: one call in a fresh process with",
-            "an empty kernel cache (compiling included) against NumPy's first call there. Speed is NumPy's",
-            "time over dynfuse's: above 1, dynfuse is faster. Counters are `dynfuse.stats()` deltas per",
-            "timed call. The machine is shared: read ratios, not times.",
+            "up until its tiers settle; medians of interleaved rounds. First run: one call in a",
+            "fresh process with an empty kernel cache (compiling included) against NumPy's first call",
+            "there. Speed is NumPy's time over dynfuse's: above 1, dynfuse is faster. Counters are",
+            "`dynfuse.stats()` deltas per timed call. The machine is shared: read ratios, not times.",
             "",
             table(rows),
             "",
