@@ -9,6 +9,7 @@ before; which path an op takes depends only on the program.
 import contextlib
 import functools
 import itertools
+import threading
 import warnings
 
 import numpy as np
@@ -1276,3 +1277,25 @@ def test_a_write_is_numpys_at_once_while_what_is_pending_reads_other_memory(reco
     same(lazy_other[...], other)
     same(lazy_grid[...], grid)
     same(reading[...], np.full((30, 30), 2.0))
+
+
+def test_a_write_computes_first_what_another_thread_left_pending_reading_it(recorder):
+    """The search for pending readers before a write covers every thread's recordings, an ended
+    thread's too: its pending value keeps the values from before the write."""
+    lazy_grid = dnp.asarray(np.zeros((30, 30)))
+    recorded = []
+
+    def record() -> None:
+        big = dnp.asarray(np.ones(30000)) * 2.0  # large: recorded, pending
+        recorded.append(big[:900].reshape(30, 30) + lazy_grid)
+
+    thread = threading.Thread(target=record)
+    thread.start()
+    thread.join()
+    assert recorded[0]._node.inputs
+    lazy_grid[1, :] = 7.0
+    assert not recorded[0]._node.inputs
+    same(recorded[0][...], np.full((30, 30), 2.0))
+    expected = np.zeros((30, 30))
+    expected[1, :] = 7.0
+    same(lazy_grid[...], expected)
