@@ -2947,14 +2947,21 @@ static int pending_reads(PyArrayObject *buffer)
     return 0;
 }
 
-/* trace.reads_nothing(memory): whether no pending node reads a host leaf sharing memory with the
-   host array ``memory`` (pending_reads); for another kind of array, nothing_pending_swept. */
+/* Whether no pending node reads memory ``buffer`` may share: nothing pending, or pending_reads
+   finds none (where it cannot tell, one may). */
+static int unread(PyArrayObject *buffer)
+{
+    return nothing_pending() || pending_reads(buffer) == 0;
+}
+
+/* trace.reads_nothing(memory): unread, for the host array ``memory``; for another kind of array,
+   nothing_pending_swept. */
 static PyObject *reads_nothing(PyObject *module, PyObject *memory)
 {
     BIND_CHECK();
     if (!PyArray_Check(memory))
         return nothing_pending_swept(module, NULL);
-    return PyBool_FromLong(nothing_pending() || pending_reads((PyArrayObject *)memory) == 0);
+    return PyBool_FromLong(unread((PyArrayObject *)memory));
 }
 
 /* x[index] = value into a computed host array that no pending node reads: NumPy's assignment
@@ -2979,7 +2986,7 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     if (limit <= 0)
         return limit == 0 ? 0 : -1;
     PyArrayObject *buffer = (PyArrayObject *)NODE_SLOT(node, BUFFER);
-    if (!nothing_pending() && pending_reads(buffer) != 0)
+    if (!unread(buffer))
         return 0; /* what reads the buffer is computed first: record.setitem */
     char *element = PyArray_ISWRITEABLE(buffer) && PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1
                         ? element_address(buffer, index)

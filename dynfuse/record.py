@@ -751,12 +751,10 @@ def _made_written_memory(target: Any) -> bool:
     computed as on any array (directly, where small) rather than recorded over a pending one. Whether
     it made it. An array the write may replace (``y = x.copy(); y *= 2``) stays pending, and fuses."""
     node = target._node
-    memory = execute.viewed(node)
-    if not memory.inputs or node.memory is not HOST or can_rebind(target):
+    if not execute.viewed(node).inputs or node.memory is not HOST or can_rebind(target):
         return False
     with execute.lock:
-        execute.materialize([memory])
-        execute.view_now(node)
+        prepare_write(target)
     return True
 
 
@@ -766,13 +764,13 @@ def prepare_write(target: Any, also: Iterable[Node] = ()) -> Any:
     computed alone: a statement repeated in a loop then replays its kernel."""
     node, also = target._node, list(also)
     memory = execute.viewed(node)
-    if memory.inputs and all(other.shape == memory.shape for other in also):
+    if memory.inputs and also and all(other.shape == memory.shape for other in also):
         execute.materialize([node, *also])  # one plan: an update and the mask it is written by fuse
     else:
         if memory.inputs:
-            # The target's memory first, alone (``q = q0.copy(); q[k] = q[k] - v``), by its own
-            # replay, where one plan of both would run, in Python every time, a kernel over the
-            # whole target and another over the region
+            # The target's memory first, alone, by its own replay, then a view of it taken: one plan
+            # of the view and its memory, or of a value of another shape with them (``q = q0.copy();
+            # q[k] = q[k] - v``), would run in Python every time
             execute.materialize([memory])
         execute.materialize(also)
         if node.inputs and node.memory is HOST:  # views of a computed node: taken, no plan

@@ -45,11 +45,16 @@ def _creating(function: Callable) -> Callable:
     @functools.wraps(function)
     def create(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         kwargs.pop("like", None)  # what ``like=`` asks for is an array of its kind: a lazy one here
-        if device is None and not any(map(record.is_lazy, record.flatten((args, kwargs)))):
+        if device is None and _plain(args, kwargs):
             return _wrapped(function(*args, **kwargs))  # sizes, values, a dtype (small: direct.numpy_call)
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
     return create
+
+
+def _plain(*values: Any) -> bool:
+    """Whether no lazy array is among ``values``, in lists, tuples and dicts too."""
+    return not any(values) or not any(map(record.is_lazy, record.flatten(values)))
 
 
 def _wrapped(made: Any) -> Any:
@@ -92,8 +97,7 @@ def _creating_like(function: Callable) -> Callable:
             args = (_stand_in(args[0]), *args[1:])
         elif name in kwargs:
             kwargs[name] = _stand_in(kwargs[name])
-        others = (args[1:], kwargs)  # the prototype is a stand-in now
-        if device is None and (others == ((), {}) or not any(map(record.is_lazy, record.flatten(others)))):
+        if device is None and _plain(args[1:], kwargs):  # the prototype is a stand-in now
             return _wrapped(function(*args, **kwargs))  # a host prototype's shape and dtype alone
         return _placed(record.call_numpy(function, args, kwargs, fresh=True), device)
 
