@@ -9,13 +9,13 @@ loop and the machine's copy bandwidth, measured in the same run) and the import.
 
 Every program is written once, as a function of the namespace it gets (NumPy or ``dynfuse.numpy``),
 so both run the same code. Its dynfuse result is first checked against NumPy's (float64 to 1e-10
-relative, integers exactly): a mismatch or an error is reported FAIL and not timed. Then both are
-warmed up, so dynfuse's kernels are compiled and its tiers decided as the program's steady state
-(dynfuse's calls repeated for ``WARM_UP_SECONDS``: a loop's sites try recording after runs they
-count, and its kernels compile once interpreted runs have paid for them), and timed in interleaved
-rounds (``measure_interleaved``): medians, with the dynfuse counters
-(``dynfuse.stats()`` deltas over the timed calls) that explain each row. The machine is shared: read
-the ratios, not the times.
+relative, integers exactly): a mismatch or an error is reported FAIL and not timed. Then each
+contender (the namespaces; for a streaming chain also the copy and the Numba loop) runs in a process
+of its own, as a script does (``timing.measure_in_processes``: a process's allocator remembers what
+else ran in it), warmed up until dynfuse's tiers settle (``timing.warm_up``: a loop's sites try
+recording after runs they count, and its kernels compile once interpreted runs have paid for them),
+and timed in interleaved rounds: medians, with the dynfuse counters (``dynfuse.stats()`` deltas over
+the timed calls) that explain each row. The machine is shared: read the ratios, not the times.
 
 Writes the "overhead" section of perf/RESULTS.md; with ``--print-only`` or ``--only``, writes nothing.
 ``--quick`` (about a minute on 2 cores) takes fewer rounds and 2^20-element streaming chains; the
@@ -26,6 +26,7 @@ full run takes about three minutes.
 
 import argparse
 import datetime
+import importlib.util
 import math
 import os
 import platform
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy
-from timing import Timing, loops_for, measure_per_call, write_results_section
+from timing import Timing, measure_in_processes, serve, warm_up, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -47,8 +48,6 @@ RECORDINGS = 1000  # recordings per timed call (ten statements per loop turn)
 STATEMENTS = 20  # stencil statements per timed call
 RTOL = 1e-10
 SAMPLE_SECONDS = 0.01  # a timed sample repeats a fast call until it lasts about this long
-SLOW_CALL_SECONDS = 0.5  # a call this slow is warmed up once, not three times
-WARM_UP_SECONDS = 0.5  # dynfuse's calls repeat this long before timing (a 64-body step 10,000 times)
 
 
 @dataclass
@@ -65,6 +64,10 @@ class Program:
     unit: str = "call"
     expect_no_materialization: bool = False
     timed: Callable | None = None  # what is timed, where it is not ``run`` materialized
+
+    @property
+    def label(self) -> str:
+        return f"{self.group}: {self.name}"
 
 
 @dataclass
@@ -449,61 +452,39 @@ def calls(program: Program, namespace, timed: bool = False) -> Callable[[], obje
     return lambda: materialize(program.run(namespace, *arguments))
 
 
-def counters_of(stats: dict) -> dict[str, float]:
+def counters() -> dict[str, float]:
+    stats = dynfuse.stats()
     return {key: stats[key] for key in ("materializations", "kernels_launched", "interpreted_ops")}
 
 
-def settle(run: Callable[[], object]) -> None:
-    """Call dynfuse's ``run`` for ``WARM_UP_SECONDS``: the tiers it reaches there are its steady state."""
-    deadline = time.perf_counter() + WARM_UP_SECONDS
-    while time.perf_counter() < deadline:
-        run()
+def contenders(program: Program) -> list[str]:
+    """Who times ``program``: both namespaces; for a streaming chain also a copy of the same size
+    and, where installed, a Numba loop."""
+    names = list(NAMESPACES)
+    if program.group == "streaming":
+        names.append("copy")
+        if importlib.util.find_spec("numba") is not None:
+            names.append("Numba")
+    return names
 
 
-def measure_program(program: Program, repeats: int) -> Row:
-    """Check, warm up and time one program in both namespaces."""
-    row = Row(program)
-    expected = calls(program, numpy)()
+def measure_program(program: Program, repeats: int, quick: bool) -> Row:
+    """Check one program, then time it in a process of its own per contender."""
     try:
-        check(expected, calls(program, dnp)())
+        check(calls(program, numpy)(), calls(program, dnp)())
     except Exception as error:  # a wrong result or an error is a dynfuse bug: reported, not timed
-        row.failure = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}"
-        return row
-    runs = {name: calls(program, namespace, timed=True) for name, namespace in NAMESPACES.items()}
-    slowest = 0.0
-    for run in runs.values():
-        for _ in range(3):
-            started = time.perf_counter()
-            run()
-            slowest = max(slowest, time.perf_counter() - started)
-            if slowest > SLOW_CALL_SECONDS:
-                break
-    settle(runs["dynfuse"])
-    loops = loops_for(runs.values(), SAMPLE_SECONDS)
-    before = counters_of(dynfuse.stats())
-    row.timings = {
-        name: t.scaled(1 / program.per) for name, t in measure_per_call(runs, loops, repeats).items()
+        return Row(program, failure=f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}")
+    commands = {
+        name: [sys.executable, __file__, "--serve", name, program.label] + (["--quick"] if quick else [])
+        for name in contenders(program)
     }
-    after = counters_of(dynfuse.stats())
-    row.counters = {key: (after[key] - before[key]) / (repeats * loops) for key in after}
-    return row
+    timings, reports = measure_in_processes(commands, repeats, SAMPLE_SECONDS)
+    return Row(program, {name: t.scaled(1 / program.per) for name, t in timings.items()}, reports["dynfuse"])
 
 
-@dataclass
-class Streaming:
-    """A streaming chain's medians, seconds: dynfuse, NumPy, a Numba loop and a copy of the same size."""
-
-    name: str
-    seconds: dict[str, float]
-    copy_rate: float  # bytes read plus written per second by np.copyto
-
-
-def numba_loops() -> dict | None:
-    """Numba ``parallel=True`` loops writing into a preallocated array, or None without Numba."""
-    try:
-        import numba
-    except ImportError:
-        return None
+def numba_loop(name: str) -> Callable:
+    """A Numba ``parallel=True`` loop of a streaming chain, writing into a preallocated array."""
+    import numba
 
     @numba.njit(parallel=True, fastmath=False)
     def relu(x, out):
@@ -518,35 +499,37 @@ def numba_loops() -> dict | None:
                 (numpy.float32(0.5) * v - numpy.float32(1.5)) * v + numpy.float32(2.0)
             ) * v - numpy.float32(3.0)
 
-    return {"`relu(x*2)+1`": relu, "cubic polynomial": cube}
+    return {"`relu(x*2)+1`": relu, "cubic polynomial": cube}[name]
 
 
-def measure_streaming(rows: list[Row], repeats: int) -> list[Streaming]:
-    """The streaming chains again, timed with a Numba loop and a copy of the same size in each round."""
-    numba_chains = numba_loops()
-    found = []
-    for row in rows:
-        if row.program.group != "streaming" or row.failure:
-            continue
-        (x,) = row.program.setup(numpy)
-        out = numpy.empty_like(x)
-        copied = numpy.empty_like(x)
-        contenders = {name: calls(row.program, ns) for name, ns in NAMESPACES.items()}
-        contenders["copy"] = lambda x=x, copied=copied: numpy.copyto(copied, x)
-        short = row.program.name.split(",")[0]
-        if numba_chains is not None:
-            loop = numba_chains[short]
-            loop(x, out)
-            numpy.testing.assert_allclose(out, calls(row.program, numpy)(), rtol=1e-6)
-            contenders["Numba"] = lambda loop=loop, x=x, out=out: loop(x, out)
-        for function in contenders.values():
-            for _ in range(2):
-                function()
-        loops = loops_for([contenders["copy"]], SAMPLE_SECONDS)
-        times = measure_per_call(contenders, loops, repeats)
-        seconds = {name: timing.median for name, timing in times.items()}
-        found.append(Streaming(row.program.name, seconds, 2 * x.nbytes / seconds["copy"]))
-    return found
+def contender_call(name: str, program: Program) -> Callable[[], object]:
+    """What contender ``name`` calls to run ``program``: a namespace's call, or for a streaming
+    chain a copy of its input into an existing array or a Numba loop (checked against NumPy)."""
+    if name in NAMESPACES:
+        return calls(program, NAMESPACES[name], timed=True)
+    (x,) = program.setup(numpy)
+    out = numpy.empty_like(x)
+    if name == "copy":
+        return lambda: numpy.copyto(out, x)
+    loop = numba_loop(program.name.split(",")[0])
+    loop(x, out)
+    numpy.testing.assert_allclose(out, calls(program, numpy)(), rtol=1e-6)
+    return lambda: loop(x, out)
+
+
+def serve_here(name: str, label: str, quick: bool) -> None:
+    """Time contender ``name`` on the program ``label``, warmed up, for ``measure_in_processes``;
+    dynfuse's counters per timed call are its report."""
+    program = next(program for program in programs(quick) if program.label == label)
+    run = contender_call(name, program)
+    warm_up(run)
+    before = counters()
+
+    def report(calls: int) -> dict[str, float]:
+        after = counters()
+        return {key: (after[key] - before[key]) / max(calls, 1) for key in after}
+
+    serve(run, report)
 
 
 def import_times(repeats: int) -> dict[str, Timing]:
@@ -596,14 +579,14 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def streaming_table(found: list[Streaming]) -> str:
+def streaming_table(streaming: list[Row]) -> str:
     lines = [
         "| chain | dynfuse | NumPy | Numba `parallel=True`, preallocated output | np.copyto, same size "
         "| dynfuse's share of copy bandwidth | Numba's share | dynfuse / Numba time |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for entry in found:
-        s = entry.seconds
+    for row in streaming:
+        s = {name: timing.median for name, timing in row.timings.items()}
         share = {name: s["copy"] / s[name] for name in s}  # the same bytes moved as the copy
         numba_cells = (
             f"{microseconds(s['Numba'])} | {microseconds(s['copy'])} | {share['dynfuse']:.0%} | "
@@ -612,7 +595,8 @@ def streaming_table(found: list[Streaming]) -> str:
             else f"not installed | {microseconds(s['copy'])} | {share['dynfuse']:.0%} | | "
         )
         lines.append(
-            f"| {entry.name} | {microseconds(s['dynfuse'])} | {microseconds(s['NumPy'])} | {numba_cells} |"
+            f"| {row.program.name} | {microseconds(s['dynfuse'])} | {microseconds(s['NumPy'])} "
+            f"| {numba_cells} |"
         )
     return "\n".join(lines)
 
@@ -638,17 +622,16 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def section(
-    rows: list[Row], found: list[Streaming], imports: dict[str, Timing], command: str, seconds: float
-) -> str:
+def section(rows: list[Row], imports: dict[str, Timing], command: str, seconds: float) -> str:
+    streaming = [row for row in rows if row.program.group == "streaming" and not row.failure]
     streaming_lines = [
         "Streaming chains, each timed in the same rounds as a copy of the same size (`np.copyto` into",
         "an existing array; a chain, like the copy, reads its input and writes its output once):",
         "",
-        streaming_table(found),
+        streaming_table(streaming),
         "",
     ]
-    if not found:
+    if not streaming:
         streaming_lines = []
     return "\n".join(
         [
@@ -658,7 +641,8 @@ def section(
             f"`{command}` ({seconds:.0f} s): {cpu_model()}, {os.cpu_count()} cores; "
             f"Python {platform.python_version()}, NumPy {numpy.__version__}, dynfuse {dynfuse.__version__}.",
             "Both namespaces run the same code, and every dynfuse result was checked against NumPy's first",
-            "(FAIL: it differed, or raised). Medians of interleaved rounds after warm-up, per call, per",
+            "(FAIL: it differed, or raised). Each contender runs in a process of its own (a script does),",
+            "warmed up until its tiers settle; medians of interleaved rounds, per call, per",
             "recorded op or per statement; the ratio is dynfuse's time over NumPy's, so above 1 is slower",
             "than NumPy. A recording loop drops its results and materializes nothing; each stencil",
             f"statement is materialized ({STATEMENTS} a call, alternating two grids as a Jacobi sweep does);",
@@ -681,21 +665,24 @@ def main() -> None:
         "--only", help="run the programs whose group or name contains this text; write nothing"
     )
     parser.add_argument("--print-only", action="store_true", help="print the tables, write nothing")
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)  # a timed process: contender, label
     arguments = parser.parse_args()
+    if arguments.serve:
+        serve_here(*arguments.serve, arguments.quick)
+        return
     repeats = arguments.repeats or (3 if arguments.quick else 7)
     started = time.perf_counter()
     rows = []
     for program in programs(arguments.quick):
         if arguments.only and arguments.only not in f"{program.group} {program.name}":
             continue
-        rows.append(measure_program(program, repeats))
+        rows.append(measure_program(program, repeats, arguments.quick))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    found = measure_streaming(rows, repeats)
     imports = import_times(repeats if arguments.quick else 2 * repeats)
     command = "python perf/bench_overhead.py" + (" --quick" if arguments.quick else "")
     if arguments.repeats:
         command += f" --repeats {arguments.repeats}"
-    text = section(rows, found, imports, command, time.perf_counter() - started)
+    text = section(rows, imports, command, time.perf_counter() - started)
     print("\n" + text)
     if not arguments.print_only and not arguments.only:
         write_results_section("overhead", text)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy
 from bench_overhead import check, cpu_model, materialize
-from timing import Timing, measure_in_processes, one_call, serve, write_results_section
+from timing import Timing, measure_in_processes, one_call, serve, warm_up, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -454,13 +454,6 @@ def _serving(label: str) -> dict[str, list[str]]:
     return {name: [sys.executable, __file__, "--serve", name, label] for name in NAMESPACES}
 
 
-# A timed process warms up for this many calls and this long at least, then until a call compiles
-# nothing and does what the call before it did (its tiers settled: a fresh process's first kernels
-# wait until interpreting has cost what starting LLVM would), for this long at most
-WARM_UP_CALLS, WARM_UP_SECONDS, WARM_UP_LIMIT = 3, 0.5, 20.0
-SETTLING = ("kernels_compiled", "kernels_launched", "interpreted_ops", "replays", "direct_ops")
-
-
 def _serve_here(name: str, label: str) -> None:
     """Time ``label`` (a program's, or ``jacobi N``) in namespace ``name``, warmed up, for
     ``measure_in_processes``; dynfuse's counters per timed call are its report."""
@@ -469,17 +462,7 @@ def _serve_here(name: str, label: str) -> None:
         run = jacobi_sweep(namespace, int(label.split()[1]))
     else:
         run = call(next(program for program in programs() if program.label == label), namespace)
-    started, calls, last = time.perf_counter(), 0, None
-    while True:
-        before = dynfuse.stats()
-        run()
-        after = dynfuse.stats()
-        done = {key: after[key] - before[key] for key in SETTLING}
-        calls, elapsed = calls + 1, time.perf_counter() - started
-        settled = done == last and not done["kernels_compiled"]
-        if (calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled) or elapsed > WARM_UP_LIMIT:
-            break
-        last = done
+    warm_up(run)
     before = counters()
 
     def report(calls: int) -> dict[str, float]:

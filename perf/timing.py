@@ -127,12 +127,38 @@ def _answer(worker: subprocess.Popen) -> str:
     return answer
 
 
+# A timed process warms up for this many calls and this long at least, then until a call compiles
+# nothing and does what the call before it did (its tiers settled: a fresh process's first kernels
+# wait until interpreting has cost what starting LLVM would), for this long at most
+WARM_UP_CALLS, WARM_UP_SECONDS, WARM_UP_LIMIT = 3, 0.5, 20.0
+SETTLING = ("kernels_compiled", "kernels_launched", "interpreted_ops", "replays", "direct_ops")
+
+
+def warm_up(function: Callable[[], object]) -> None:
+    """Call ``function`` until dynfuse's tiers settle (its steady state); a NumPy contender's
+    counters never move, so it warms up for the least time."""
+    import dynfuse  # the timed process's: imported where it is used, so the copy timing needs none
+
+    started, calls, last = time.perf_counter(), 0, None
+    while True:
+        before = dynfuse.stats()
+        function()
+        after = dynfuse.stats()
+        done = {key: after[key] - before[key] for key in SETTLING}
+        calls, elapsed = calls + 1, time.perf_counter() - started
+        settled = done == last and not done["kernels_compiled"]
+        if (calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled) or elapsed > WARM_UP_LIMIT:
+            return
+        last = done
+
+
 def serve(function: Callable[[], object], report: Callable[[int], dict]) -> None:
     """A contender's side of ``measure_in_processes``, after its warm-up: writes the seconds of one
     call of ``function``; then, for each line it reads, calls it that many times and writes the
-    seconds they took; on an empty line writes ``report(calls)`` (the timed calls' count) as JSON."""
+    seconds they took; on an empty line writes ``report(calls)`` (the count of calls since the warm-up)
+    as JSON."""
     print(one_call(function), flush=True)
-    calls = 0
+    calls = 1
     for line in sys.stdin:
         if not line.strip():
             break

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, launch, registry
+from dynfuse import cache, config, execute, launch, pools, registry
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm
 from dynfuse.devices import HOST
@@ -104,6 +104,37 @@ def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
     np.testing.assert_allclose(np.asarray(total), (data.astype(np.float64) ** 2).sum(), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(rows), np.argmax(data, axis=1))
     np.testing.assert_allclose(np.asarray(chain), np.tanh(data) * 2, rtol=1e-6)
+
+
+def test_a_thread_that_starts_late_leaves_its_ranges_to_the_others(monkeypatch):
+    """A split launch is cut into more ranges than threads, each taken by whichever thread is free:
+    run here one thread after the other, the first takes every range, the second finds none, and
+    every element is computed once."""
+    monkeypatch.setattr(config, "threads", 2)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
+    monkeypatch.setattr(cpu, "PIECE_WORK", 1)
+    monkeypatch.setattr(pools.WORKERS, "run_all", lambda calls: [call() for call in calls])
+    taken_by: list[list[tuple[int, int]]] = []
+    take_ranges = cpu._take_ranges
+
+    def noted(entry, address, scratch, ranges, taken):
+        mine: list[tuple[int, int]] = []
+        taken_by.append(mine)
+
+        def run(*arguments):
+            mine.append(arguments[2:])
+            entry(*arguments)
+
+        take_ranges(run, address, scratch, ranges, taken)
+
+    monkeypatch.setattr(cpu, "_take_ranges", noted)
+    data = np.random.default_rng(3).standard_normal(1 << 16).astype(np.float32)
+    result = np.asarray(np.maximum(dynfuse.asarray(data) * 2, 0) + 1)
+    np.testing.assert_array_equal(result, np.maximum(data * 2, 0) + 1)
+    first, second = taken_by
+    assert len(first) == 2 * cpu.PIECES_PER_THREAD and second == []
+    assert [start for start, _ in first] == [0] + [stop for _, stop in first[:-1]]
+    assert first[-1][1] == data.size
 
 
 def test_float32_sums_are_as_accurate_as_numpy():

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cachetools
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
 # more (``Layout.element_cost``): a float64 exp chain splits from 2^18 elements (two threads take
 # 0.83x one's time there, 0.62x at 2^20), an arcsin chain from 2^16.6 (0.75x at 2^17).
 PARALLEL_ELEMENTS = 1 << 21
+# A split launch is cut into more ranges than threads, which each thread takes in turn as it is done
+# with its last, so a thread that the system slows (another process on its core, a hypervisor's
+# steal) leaves its share to the others: halves fixed in advance took 2.1 and 4.1 ms on a 2^24
+# float32 chain where the same halves run together took 3.3 ms each (perf/bench_overhead.py's
+# streaming rows, each contender in a process of its own). A range costs a ctypes call, ~2 µs.
+PIECES_PER_THREAD = 8
+PIECE_WORK = 1 << 18
 CHEAP_ELEMENT_COST = 3.0
 _BYTE = np.dtype(np.uint8)
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
@@ -282,10 +290,11 @@ class _Launcher:
         else:
             if self.entry is None:
                 self.load_entry()
-            ranges = _ranges(rows, threads)
+            ranges = _ranges(rows, _pieces(self.work, rows, threads))
+            taken = itertools.count()  # its next() is atomic: each range is run once
             calls = [
-                _bind(self.entry, address, scratch, start, stop)
-                for scratch, (start, stop) in zip(self.scratch(len(ranges)), ranges, strict=True)
+                _bind(_take_ranges, self.entry, address, scratch, ranges, taken)
+                for scratch in self.scratch(min(threads, len(ranges)))
             ]
             pools.WORKERS.run_all(calls)
 
@@ -351,6 +360,20 @@ def _library_ops() -> frozenset[tuple[str, str]]:
 
 def _bind(function: Any, *arguments: Any) -> Any:
     return lambda: function(*arguments)
+
+
+def _pieces(work: float, rows: int, threads: int) -> int:
+    """How many ranges a launch on ``threads`` threads is cut into: up to ``PIECES_PER_THREAD``
+    each, none under ``PIECE_WORK``, each of whole cache lines where a thread's would be."""
+    return max(threads, min(int(work // PIECE_WORK), threads * PIECES_PER_THREAD, rows // _ALIGNMENT))
+
+
+def _take_ranges(entry: Any, address: int, scratch: Any, ranges: list, taken: Iterator[int]) -> None:
+    """One thread's share of a launch: the next range no thread has taken, until none is left."""
+    for index in taken:
+        if index >= len(ranges):
+            return
+        entry(address, scratch, *ranges[index])
 
 
 class CpuBackend:
