@@ -244,6 +244,50 @@ static Py_ssize_t kept_module_int(PyObject *module, PyObject *name, KeptInt *kep
     return value;
 }
 
+/* A direct-mapped memo from the identities of up to four objects to a value, in front of a dict
+   that answers by equality: a hit builds no key tuple and hashes nothing. An entry holds its parts,
+   so no identity it compares is reused while it is kept; a miss asks the dict. */
+enum { IDENTITY_PARTS = 4 };
+typedef struct {
+    PyObject *parts[IDENTITY_PARTS]; /* strong references; NULL: no part there */
+    PyObject *value;                 /* a strong reference; NULL in an empty entry */
+} IdentityEntry;
+
+static IdentityEntry *identity_entry(IdentityEntry *table, size_t size, PyObject *const *parts)
+{
+    uint64_t hash = 0;
+    for (int i = 0; i < IDENTITY_PARTS; i++)
+        hash = (hash ^ (uint64_t)(uintptr_t)parts[i]) * 0x9E3779B97F4A7C15ull;
+    return &table[(hash >> 40) % size];
+}
+
+/* The value kept for exactly these parts (borrowed); NULL where the entry holds others. */
+static PyObject *identity_get(const IdentityEntry *entry, PyObject *const *parts)
+{
+    for (int i = 0; i < IDENTITY_PARTS; i++)
+        if (entry->parts[i] != parts[i])
+            return NULL;
+    return entry->value;
+}
+
+static void identity_put(IdentityEntry *entry, PyObject *const *parts, PyObject *value)
+{
+    IdentityEntry old = *entry; /* released last: a release may run code that reads the memo */
+    for (int i = 0; i < IDENTITY_PARTS; i++)
+        entry->parts[i] = Py_XNewRef(parts[i]);
+    entry->value = Py_NewRef(value);
+    for (int i = 0; i < IDENTITY_PARTS; i++)
+        Py_XDECREF(old.parts[i]);
+    Py_XDECREF(old.value);
+}
+
+/* Structure ids by (op, the inputs' ids) of nodes of at most two inputs and no params, in front of
+   trace._structure_ids. An id kept after the table started afresh still names its structure
+   alone (ids are never reused): a later lookup may give the structure a new id, which costs a
+   replay miss, never a wrong match. */
+enum { STRUCTURE_MEMO_SIZE = 1024 };
+static IdentityEntry structure_memo[STRUCTURE_MEMO_SIZE];
+
 /* trace.structure_id: a new reference to the id of ``description``. */
 static PyObject *intern_structure(PyObject *description)
 {
@@ -381,6 +425,36 @@ static PyObject *current_errstate(void)
 }
 
 /* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
+/* The structure id of a node of ``op`` and ``params`` over ``inputs`` (each with a key): the id of
+   its description (op, params, the inputs' ids), through the structure memo where it has no params
+   (params made afresh for each node would never be found there). A new reference. */
+static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(inputs);
+    PyObject *parts[IDENTITY_PARTS] = {op, NULL, NULL, NULL};
+    IdentityEntry *entry = NULL;
+    if (count <= 2 && params == S.empty) {
+        for (Py_ssize_t i = 0; i < count; i++)
+            parts[1 + i] = NODE_SLOT(PyTuple_GET_ITEM(inputs, i), KEY);
+        entry = identity_entry(structure_memo, STRUCTURE_MEMO_SIZE, parts);
+        PyObject *kept = identity_get(entry, parts);
+        if (kept != NULL)
+            return Py_NewRef(kept);
+    }
+    PyObject *description = PyTuple_New(2 + count);
+    if (description == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(description, 0, Py_NewRef(op));
+    PyTuple_SET_ITEM(description, 1, Py_NewRef(params));
+    for (Py_ssize_t i = 0; i < count; i++)
+        PyTuple_SET_ITEM(description, 2 + i, Py_NewRef(NODE_SLOT(PyTuple_GET_ITEM(inputs, i), KEY)));
+    PyObject *key = intern_structure(description);
+    Py_DECREF(description);
+    if (key != NULL && entry != NULL)
+        identity_put(entry, parts, key);
+    return key;
+}
+
 static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
                      PyObject *dtype)
 {
@@ -434,21 +508,16 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
         leaves = Py_NewRef(S.empty);
         ancestors = Py_NewRef(S.empty);
     } else {
-        PyObject *description = PyTuple_New(2 + count);
         leaves = PyTuple_New(leaf_count);
         ancestors = PyTuple_New(ancestor_count);
-        if (description == NULL || leaves == NULL || ancestors == NULL) {
-            Py_XDECREF(description);
+        if (leaves == NULL || ancestors == NULL) {
             Py_XDECREF(leaves);
             Py_XDECREF(ancestors);
             return -1;
         }
-        PyTuple_SET_ITEM(description, 0, Py_NewRef(op));
-        PyTuple_SET_ITEM(description, 1, Py_NewRef(params));
         Py_ssize_t leaf = 0, ancestor = 0;
         for (Py_ssize_t i = 0; i < count; i++) {
             PyObject *child = PyTuple_GET_ITEM(inputs, i);
-            PyTuple_SET_ITEM(description, 2 + i, Py_NewRef(NODE_SLOT(child, KEY)));
             if (PyTuple_GET_SIZE(NODE_SLOT(child, INPUTS)) > 0) {
                 PyObject *child_leaves = NODE_SLOT(child, LEAVES), *child_ancestors = NODE_SLOT(child, ANCESTORS);
                 for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(child_leaves); j++)
@@ -460,8 +529,7 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
                 PyTuple_SET_ITEM(leaves, leaf++, Py_NewRef(child));
             }
         }
-        key = intern_structure(description);
-        Py_DECREF(description);
+        key = node_structure(op, inputs, params);
         if (key == NULL) {
             Py_DECREF(leaves);
             Py_DECREF(ancestors);
@@ -1963,6 +2031,10 @@ static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* record._common_dtypes by the identities of (op, the operands' kinds). */
+enum { COMMON_DTYPE_MEMO_SIZE = 256 };
+static IdentityEntry common_dtype_memo[COMMON_DTYPE_MEMO_SIZE];
+
 static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs);
 
 /* record.record_common(op, first[, second]); while what sites recorded is pending, at the place the
@@ -2046,19 +2118,28 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
             goto done;
     }
     PyObject *inputs = count == 1 ? PyTuple_Pack(1, nodes[0]) : PyTuple_Pack(2, nodes[0], nodes[1]);
-    PyObject *key = count == 1 ? PyTuple_Pack(2, op, kinds[0]) : PyTuple_Pack(3, op, kinds[0], kinds[1]);
-    PyObject *dtype = NULL;
-    if (inputs == NULL || key == NULL)
+    PyObject *key = NULL, *dtype = NULL;
+    if (inputs == NULL)
         goto release;
-    dtype = PyDict_GetItemWithError(S.common_dtypes, key);
-    if (dtype != NULL) {
+    PyObject *parts[IDENTITY_PARTS] = {op, kinds[0], count == 1 ? NULL : kinds[1], NULL};
+    IdentityEntry *entry = identity_entry(common_dtype_memo, COMMON_DTYPE_MEMO_SIZE, parts);
+    if ((dtype = identity_get(entry, parts)) != NULL) {
         Py_INCREF(dtype);
     } else {
-        if (PyErr_Occurred())
+        key = count == 1 ? PyTuple_Pack(2, op, kinds[0]) : PyTuple_Pack(3, op, kinds[0], kinds[1]);
+        if (key == NULL)
             goto release;
-        dtype = PyObject_CallFunctionObjArgs(S.common_result, op, inputs, NULL);
-        if (dtype == NULL || PyDict_SetItem(S.common_dtypes, key, dtype) < 0)
-            goto release;
+        dtype = PyDict_GetItemWithError(S.common_dtypes, key);
+        if (dtype != NULL) {
+            Py_INCREF(dtype);
+        } else {
+            if (PyErr_Occurred())
+                goto release;
+            dtype = PyObject_CallFunctionObjArgs(S.common_result, op, inputs, NULL);
+            if (dtype == NULL || PyDict_SetItem(S.common_dtypes, key, dtype) < 0)
+                goto release;
+        }
+        identity_put(entry, parts, dtype);
     }
     if (dtype == Py_False) {
         result = Py_NewRef(Py_None);
