@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 1
+#define INTERFACE_VERSION 2
 #define STACK_CELLS 64
 
 typedef void (*entry_function)(void *cells, void *scratch, int64_t start, int64_t stop);
@@ -257,11 +257,250 @@ static PyTypeObject KernelCallType = {
     .tp_methods = kernel_call_methods,
 };
 
+/* ---- threads that share a launch --------------------------------------------------------------
+   ``run_ranges``: a split launch's ranges (backends.cpu) taken in turn by the calling thread and the
+   pool's threads, each with a scratch of its own, until none is left. Between launches a pool thread
+   spins for ``SPIN_NANOSECONDS`` before it sleeps, as OpenMP's threads do: waking a sleeping thread
+   takes tens of microseconds (milliseconds on a busy virtual machine), and in a loop the next launch
+   comes within microseconds of the last. Nothing here calls Python: the threads live as long as the
+   process, and a forked child starts its own. */
+
+#ifndef _WIN32
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define MAX_POOL_THREADS 256
+#define SPIN_NANOSECONDS 200000
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int started;                 /* pool threads started, numbered 1 to started */
+    atomic_ulong generation;     /* bumped by each launch, once its fields are set */
+    atomic_int sleepers;         /* pool threads waiting on ``wake`` */
+    atomic_int open;             /* 1 while the launch takes ranges: a thread may join it */
+    atomic_int active;           /* threads in the launch (or checking whether they may join) */
+    atomic_llong next;           /* the next range to take */
+    /* the launch: set while no other thread is active */
+    entry_function entry;
+    void *cells;
+    void *const *scratch;        /* one per taker, by its number */
+    const int64_t *bounds;       /* range i is [bounds[i], bounds[i + 1]) */
+    int64_t ranges;
+    int takers;                  /* the calling thread (0) and pool threads 1 .. takers - 1 */
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static uint64_t now_nanoseconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Taker ``number``'s share: the next range nobody has taken, until none is left. */
+static void take_ranges(int number)
+{
+    void *scratch = pool.scratch[number];
+    for (;;) {
+        int64_t range = atomic_fetch_add(&pool.next, 1);
+        if (range >= pool.ranges)
+            return;
+        pool.entry(pool.cells, scratch, pool.bounds[range], pool.bounds[range + 1]);
+    }
+}
+
+/* A launch after ``seen``: spun for, then slept for. */
+static unsigned long next_generation(unsigned long seen)
+{
+    uint64_t until = now_nanoseconds() + SPIN_NANOSECONDS;
+    for (unsigned spins = 0;; spins++) {
+        unsigned long generation = atomic_load(&pool.generation);
+        if (generation != seen)
+            return generation;
+        if ((spins & 63) == 63 && now_nanoseconds() > until)
+            break;
+        spin_pause();
+    }
+    pthread_mutex_lock(&pool.lock);
+    atomic_fetch_add(&pool.sleepers, 1);
+    unsigned long generation;
+    while ((generation = atomic_load(&pool.generation)) == seen)
+        pthread_cond_wait(&pool.wake, &pool.lock);
+    atomic_fetch_sub(&pool.sleepers, 1);
+    pthread_mutex_unlock(&pool.lock);
+    return generation;
+}
+
+static void *pool_thread(void *argument)
+{
+    int number = (int)(intptr_t)argument;
+    unsigned long seen = 0;
+    for (;;) {
+        seen = next_generation(seen);
+        /* Joined only while the launch is open; the caller waits for every thread that joined
+           (active), and closes the launch before it waits, so one that comes late leaves at once. */
+        atomic_fetch_add(&pool.active, 1);
+        if (atomic_load(&pool.open) && number < pool.takers)
+            take_ranges(number);
+        atomic_fetch_sub(&pool.active, 1);
+    }
+    return NULL;
+}
+
+static void forget_pool_in_child(void)
+{
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pool.started = 0;
+    atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.open, 0);
+    atomic_store(&pool.active, 0);
+}
+
+/* Pool threads up to ``count``: 0, or -1 where the system starts none (the caller then takes every
+   range itself). */
+static int start_pool_threads(int count)
+{
+    static int fork_handler;
+    if (!fork_handler) {
+        if (pthread_atfork(NULL, NULL, forget_pool_in_child) != 0)
+            return -1;
+        fork_handler = 1;
+    }
+    while (pool.started < count) {
+        pthread_t thread;
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+        int failed = pthread_create(&thread, &attributes, pool_thread, (void *)(intptr_t)(pool.started + 1));
+        pthread_attr_destroy(&attributes);
+        if (failed)
+            return -1;
+        pool.started++;
+    }
+    return 0;
+}
+
+/* Read ``count`` addresses (ints or None, as 0) from a sequence into ``into``. */
+static int addresses_of(PyObject *sequence, Py_ssize_t count, const char *name, uintptr_t *into)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(sequence, i);
+        if (item == Py_None) {
+            into[i] = 0;
+            continue;
+        }
+        into[i] = (uintptr_t)PyLong_AsVoidPtr(item);
+        if (into[i] == 0 && PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "run_ranges: %s must be addresses", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *run_ranges(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "run_ranges(entry, cells, scratch, bounds)");
+        return NULL;
+    }
+    static atomic_int busy; /* the pool serves one launch at a time: another thread's runs alone */
+    PyObject *scratch = PySequence_Fast(args[2], "run_ranges: scratch must be a sequence");
+    PyObject *bounds = scratch == NULL ? NULL : PySequence_Fast(args[3], "run_ranges: bounds must be a sequence");
+    PyObject *result = NULL;
+    uintptr_t entry = (uintptr_t)PyLong_AsVoidPtr(args[0]), cells = (uintptr_t)PyLong_AsVoidPtr(args[1]);
+    Py_ssize_t takers = scratch == NULL ? 0 : PySequence_Fast_GET_SIZE(scratch);
+    Py_ssize_t ranges = bounds == NULL ? 0 : PySequence_Fast_GET_SIZE(bounds) - 1;
+    uintptr_t *scratch_addresses = NULL;
+    int64_t *range_bounds = NULL;
+    if (bounds == NULL || PyErr_Occurred())
+        goto done;
+    if (entry == 0 || takers < 1 || takers > MAX_POOL_THREADS + 1 || ranges < 1) {
+        PyErr_SetString(PyExc_ValueError, "run_ranges: an entry, 1 to 257 scratches and at least one range");
+        goto done;
+    }
+    scratch_addresses = PyMem_Calloc(takers, sizeof(uintptr_t));
+    range_bounds = PyMem_Calloc(ranges + 1, sizeof(int64_t));
+    if (scratch_addresses == NULL || range_bounds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (addresses_of(scratch, takers, "scratch", scratch_addresses) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i <= ranges; i++) {
+        range_bounds[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(bounds, i));
+        if (range_bounds[i] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    int alone = takers == 1 || atomic_exchange(&busy, 1) != 0;
+    if (!alone && start_pool_threads((int)takers - 1) < 0) {
+        atomic_store(&busy, 0);
+        alone = 1;
+    }
+    entry_function call = (entry_function)entry;
+    Py_BEGIN_ALLOW_THREADS
+    if (alone) {
+        for (Py_ssize_t i = 0; i < ranges; i++)
+            call((void *)cells, (void *)scratch_addresses[0], range_bounds[i], range_bounds[i + 1]);
+    } else {
+        pool.entry = call;
+        pool.cells = (void *)cells;
+        pool.scratch = (void *const *)scratch_addresses;
+        pool.bounds = range_bounds;
+        pool.ranges = ranges;
+        pool.takers = (int)takers;
+        atomic_store(&pool.next, 0);
+        atomic_store(&pool.open, 1);
+        atomic_fetch_add(&pool.generation, 1);
+        if (atomic_load(&pool.sleepers) > 0) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_broadcast(&pool.wake);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        take_ranges(0);
+        atomic_store(&pool.open, 0);
+        while (atomic_load(&pool.active) > 0) /* the last ranges, being run */
+            spin_pause();
+        atomic_store(&busy, 0);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(scratch_addresses);
+    PyMem_Free(range_bounds);
+    Py_XDECREF(scratch);
+    Py_XDECREF(bounds);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"run_ranges", (PyCFunction)(void (*)(void))run_ranges, METH_FASTCALL,
+     "run_ranges(entry, cells, scratch, bounds): entry(cells, scratch[taker], bounds[i], bounds[i + 1]) "
+     "for every range i, the ranges taken in turn by this thread and len(scratch) - 1 pool threads"},
+    {NULL, NULL, 0, NULL},
+};
+#else
+static PyMethodDef module_methods[] = {{NULL, NULL, 0, NULL}};
+#endif
+
 static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_launch",
     .m_doc = "Calling compiled CPU kernels on arrays, in C.",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__launch(void)

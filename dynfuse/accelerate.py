@@ -19,7 +19,7 @@ import contextlib
 import importlib
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FunctionType, ModuleType
 from typing import Any
 
@@ -44,7 +44,7 @@ from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
 INTERFACE_VERSION = 11
-LAUNCH_INTERFACE_VERSION = 1
+LAUNCH_INTERFACE_VERSION = 2
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
 _REFERENCE: dict[tuple[Any, str], Any] = {
@@ -146,9 +146,13 @@ def _load() -> ModuleType | None:
     return _recorder
 
 
-def _load_launch() -> type | None:
+def _load_launch() -> tuple[type | None, Callable | None]:
+    """``KernelCall`` and ``run_ranges`` of the C launcher; None where it is not built (``run_ranges``
+    also where the system has no POSIX threads)."""
     _launch = _current_extension("_launch", LAUNCH_INTERFACE_VERSION, "the C kernel launcher")
-    return None if _launch is None else _launch.KernelCall
+    if _launch is None:
+        return None, None
+    return _launch.KernelCall, getattr(_launch, "run_ranges", None)
 
 
 def _refused(extension: str, reason: str) -> None:
@@ -232,4 +236,4 @@ if _extension is not None:
         _install(_accelerated)
         tiers.forget_sites()
 if not config.pure_python:
-    cpu.KernelCall = _load_launch()
+    cpu.KernelCall, cpu.run_ranges = _load_launch()

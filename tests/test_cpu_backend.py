@@ -5,9 +5,14 @@ test_llvm_codegen.py.)
 Its fallback on a failing kernel is tested with the group backend's, in test_schedule.py.
 """
 
+import ctypes
+import itertools
 import os
 import subprocess
 import sys
+import threading
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +113,9 @@ def test_work_split_across_threads_gives_the_same_results(threads, monkeypatch):
 
 def test_a_thread_that_starts_late_leaves_its_ranges_to_the_others(monkeypatch):
     """A split launch is cut into more ranges than threads, each taken by whichever thread is free:
-    run here one thread after the other, the first takes every range, the second finds none, and
-    every element is computed once."""
+    run here one thread after the other (the Python pool's path, where the C launcher is not
+    built), the first takes every range, the second finds none, and every element is computed once."""
+    monkeypatch.setattr(cpu, "run_ranges", None)
     monkeypatch.setattr(config, "threads", 2)
     monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
     monkeypatch.setattr(cpu, "PIECE_WORK", 1)
@@ -135,6 +141,78 @@ def test_a_thread_that_starts_late_leaves_its_ranges_to_the_others(monkeypatch):
     assert len(first) == 2 * cpu.PIECES_PER_THREAD and second == []
     assert [start for start, _ in first] == [0] + [stop for _, stop in first[:-1]]
     assert first[-1][1] == data.size
+
+
+RANGE_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def ranges_run(takers: int, bounds: list[int]) -> list[tuple[int, int, int, int]]:
+    """``run_ranges`` with an entry that notes (cells, scratch, start, stop) of each call."""
+    noted = []
+    entry = RANGE_ENTRY(lambda cells, scratch, start, stop: noted.append((cells, scratch, start, stop)))
+    scratch = [1000 * (taker + 1) for taker in range(takers)]
+    cpu.run_ranges(ctypes.cast(entry, ctypes.c_void_p).value, 77, scratch, bounds)
+    return noted
+
+
+@pytest.mark.skipif(cpu.run_ranges is None, reason="the C launcher's threads are not built here")
+@pytest.mark.parametrize("takers", [1, 2, 3])
+def test_the_c_launchers_threads_run_every_range_once_each_with_its_own_scratch(takers):
+    """Ranges taken in turn by the calling thread and the pool's, launch after launch (the pool's
+    threads spin between launches, then sleep): each range run once, with the cells given and a
+    scratch that is one taker's."""
+    for number in range(200):
+        bounds = sorted({0, 1000, *np.random.default_rng(number).integers(1, 1000, 40).tolist()})
+        noted = ranges_run(takers, bounds)
+        assert sorted((start, stop) for _, _, start, stop in noted) == list(itertools.pairwise(bounds))
+        assert {cells for cells, *_ in noted} == {77}
+        assert {scratch for _, scratch, *_ in noted} <= {1000 * (taker + 1) for taker in range(takers)}
+        if number % 50 == 49:
+            time.sleep(0.002)  # long enough for the pool's threads to sleep: they are woken
+
+
+@pytest.mark.skipif(cpu.run_ranges is None, reason="the C launcher's threads are not built here")
+def test_launches_from_several_python_threads_share_the_c_pool_safely():
+    """One launch at a time has the pool: another runs its ranges on its own thread."""
+    bounds = list(range(0, 601, 5))
+    wrong = []
+
+    def launches():
+        for _ in range(50):
+            noted = ranges_run(2, bounds)
+            if sorted((start, stop) for _, _, start, stop in noted) != list(itertools.pairwise(bounds)):
+                wrong.append(noted)
+
+    threads = [threading.Thread(target=launches) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
+@pytest.mark.skipif(
+    cpu.run_ranges is None or not hasattr(os, "fork"), reason="the C launcher's threads are not built here"
+)
+def test_a_forked_child_starts_its_own_pool_threads(monkeypatch):
+    """The parent's pool threads do not exist in a forked child: its split launches start new ones."""
+    monkeypatch.setattr(config, "threads", 2)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
+    data = np.random.default_rng(8).standard_normal(1 << 16)
+    expected = np.tanh(data) * 2
+    np.testing.assert_allclose(np.asarray(np.tanh(dynfuse.asarray(data)) * 2), expected, rtol=1e-15)
+    assert len(ranges_run(2, [0, 5, 10, 15])) == 3  # the parent's pool is started
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a process with threads
+        child = os.fork()
+    if child == 0:
+        try:
+            same = np.allclose(np.asarray(np.tanh(dynfuse.asarray(data)) * 2), expected, rtol=1e-15)
+            os._exit(0 if same and len(ranges_run(2, [0, 5, 10, 15])) == 3 else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_float32_sums_are_as_accurate_as_numpy():

@@ -93,8 +93,10 @@ def _data_address_reader() -> Any:
 
 _data_address = _data_address_reader()
 
-# ``dynfuse._launch.KernelCall`` where it was built and is used: put in place by dynfuse.accelerate
+# ``dynfuse._launch.KernelCall`` and ``run_ranges`` where they were built and are used: put in place
+# by dynfuse.accelerate. Without ``run_ranges``, a split launch's threads are ``pools.WORKERS``.
 KernelCall: Any = None
+run_ranges: Any = None
 
 _POINTER, _INDEX = ctypes.c_void_p, ctypes.c_int64
 # Each takes (cells, scratch, ...): see codegen.llvm
@@ -139,7 +141,7 @@ class _Launcher:
         # that owns its code (kept as long as this launcher): ENTRY's, or PARTIAL and FINISH's. Each
         # is loaded the first time a launch calls it.
         self.load = load
-        self.entry = self.native = self.engine = None
+        self.entry = self.native = self.engine = self.entry_address = None
         self.partial = self.finish = self.split_engine = None
         self.split_scratch_bytes = 0
         self.cell_count = max(
@@ -187,7 +189,8 @@ class _Launcher:
         from ..codegen.llvm import ENTRY
 
         _, self.engine = self.timed_load(False, counted)
-        self.entry = _ENTRY(self.engine.get_function_address(ENTRY))
+        self.entry_address = self.engine.get_function_address(ENTRY)
+        self.entry = _ENTRY(self.entry_address)
         self.native = self.kernel_call(self.param_codes)
 
     def load_split(self, counted: bool = True) -> None:
@@ -281,22 +284,26 @@ class _Launcher:
                 if self.entry is None:
                     self.load_entry()
                 cells = self.cells(inputs, params, outputs)
-                self.entry(cells, self.scratch(1)[0] if self.layout.scratch_bytes else None, 0, rows)
+                _, (scratch,) = self.scratch(1)
+                self.entry(cells, scratch, 0, rows)
             return
         cells = self.cells(inputs, params, outputs)
         address = ctypes.addressof(cells)
         if self.shares_rows(threads):
             self.split_rows(address, rows, threads)
-        else:
-            if self.entry is None:
-                self.load_entry()
-            ranges = _ranges(rows, _pieces(self.work, rows, threads))
-            taken = itertools.count()  # its next() is atomic: each range is run once
-            calls = [
-                _bind(_take_ranges, self.entry, address, scratch, ranges, taken)
-                for scratch in self.scratch(min(threads, len(ranges)))
-            ]
-            pools.WORKERS.run_all(calls)
+            return
+        if self.entry is None:
+            self.load_entry()
+        ranges = _ranges(rows, _pieces(self.work, rows, threads))
+        _, scratches = self.scratch(min(threads, len(ranges)))  # the buffer lives until the launch is done
+        if run_ranges is not None:
+            bounds = [start for start, _ in ranges] + [rows]
+            run_ranges(self.entry_address, address, scratches, bounds)
+            return
+        taken = itertools.count()  # its next() is atomic: each range is run once
+        pools.WORKERS.run_all(
+            [_bind(_take_ranges, self.entry, address, scratch, ranges, taken) for scratch in scratches]
+        )
 
     def split_rows(self, address: int, rows: int, threads: int) -> None:
         """Every row on several threads: partial states of each over ranges of its elements,
@@ -305,7 +312,7 @@ class _Launcher:
             self.load_split()
         ranges = _ranges(self.layout.row_elements, threads)
         states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
-        scratches = self.scratch(len(ranges), self.split_scratch_bytes)
+        _, scratches = self.scratch(len(ranges), self.split_scratch_bytes)
         calls = [
             _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
             for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
@@ -313,18 +320,20 @@ class _Launcher:
         pools.WORKERS.run_all(calls)
         self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
 
-    def scratch(self, calls: int, size: int | None = None) -> list:
+    def scratch(self, calls: int, size: int | None = None) -> tuple[np.ndarray | None, list[int | None]]:
         """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
-        a chunk's lanes, since a thread's stack may be too small for them. Pointers that keep their
-        buffer (host memory's: a large one pooled) alive; null, with nothing allocated, for a
-        kernel that needs none. ``size``: each call's bytes, if not ENTRY's."""
+        a chunk's lanes, since a thread's stack may be too small for them. A buffer (host memory's:
+        a large one pooled) that the caller keeps until the calls are done, and the address of each
+        call's part of it; None, with nothing allocated, for a kernel that needs none. ``size``:
+        each call's bytes, if not ENTRY's."""
         size = self.layout.scratch_bytes if size is None else size
         if size == 0:
-            return [None] * calls
+            return None, [None] * calls
         alignment = self.scratch_alignment
-        buffer = ctypes.c_char.from_buffer(HOST.empty((size * calls + alignment,), _BYTE))
-        skip = -ctypes.addressof(buffer) % alignment
-        return [ctypes.byref(buffer, skip + size * call) for call in range(calls)]
+        buffer = HOST.empty((size * calls + alignment,), _BYTE)
+        start = _data_address(buffer)
+        start += -start % alignment
+        return buffer, [start + size * call for call in range(calls)]
 
 
 def _work(layout: Layout) -> int:
