@@ -340,6 +340,9 @@ STATISTICS = [
     ("average", lambda xp, a: xp.average(a, axis=0), []),
     ("average weights", lambda xp, a: xp.average(a, axis=1, weights=np.arange(1, 5)), []),
     ("average returned", lambda xp, a: xp.average(a, weights=np.ones((3, 4)), returned=True), []),
+    ("count_nonzero", lambda xp, a: xp.count_nonzero(a), []),
+    ("count_nonzero axes", lambda xp, a: xp.count_nonzero(a, axis=(0, -1), keepdims=True), []),
+    ("count_nonzero of a comparison", lambda xp, a: xp.count_nonzero(a > 1, axis=1), []),
     ("cumsum", lambda xp, a: xp.cumsum(a), []),
     ("cumsum axis", lambda xp, a: xp.cumsum(a, axis=1, dtype=np.float32), []),
     ("cumprod", lambda xp, a: xp.cumprod(a, axis=0), []),
@@ -404,6 +407,8 @@ def test_statistics_raise_numpys_errors_at_the_call():
     for error, call in [
         (np.exceptions.AxisError, lambda: dnp.median(x, axis=2)),
         (np.exceptions.AxisError, lambda: dnp.cumsum(x, axis=-3)),
+        (np.exceptions.AxisError, lambda: dnp.count_nonzero(x, axis=2)),
+        (ValueError, lambda: dnp.count_nonzero(x, axis=(1, -1))),
         (ValueError, lambda: dnp.percentile(x, 150)),
         (ValueError, lambda: dnp.quantile(x, np.array([0.5, 2.0]))),
         (TypeError, lambda: dnp.ptp(x > 0)),

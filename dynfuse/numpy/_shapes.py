@@ -94,6 +94,9 @@ def expand_dims(a: Any, axis: Any) -> Any:
     return record.expand_dims(a, axis)
 
 
+expand_dims.fast_path = (None, "expand_dims")  # recorded in C where the C recorder is in use
+
+
 def squeeze(a: Any, axis: Any = None) -> Any:
     return record.lazy(a).squeeze(axis)
 

@@ -28,6 +28,7 @@ __all__ = [
     "argmax",
     "argmin",
     "average",
+    "count_nonzero",
     "cumprod",
     "cumsum",
     "max",
@@ -98,6 +99,18 @@ nansum = _ignoring_nan("nansum", sum, 0)
 nanprod = _ignoring_nan("nanprod", prod, 1)
 nancumsum = _ignoring_nan("nancumsum", cumsum, 0)
 nancumprod = _ignoring_nan("nancumprod", cumprod, 1)
+
+
+def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """The elements that are not zero, as NumPy counts them: each cast to bool, summed in intp
+    (NaN counts, -0.0 does not). One reduction, fused with what computes ``a``."""
+    a = record.lazy(a)
+    if a.dtype.kind not in "biufc":  # strings, objects, dates: NumPy's own
+        return record.fallback("count_nonzero", np.count_nonzero, (a,), {"axis": axis, "keepdims": keepdims})
+    if axis is not None:  # NumPy's errors, which name no other function
+        axis = normalize_axis_tuple(axis, a.ndim)
+    truth = a if a.dtype == np.bool_ else a.astype(np.bool_)
+    return sum(truth, axis=axis, dtype=np.intp, keepdims=keepdims)
 
 
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: Any = np._NoValue) -> Any:
