@@ -390,6 +390,8 @@ def test_statistics_are_recorded_as_fusable_ops_or_one_library_call(name):
         lambda xp, a: xp.median(a, axis=0),
         lambda xp, a: xp.cumsum(a, axis=0),
         lambda xp, a: xp.cumprod(a, axis=-1),
+        lambda xp, a: xp.count_nonzero(a, axis=-1),
+        lambda xp, a: xp.count_nonzero(a, keepdims=True),
     ],
 )
 def test_statistics_of_empty_and_0d_arrays_are_numpys(function, shape):

@@ -107,8 +107,8 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     a = record.lazy(a)
     if a.dtype.kind not in "biufc":  # strings, objects, dates: NumPy's own
         return record.fallback("count_nonzero", np.count_nonzero, (a,), {"axis": axis, "keepdims": keepdims})
-    if axis is not None:  # NumPy's errors, which name no other function
-        axis = normalize_axis_tuple(axis, a.ndim)
+    if axis is not None and a.ndim:  # NumPy's errors, which name no other function (a 0-d
+        axis = normalize_axis_tuple(axis, a.ndim)  # array's axis 0 or -1 is the sum's quirk)
     truth = a if a.dtype == np.bool_ else a.astype(np.bool_)
     return sum(truth, axis=axis, dtype=np.intp, keepdims=keepdims)
 
