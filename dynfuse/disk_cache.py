@@ -25,8 +25,6 @@ group. The checksum alone detects corruption, not tampering.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import re
 import stat
@@ -65,7 +63,12 @@ _keys: dict[Path, bytes | str] = {}
 
 
 def key_of(*parts: Any) -> str:
-    """The entry key for everything the compiled code depends on (the parts' reprs must be stable)."""
+    """The entry key for everything the compiled code depends on (the parts' reprs must be stable).
+
+    hashlib and hmac (OpenSSL's, 3 ms) are imported where an entry is first keyed or checked: a
+    short program's only look at the cache is ``holds_any``."""
+    import hashlib
+
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -233,6 +236,9 @@ def _entry_path(namespace: str, key: str) -> Path:
 def _digest(payload: bytes, namespace: str, key: str, shared_key: bytes) -> bytes:
     """The header's digest: the payload's checksum, or, in a shared cache, its HMAC bound to the
     entry's name (so a valid entry copied over another's fails)."""
+    import hashlib
+    import hmac
+
     if not shared_key:
         return hashlib.blake2b(payload, digest_size=32).digest()
     return hmac.new(shared_key, f"{namespace}/{key}\0".encode() + payload, hashlib.sha256).digest()
@@ -249,6 +255,8 @@ def _problem_with(data: bytes, namespace: str, key: str, shared_key: bytes) -> s
         return f"format version {version}, expected {expected}"
     if len(data) - _HEADER.size != length:
         return f"payload of {len(data) - _HEADER.size} bytes, header says {length}"
+    import hmac
+
     if not hmac.compare_digest(_digest(data[_HEADER.size :], namespace, key, shared_key), digest):
         return "not authenticated by the shared key" if shared_key else "checksum mismatch"
     return None

@@ -266,6 +266,11 @@ class Backend(Protocol):
         it only loads that: then it is not worth compiling in the background."""
         ...
 
+    def keeps_code(self) -> bool:
+        """Whether any code may be kept from earlier compiles: a first look that generates no code
+        (where it says no, ``cached`` says no for every kernel)."""
+        ...
+
     def compile_work(self, kernel: Kernel) -> float:
         """What compiling this kernel costs, in the work of interpreting it (``Target``): at least
         ``target.first_sight_work``."""

@@ -223,8 +223,19 @@ def kernel_tier(
         return Tier.COMPILED
     if seen < target.first_sight_work:
         return Tier.INTERPRETED
-    cost, at_hand = _sightings.get((_CODE_COST, key)) or _code_cost(backend, kernel, key)
     started = (_STARTED, backend.name)
+    known = _sightings.get((_CODE_COST, key))
+    if (
+        known is None
+        and started not in _sightings
+        and seen < target.first_sight_work + target.start_work
+        and not backend.keeps_code()
+    ):
+        # No code is kept, and the compiler is not started: any compile costs at least this, so the
+        # backend is not asked yet (the first answer imports and runs the code generator, tens of
+        # ms): a short program never asks
+        return Tier.INTERPRETED
+    cost, at_hand = known or _code_cost(backend, kernel, key)
     if not at_hand and started not in _sightings:
         cost += target.start_work  # this compile would start the compiler too
     if seen < cost:

@@ -130,6 +130,29 @@ def test_the_first_compile_of_a_process_costs_starting_the_compiler_too(monkeypa
         assert counts == launched
 
 
+@pytest.mark.parametrize("kept_anywhere, asked_at", [(False, 3), (True, 1)])
+def test_the_backend_is_asked_a_kernels_cost_once_a_compile_could_pay(kept_anywhere, asked_at, monkeypatch):
+    """With no code kept and the compiler not started, any compile costs at least the least plus
+    starting the compiler, so the backend (whose first answer runs its code generator) is not asked
+    before the kernel's work reaches that: 814 a run, 2000 to start, asked on the third run (2442),
+    and a short program never asks. Where code may be kept, at first sight. The runs that compile
+    are the same either way."""
+    target = Target("tiered", tiny_elements=4, first_sight_work=0, start_work=2000)
+    monkeypatch.setattr(groups.BACKEND, "target", target)
+    run, asked = [0], []
+    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: asked.append(run[0]) or 1000)
+    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: False)
+    monkeypatch.setattr(groups.BACKEND, "keeps_code", lambda: kept_anywhere)
+    counts = []
+    for run[0] in range(1, 6):
+        before = dynfuse.stats()["kernels_launched"]
+        y = np.exp(dynfuse.asarray(np.arange(37.0))) * 3
+        dynfuse.evaluate(y)
+        close(y, np.exp(np.arange(37.0)) * 3)
+        counts.append(dynfuse.stats()["kernels_launched"] - before)
+    assert asked == [asked_at] and counts == [0, 0, 0, 1, 1]
+
+
 def test_a_reduction_costs_the_elements_of_its_operand_to_interpret(monkeypatch):
     """NumPy's pass for a sum reads all 1000 elements, however few its results: 1000 of work."""
     monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=900))

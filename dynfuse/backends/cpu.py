@@ -453,6 +453,11 @@ class CpuBackend:
             return False
         return disk_cache.contains(self.name, self.disk_key(_launched_module(kernel).text))
 
+    def keeps_code(self) -> bool:
+        from .. import disk_cache
+
+        return disk_cache.holds_any(self.name)
+
     def compile_work(self, kernel: Kernel) -> float:
         """What compiling the module a launch with the configured threads calls costs, in the work
         of interpreting: LLVM's time grows with the lines of IR it optimizes and emits."""

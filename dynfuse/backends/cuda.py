@@ -155,6 +155,10 @@ class CudaBackend:
     def cached(self, kernel: Kernel) -> bool:
         return self.device.cached(self.source(kernel))
 
+    def keeps_code(self) -> bool:
+        """The device's cache is asked kernel by kernel (``cached``)."""
+        return True
+
     def compile_work(self, kernel: Kernel) -> float:
         """Not measured on a device yet: the target's one number for every kernel."""
         return self.target.first_sight_work

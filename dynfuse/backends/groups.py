@@ -116,6 +116,9 @@ class GroupBackend:
         """Nothing is kept across processes: a compile is an ``exec`` of the source, cheap anyway."""
         return False
 
+    def keeps_code(self) -> bool:
+        return False
+
     def compile_work(self, kernel: Kernel) -> float:
         """An ``exec`` of a few NumPy calls costs about the same for every kernel."""
         return self.target.first_sight_work
