@@ -334,7 +334,10 @@ class _Planner:
             if stride and extent > 1
         }
         fastest = min(reversed(steps), key=steps.__getitem__, default=None)  # the last axis of a tie
-        return broadcast, bool(access.flags.c_contiguous), array.ndim == 0, fastest
+        # An empty iteration still reads per-row values, each row its own: NumPy calls any empty
+        # array C-contiguous, whose C strides would read every row's value at the first row's place
+        contiguous = bool(access.flags.c_contiguous) and access.size > 0
+        return broadcast, contiguous, array.ndim == 0, fastest
 
     def plan(self) -> Plan:
         while True:

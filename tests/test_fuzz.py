@@ -247,6 +247,25 @@ def test_clip_of_an_unsigned_array_to_a_negative_python_int():
             dynfuse.evaluate(dnp.clip(dynfuse.asarray(x0), *bounds))
 
 
+def test_a_function_of_a_sum_that_may_take_either_sign_is_judged_from_dynfuses_sum():
+    """A mean of int64 sums huge values that cancel: its rounding bound spans zero, and
+    ``abs`` maps that interval's ends away from the value dynfuse's own order gives. The checker
+    runs NumPy from dynfuse's mean too (it is an output, judged by its own bound), and a plain
+    function's tolerance counts the integers' magnitude."""
+    program = Program(
+        inputs=(Input((16,), "int64", "contiguous"),),
+        steps=(
+            Step("v0", "call", "mean", (Ref("x0"),), reproducible=ops.REDUCTIONS["mean"].reproducible),
+            Step("v1", "call", "absolute", (Ref("v0"),)),
+        ),
+        outputs=("v0", "v1"),
+    )
+    x0 = np.array([-9223372036854621107, 9223372036854479351, -132874] + [23637] * 13, np.int64)
+    for backend in BACKENDS:
+        assert_matches_numpy(program, [x0], backend=backend)
+        assert_matches_numpy(lambda xp, x: (xp.mean(x), xp.abs(xp.mean(x))), [x0], backend=backend)
+
+
 def test_the_zero_a_max_or_min_reduction_keeps_may_have_either_sign():
     """Of equal 0.0 and -0.0, NumPy's own max and min loops keep one by their vector width, so its
     sign is no implementation's to match; every other zero's sign is compared."""

@@ -233,6 +233,24 @@ def row_extremes(x, y):
     return np.log1p(np.abs(top)) * 2, spread, spread * top[:, 0]
 
 
+@pytest.mark.parametrize("backend", ["groups", "cpu", "cuda-emulator"])
+def test_a_reduction_over_no_elements_reads_each_rows_own_values(backend, monkeypatch):
+    """A reduction over an empty axis still reads its per-row values, each row its own: the empty
+    layout NumPy calls contiguous must not make every row read the first row's value."""
+    monkeypatch.setattr(registry, "backend", backend)
+    empty = np.ones((3, 0))
+    tens, mask = np.arange(3.0).reshape(3, 1) * 10, np.array([True, False, True])
+    programs = [
+        lambda np_, x, r, m: x.sum(axis=1, keepdims=True) + r,
+        lambda np_, x, r, m: np_.all(x > 0, axis=1) & m,
+        lambda np_, x, r, m: np_.triu(np_.all(x, axis=-1, keepdims=True)),
+    ]
+    for program in programs:
+        expected = program(np, empty, tens, mask)
+        actual = program(dynfuse.numpy, *map(dynfuse.asarray, (empty, tens, mask)))
+        np.testing.assert_array_equal(np.asarray(actual), expected)
+
+
 @pytest.mark.parametrize(
     ("program", "shapes", "expected_kernels"),
     [

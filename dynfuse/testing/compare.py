@@ -7,8 +7,10 @@ which NumPy's own loops choose by their vector width (``Program.signed_zeros``).
 from an op whose last bit varies between implementations (exp, a float sum) may differ, but only as
 far as such differences can carry: the reference program is run again with the result of each such
 op moved by ``max_ulp`` units in the last place (a sum or a product by its rounding-error bound),
-upwards, downwards and in random directions per element, and dynfuse's value must lie within the
-spread those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes
+upwards, downwards and in random directions per element, and once from the values dynfuse gave
+such ops that are outputs (a function the spread's ends do not bound, ``abs`` of a sum that may be
+either sign, is then NumPy's from dynfuse's own value); dynfuse's value must lie within the spread
+those runs give, or within ``max_ulp`` of NumPy's. NaN where NumPy has NaN; shapes and dtypes
 equal; an exception of the type NumPy raises where NumPy raises one.
 """
 
@@ -112,7 +114,7 @@ def _problem(program: Any, arrays: list, backend: str | None, max_ulp: int) -> s
         return None
     if len(actual) != len(expected):
         return f"{len(expected)} outputs from NumPy, {len(actual)} from dynfuse"
-    spreads = _spreads(described, arrays, max_ulp) if described is not None else None
+    spreads = _spreads(described, arrays, max_ulp, actual) if described is not None else None
     for number, (got, want) in enumerate(zip(actual, expected, strict=True)):
         name = described.outputs[number] if described is not None else f"output {number}"
         exact = described is not None and described.reproducible(name)
@@ -206,11 +208,12 @@ def _as_tuple(outputs: Any) -> tuple:
 
 
 def _spreads(
-    program: Program, arrays: list, max_ulp: int
+    program: Program, arrays: list, max_ulp: int, actual: tuple
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
     """Per output, the lowest and highest value (NaN ignored) and where any is NaN, over reference
-    runs with each irreproducible float op's result moved within its rounding; None if the program
-    has no such op."""
+    runs with each irreproducible float op's result moved within its rounding, and one run from
+    the values dynfuse gave the irreproducible ops that are outputs (``actual``, each checked
+    against its own spread); None if the program has no such op."""
     if all(step.reproducible for step in program.steps):
         return None
     generator = np.random.default_rng(0)
@@ -221,6 +224,9 @@ def _spreads(
         if isinstance(outcome, type):
             return None  # moved this far, the program fails: there is no spread to speak of
         runs.append(outcome)
+    given = _reference(program, arrays, _taking(dict(zip(program.outputs, actual, strict=True))))
+    if not isinstance(given, type):
+        runs.append(given)
     spreads = []
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -251,6 +257,24 @@ def _moving(direction: Any, max_ulp: int) -> Callable[..., Any]:
         return moved[()] if isinstance(value, np.generic) else moved
 
     return move
+
+
+def _taking(actual: dict[str, np.ndarray]) -> Callable[..., Any]:
+    """A hook that gives each irreproducible float op that is an output the value dynfuse gave it:
+    what is computed from it through a function its spread's ends do not bound (``abs`` of a sum
+    that may be either sign, a square) is then NumPy's from dynfuse's own value."""
+
+    def take(step: Any, value: Any, values: dict) -> Any:
+        _undefined_casts_raise(step, value, values)
+        given = actual.get(step.target)
+        if step.reproducible or step.form == "write" or given is None:
+            return value
+        array = np.asarray(value)
+        if array.dtype.kind != "f" or given.shape != array.shape or given.dtype != array.dtype:
+            return value
+        return given[()] if isinstance(value, np.generic) else given.copy()
+
+    return take
 
 
 def _rounding(step: Any, value: np.ndarray, values: dict, max_ulp: int) -> np.ndarray:
@@ -327,10 +351,15 @@ def compare(
 
 
 def _scale(arrays: list, expected: np.ndarray) -> float:
-    """The largest finite magnitude among a plain function's float inputs and its result: the size
-    of the values whose roundings a result may carry, however much of them cancelled."""
+    """The largest finite magnitude among a plain function's integer and float inputs and its
+    result: the size of the values whose roundings a result may carry, however much of them
+    cancelled (integers too: a mean of int64 sums them as float64)."""
     values = [np.asarray(value) for value in [*arrays, expected]]
-    finite = [np.abs(value[np.isfinite(value)]) for value in values if value.dtype.kind == "f" and value.size]
+    finite = [
+        np.abs(value[np.isfinite(value)].astype(np.float64))
+        for value in values
+        if value.dtype.kind in "iuf" and value.size
+    ]
     return float(max((value.max() for value in finite if value.size), default=0.0))
 
 
