@@ -279,6 +279,7 @@ static struct {
     pthread_cond_t wake;
     int started;                 /* pool threads started, numbered 1 to started */
     atomic_ulong generation;     /* bumped by each launch, once its fields are set */
+    atomic_int busy;             /* a launch has the pool: another thread's runs its ranges itself */
     atomic_int sleepers;         /* pool threads waiting on ``wake`` */
     atomic_int open;             /* 1 while the launch takes ranges: a thread may join it */
     atomic_int active;           /* threads in the launch (or checking whether they may join) */
@@ -363,6 +364,7 @@ static void forget_pool_in_child(void)
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pool.started = 0;
+    atomic_store(&pool.busy, 0); /* a launch another thread had running is not the child's */
     atomic_store(&pool.sleepers, 0);
     atomic_store(&pool.open, 0);
     atomic_store(&pool.active, 0);
@@ -416,7 +418,6 @@ static PyObject *run_ranges(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "run_ranges(entry, cells, scratch, bounds)");
         return NULL;
     }
-    static atomic_int busy; /* the pool serves one launch at a time: another thread's runs alone */
     PyObject *scratch = PySequence_Fast(args[2], "run_ranges: scratch must be a sequence");
     PyObject *bounds = scratch == NULL ? NULL : PySequence_Fast(args[3], "run_ranges: bounds must be a sequence");
     PyObject *result = NULL;
@@ -444,9 +445,9 @@ static PyObject *run_ranges(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (range_bounds[i] == -1 && PyErr_Occurred())
             goto done;
     }
-    int alone = takers == 1 || atomic_exchange(&busy, 1) != 0;
+    int alone = takers == 1 || atomic_exchange(&pool.busy, 1) != 0;
     if (!alone && start_pool_threads((int)takers - 1) < 0) {
-        atomic_store(&busy, 0);
+        atomic_store(&pool.busy, 0);
         alone = 1;
     }
     entry_function call = (entry_function)entry;
@@ -473,7 +474,7 @@ static PyObject *run_ranges(PyObject *module, PyObject *const *args, Py_ssize_t 
         atomic_store(&pool.open, 0);
         while (atomic_load(&pool.active) > 0) /* the last ranges, being run */
             spin_pause();
-        atomic_store(&busy, 0);
+        atomic_store(&pool.busy, 0);
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
