@@ -228,6 +228,10 @@ class Target:
     # library call between kernels, on stored operands, so a plan is never slower than NumPy's op
     # for it (perf/bench_functions.py measures them).
     library_ops: frozenset[tuple[str, str]] = frozenset()
+    # Reductions (by name, of an axis named by ``axis``) the backend's kernels compute slower than
+    # NumPy's loop where they reduce their operand's last axis: each then runs as a library call
+    # on its stored operand; across that axis a kernel still takes it.
+    library_row_reductions: frozenset[str] = frozenset()
     # From how many elements a write's value is computed straight into the written region by a
     # kernel writing an output through strides given at launch (``Output.strided``), rather than
     # into a fresh array copied in (0: never). The copy saved must outweigh what the direct store's

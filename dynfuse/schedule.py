@@ -255,10 +255,15 @@ def reasons(trace: Trace, target: Target) -> Reasons:
 
 
 def _runs_in_library(node: Node, target: Target) -> bool:
-    """A barrier, or an elementwise op whose NumPy loop is faster than the target's code for it."""
+    """A barrier; an elementwise op whose NumPy loop is faster than the target's code for it; or a
+    reduction whose NumPy loop is faster along its operand's last axis (``library_row_reductions``)
+    that reduces that axis."""
     kind = node.op.kind
     if kind is OpKind.ELEMENTWISE:
         return (node.op.name, node.dtype.char) in target.library_ops
+    if kind is OpKind.REDUCTION and node.op.name in target.library_row_reductions:
+        axis = dict(node.params).get("axis")
+        return axis is None or axis == len(node.inputs[0].shape) - 1
     return kind is OpKind.BARRIER
 
 

@@ -55,6 +55,29 @@ LONG_ROWS = Target("long rows", persistent_row_elements=4)
 # ---- elementwise and views ----------------------------------------------------------------------
 
 
+def test_argmax_along_rows_is_numpys_loop_and_across_them_a_kernel(monkeypatch):
+    """The CPU target leaves argmax and argmin that reduce their operand's last axis to NumPy's loop
+    (the kernel's select of value and index keeps its loop over a row scalar); across rows a kernel
+    takes them in lanes. NaN first, ties at the first index, either way."""
+    from dynfuse.backends import cpu
+
+    monkeypatch.setattr(registry, "backend", "cpu")
+    data = rng.standard_normal((40, 30))
+    data[3, 7] = data[9, 2] = np.nan
+    data[5, :] = 1.0
+    cases = [
+        (lambda a: (a * 2).argmax(axis=1), True),
+        (lambda a: (a * 2).argmin(), True),
+        (lambda a: (a * 2).argmin(axis=-1, keepdims=True), True),
+        (lambda a: (a * 2).argmax(axis=0), False),
+    ]
+    for make, in_library in cases:
+        result = make(dynfuse.asarray(data))
+        _, plan = plan_of(result, target=cpu.BACKEND.target)
+        assert any(isinstance(step, LibraryStep) for step in plan.steps) == in_library
+        np.testing.assert_array_equal(np.asarray(result), make(data))
+
+
 def test_relu_chain_is_one_kernel_moving_a_third_of_the_bytes():
     x = lazy(1000)
     y = np.maximum(x * 2, 0) + 1

@@ -416,6 +416,10 @@ class CpuBackend:
         direct_op_work=1 << 11,
         background_work=1 << 26,
         library_ops=_library_ops(),
+        # The select of value and index that argmax and argmin carry from element to element keeps
+        # the loop over a row scalar: 2^20 float32 along rows took 5 ms, NumPy's loop 0.08-0.18.
+        # Across rows (axis 0 of a C-ordered matrix) the kernel takes columns in lanes, 17x NumPy.
+        library_row_reductions=frozenset({"argmax", "argmin"}),
         in_place_elements=1 << 16,
     )
 
