@@ -232,6 +232,8 @@ class Target:
     # NumPy's loop where they reduce their operand's last axis: each then runs as a library call
     # on its stored operand; across that axis a kernel still takes it.
     library_row_reductions: frozenset[str] = frozenset()
+    # ... in rows of at least this many elements: NumPy's loop costs a call a row
+    library_row_elements: int = 0
     # From how many elements a write's value is computed straight into the written region by a
     # kernel writing an output through strides given at launch (``Output.strided``), rather than
     # into a fresh array copied in (0: never). The copy saved must outweigh what the direct store's

@@ -257,13 +257,15 @@ def reasons(trace: Trace, target: Target) -> Reasons:
 def _runs_in_library(node: Node, target: Target) -> bool:
     """A barrier; an elementwise op whose NumPy loop is faster than the target's code for it; or a
     reduction whose NumPy loop is faster along its operand's last axis (``library_row_reductions``)
-    that reduces that axis."""
+    that reduces that axis, in rows long enough (``library_row_elements``)."""
     kind = node.op.kind
     if kind is OpKind.ELEMENTWISE:
         return (node.op.name, node.dtype.char) in target.library_ops
     if kind is OpKind.REDUCTION and node.op.name in target.library_row_reductions:
-        axis = dict(node.params).get("axis")
-        return axis is None or axis == len(node.inputs[0].shape) - 1
+        axis, shape = dict(node.params).get("axis"), node.inputs[0].shape
+        if axis is None:
+            return views.size_of(shape) >= target.library_row_elements
+        return axis == len(shape) - 1 and shape[axis] >= target.library_row_elements
     return kind is OpKind.BARRIER
 
 

@@ -57,8 +57,9 @@ LONG_ROWS = Target("long rows", persistent_row_elements=4)
 
 def test_argmax_along_rows_is_numpys_loop_and_across_them_a_kernel(monkeypatch):
     """The CPU target leaves argmax and argmin that reduce their operand's last axis to NumPy's loop
-    (the kernel's select of value and index keeps its loop over a row scalar); across rows a kernel
-    takes them in lanes. NaN first, ties at the first index, either way."""
+    (the kernel's select of value and index keeps its loop over a row scalar), in rows long enough
+    that NumPy's call a row costs less; across rows a kernel takes them in lanes. NaN first, ties at
+    the first index, either way."""
     from dynfuse.backends import cpu
 
     monkeypatch.setattr(registry, "backend", "cpu")
@@ -70,6 +71,7 @@ def test_argmax_along_rows_is_numpys_loop_and_across_them_a_kernel(monkeypatch):
         (lambda a: (a * 2).argmin(), True),
         (lambda a: (a * 2).argmin(axis=-1, keepdims=True), True),
         (lambda a: (a * 2).argmax(axis=0), False),
+        (lambda a: (a[:, :8] * 2).argmax(axis=1), False),  # rows too short for NumPy's call a row
     ]
     for make, in_library in cases:
         result = make(dynfuse.asarray(data))
