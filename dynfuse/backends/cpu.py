@@ -284,8 +284,8 @@ class _Launcher:
                 if self.entry is None:
                     self.load_entry()
                 cells = self.cells(inputs, params, outputs)
-                _, (scratch,) = self.scratch(1)
-                self.entry(cells, scratch, 0, rows)
+                scratch = self.scratch(1)
+                self.entry(cells, scratch.addresses[0], 0, rows)
             return
         cells = self.cells(inputs, params, outputs)
         address = ctypes.addressof(cells)
@@ -295,14 +295,14 @@ class _Launcher:
         if self.entry is None:
             self.load_entry()
         ranges = _ranges(rows, _pieces(self.work, rows, threads))
-        _, scratches = self.scratch(min(threads, len(ranges)))  # the buffer lives until the launch is done
+        scratch = self.scratch(min(threads, len(ranges)))
         if run_ranges is not None:
             bounds = [start for start, _ in ranges] + [rows]
-            run_ranges(self.entry_address, address, scratches, bounds)
+            run_ranges(self.entry_address, address, scratch.addresses, bounds)
             return
         taken = itertools.count()  # its next() is atomic: each range is run once
         pools.WORKERS.run_all(
-            [_bind(_take_ranges, self.entry, address, scratch, ranges, taken) for scratch in scratches]
+            [_bind(_take_ranges, self.entry, address, own, ranges, taken) for own in scratch.addresses]
         )
 
     def split_rows(self, address: int, rows: int, threads: int) -> None:
@@ -312,28 +312,34 @@ class _Launcher:
             self.load_split()
         ranges = _ranges(self.layout.row_elements, threads)
         states = np.zeros((len(ranges), rows, max(self.layout.state_cells, 1)), np.int64)
-        _, scratches = self.scratch(len(ranges), self.split_scratch_bytes)
+        scratch = self.scratch(len(ranges), self.split_scratch_bytes)
         calls = [
-            _bind(self.partial, address, scratch, 0, rows, start, stop, states[part].ctypes.data)
-            for part, (scratch, (start, stop)) in enumerate(zip(scratches, ranges, strict=True))
+            _bind(self.partial, address, own, 0, rows, start, stop, states[part].ctypes.data)
+            for part, (own, (start, stop)) in enumerate(zip(scratch.addresses, ranges, strict=True))
         ]
         pools.WORKERS.run_all(calls)
-        self.finish(address, scratches[0], 0, rows, states.ctypes.data, len(ranges))
+        self.finish(address, scratch.addresses[0], 0, rows, states.ctypes.data, len(ranges))
 
-    def scratch(self, calls: int, size: int | None = None) -> tuple[np.ndarray | None, list[int | None]]:
+    def scratch(self, calls: int, size: int | None = None) -> _Scratch:
         """The scratch of each of ``calls`` calls that run at once, its own: where column mode holds
-        a chunk's lanes, since a thread's stack may be too small for them. A buffer (host memory's:
-        a large one pooled) that the caller keeps until the calls are done, and the address of each
-        call's part of it; None, with nothing allocated, for a kernel that needs none. ``size``:
-        each call's bytes, if not ENTRY's."""
+        a chunk's lanes, since a thread's stack may be too small for them. Memory of the host's
+        (a large one pooled) and each call's address in it, None with nothing allocated for a
+        kernel that needs none. ``size``: each call's bytes, if not ENTRY's."""
         size = self.layout.scratch_bytes if size is None else size
         if size == 0:
-            return None, [None] * calls
+            return _Scratch(None, [None] * calls)
         alignment = self.scratch_alignment
-        buffer = HOST.empty((size * calls + alignment,), _BYTE)
-        start = _data_address(buffer)
+        memory = HOST.empty((size * calls + alignment,), _BYTE)
+        start = _data_address(memory)
         start += -start % alignment
-        return buffer, [start + size * call for call in range(calls)]
+        return _Scratch(memory, [start + size * call for call in range(calls)])
+
+
+class _Scratch(NamedTuple):
+    """Scratch addresses, and the memory they are in: the caller holds it until the calls are done."""
+
+    memory: np.ndarray | None
+    addresses: list[int | None]
 
 
 def _work(layout: Layout) -> int:
