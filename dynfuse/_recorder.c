@@ -424,7 +424,6 @@ static PyObject *current_errstate(void)
     return PyContextVar_Get(S.errstate_var, NULL, &state) < 0 ? NULL : (state != NULL ? state : Py_NewRef(Py_None));
 }
 
-/* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
 /* The structure id of a node of ``op`` and ``params`` over ``inputs`` (each with a key): the id of
    its description (op, params, the inputs' ids), through the structure memo where it has no params
    (params made afresh for each node would never be found there). A new reference. */
@@ -455,6 +454,7 @@ static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params
     return key;
 }
 
+/* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
 static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
                      PyObject *dtype)
 {
