@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy
-from timing import Timing, measure_in_processes, serve, warm_up, write_results_section
+from timing import Timing, measure_in_processes, serve_warmed, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -521,15 +521,7 @@ def serve_here(name: str, label: str, quick: bool) -> None:
     """Time contender ``name`` on the program ``label``, warmed up, for ``measure_in_processes``;
     dynfuse's counters per timed call are its report."""
     program = next(program for program in programs(quick) if program.label == label)
-    run = contender_call(name, program)
-    warm_up(run)
-    before = counters()
-
-    def report(calls: int) -> dict[str, float]:
-        after = counters()
-        return {key: (after[key] - before[key]) / max(calls, 1) for key in after}
-
-    serve(run, report)
+    serve_warmed(contender_call(name, program), counters)
 
 
 def import_times(repeats: int) -> dict[str, Timing]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy
 from bench_overhead import check, cpu_model, materialize
-from timing import Timing, measure_in_processes, one_call, serve, warm_up, write_results_section
+from timing import Timing, measure_in_processes, one_call, serve_warmed, write_results_section
 
 import dynfuse
 import dynfuse.numpy as dnp
@@ -462,14 +462,7 @@ def _serve_here(name: str, label: str) -> None:
         run = jacobi_sweep(namespace, int(label.split()[1]))
     else:
         run = call(next(program for program in programs() if program.label == label), namespace)
-    warm_up(run)
-    before = counters()
-
-    def report(calls: int) -> dict[str, float]:
-        after = counters()
-        return {key: (after[key] - before[key]) / max(calls, 1) for key in after}
-
-    serve(run, report)
+    serve_warmed(run, counters)
 
 
 def first_run(program: Program) -> dict[str, float]:

@@ -152,6 +152,18 @@ def warm_up(function: Callable[[], object]) -> None:
         last = done
 
 
+def serve_warmed(function: Callable[[], object], counters: Callable[[], dict[str, float]]) -> None:
+    """``serve`` after ``warm_up``, reporting ``counters()``'s change per call since the warm-up."""
+    warm_up(function)
+    before = counters()
+
+    def report(calls: int) -> dict[str, float]:
+        after = counters()
+        return {key: (after[key] - before[key]) / max(calls, 1) for key in after}
+
+    serve(function, report)
+
+
 def serve(function: Callable[[], object], report: Callable[[int], dict]) -> None:
     """A contender's side of ``measure_in_processes``, after its warm-up: writes the seconds of one
     call of ``function``; then, for each line it reads, calls it that many times and writes the
