@@ -116,16 +116,33 @@ def contains(namespace: str, key: str) -> bool:
         return False
 
 
+# A namespace's directory found holding entries stays so for the process; one found empty is
+# looked at again after this many asks (the tier policy asks at a kernel's every interpreted run,
+# and a look costs tens of microseconds), or at once after this process stored in it.
+EMPTY_LOOKS_KEPT = 256
+# By (cache directory, namespace): True, or the asks left before an empty one is looked at again
+_holding: dict[tuple[Path, str], bool | int] = {}
+
+
 def holds_any(namespace: str) -> bool:
     """Whether the namespace may hold an entry: a first look, before a key that is dear to compute
     (the CPU backend's needs LLVM) is asked for with ``contains``."""
     if not config.disk_cache:
         return False
+    place = (config.cache_dir, namespace)
+    known = _holding.get(place)
+    if known is True:
+        return True
+    if known:
+        _holding[place] = known - 1
+        return False
     try:
         with os.scandir(config.cache_dir / namespace) as shards:
-            return any(shard.is_dir(follow_symlinks=False) for shard in shards)
+            found = any(shard.is_dir(follow_symlinks=False) for shard in shards)
     except OSError:  # no such directory yet, or not one to search
-        return False
+        found = False
+    _holding[place] = True if found else EMPTY_LOOKS_KEPT
+    return found
 
 
 def store(namespace: str, key: str, payload: bytes) -> None:
@@ -150,6 +167,7 @@ def store(namespace: str, key: str, payload: bytes) -> None:
             file.write(header)
             file.write(payload)
         os.replace(temporary, path)
+        _holding.pop((config.cache_dir, namespace), None)
     except OSError as error:
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
@@ -224,6 +242,7 @@ def clear() -> int:
         except OSError:
             continue
         removed += not is_temporary
+    _holding.clear()
     return removed
 
 

@@ -12,6 +12,7 @@ would have then.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -41,16 +42,17 @@ def run(
     now = float_errors.current()
     for node in order:
         args = [values.get(child, child.buffer) for child in node.inputs]
-        into = _written_over(node, args, reusable, uses)
+        into = _written_over(node, args, reusable, uses) if node.op.computes_into else None
         if into is None:
             into = _pooled(node, args)
+        params = dict(node.params) if node.params else {}
         token = None if node.errstate is now else float_errors.enter(node.errstate)
         try:
             # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
             if into is None:
-                values[node] = np.asarray(node.op.reference(*args, **dict(node.params)))
+                values[node] = np.asarray(node.op.reference(*args, **params))
             else:
-                values[node] = node.op.reference(*args, **dict(node.params), out=into)
+                values[node] = node.op.reference(*args, **params, out=into)
         finally:
             if token is not None:
                 float_errors.leave(token)
@@ -129,26 +131,34 @@ def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
 
 def _pooled(node: Node, args: list) -> np.ndarray | None:
     """An array of the host's pool that ``node``, a ufunc of one result or a cast on the host, may
-    compute into: for a large result (``host_pool.MIN_BYTES``), where every array it reads is
-    C-contiguous of its shape (or one element), so that NumPy's own result would be C-contiguous."""
-    reference = node.op.reference
-    if node.device is not HOST or node.op.kind is not OpKind.ELEMENTWISE:
+    compute into: for a large result (``host_pool.MIN_BYTES``), where every array it reads is of its
+    shape (or one element) with its axes in C order (``_c_ordered``: a slice of rows or of columns
+    too), so that NumPy's own result would be C-contiguous."""
+    op = node.op
+    if op.kind is not OpKind.ELEMENTWISE or node.dtype.itemsize * math.prod(node.shape) < host_pool.MIN_BYTES:
         return None
-    ufunc = isinstance(reference, np.ufunc) and reference.nout == 1 and not node.params
-    large = node.dtype.itemsize * math.prod(node.shape) >= host_pool.MIN_BYTES
-    if not (ufunc or node.op.name == "astype") or not large:
+    if node.device is not HOST or not ((op.computes_into and not node.params) or op.name == "astype"):
         return None
     whole = [value for value in args if isinstance(value, np.ndarray) and value.size != 1]
-    if any(not value.flags.c_contiguous or value.shape != node.shape for value in whole):
+    if any(value.shape != node.shape or not _c_ordered(value) for value in whole):
         return None
     return host_pool.empty(node.shape, node.dtype)
 
 
+def _c_ordered(value: np.ndarray) -> bool:
+    """Whether NumPy lays a ufunc's result on ``value`` out in C order (its ``order="K"`` follows
+    the operands' strides): ``value``'s axes of more than one element have strides that shrink
+    from the first to the last, by magnitude."""
+    if value.flags.c_contiguous:
+        return True
+    strides = [abs(stride) for stride, length in zip(value.strides, value.shape, strict=True) if length > 1]
+    return all(outer > inner > 0 for outer, inner in itertools.pairwise(strides))
+
+
 def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) -> np.ndarray | None:
-    """An operand's array that ``node``, a ufunc of the same dtype and shape as it, may compute into:
-    one only ``node`` still reads, which owns its memory."""
-    reference = node.op.reference
-    if not isinstance(reference, np.ufunc) or reference.nout != 1 or node.params:
+    """An operand's array that ``node``, a ufunc (``Op.computes_into``) of the same dtype and shape
+    as it, may compute into: one only ``node`` still reads, which owns its memory."""
+    if node.params:  # only for ``computes_into`` ops
         return None
     for child, value in zip(node.inputs, args, strict=True):
         if (

@@ -81,6 +81,12 @@ class Op:
     def __repr__(self) -> str:
         return self.name
 
+    @functools.cached_property
+    def computes_into(self) -> bool:
+        """Whether its reference is a ufunc of one result, which writes it into an array given as
+        ``out`` (the reference executor's reuse of memory)."""
+        return isinstance(self.reference, np.ufunc) and self.reference.nout == 1
+
     @property
     def reports_float_errors(self) -> bool:
         """Whether NumPy's loop for it can report a floating-point error (divide by zero, overflow,

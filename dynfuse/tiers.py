@@ -202,9 +202,8 @@ def kernel_tier(
     if not config.tiers:
         return Tier.COMPILED
     target, kernel = backend.target, step.kernel
-    group = [nodes[number] for number in step.nodes]
-    sizes = (views.size_of(node.shape) for node in group)
-    if not compile_small and max(views.size_of(kernel.shape), *sizes) < target.tiny_elements:
+    work, largest = _step_work(step, nodes, target)
+    if not compile_small and largest < target.tiny_elements:
         return Tier.INTERPRETED
     key = (backend.name, kernel.signature)
     compiled = cache.has_compiled(backend, kernel)
@@ -212,9 +211,8 @@ def kernel_tier(
     compiled_at = _sightings.get((_COMPILED_AT, key)) if compiled else None
     if compiled and compiled_at is None:
         return Tier.COMPILED  # the common case, a loop's: nothing more to count
-    work = sum(_interpreting_work(node, target) for node in group)
     # A site's trial: its runs by NumPy since the last are work seen too
-    direct = repeats * sum(_direct_work(node, target) for node in group) if repeats else 0
+    direct = repeats * sum(_direct_work(nodes[number], target) for number in step.nodes) if repeats else 0
     seen = _sighted(key, work + direct)  # this run's work included
     if compiled:
         if seen < compiled_at:
@@ -248,6 +246,24 @@ def kernel_tier(
         return Tier.COMPILING
     _sightings.pop((_COMPILED_AT, key), None)
     return Tier.COMPILED
+
+
+# A plan's step, by its id, with its work and largest size (``_step_work``): a cached plan's steps
+# run again and again, each time on nodes of the same shapes and ops.
+_step_works: cachetools.LRUCache = cachetools.LRUCache(maxsize=4 * config.kernel_cache_size)
+
+
+def _step_work(step: KernelStep, nodes: list[Node], target: Target) -> tuple[float, int]:
+    """The work of interpreting ``step`` once (``_interpreting_work`` of each node it computes), and
+    the most elements it or its kernel iterates over."""
+    known = _step_works.get(id(step))
+    if known is not None and known[0] is step and known[1] is target:
+        return known[2], known[3]
+    group = [nodes[number] for number in step.nodes]
+    work = sum(_interpreting_work(node, target) for node in group)
+    largest = max(views.size_of(step.kernel.shape), *(views.size_of(node.shape) for node in group))
+    _step_works[id(step)] = (step, target, work, largest)
+    return work, largest
 
 
 # Tags, beside each kernel signature's work seen: the work seen by which its background compile is

@@ -78,24 +78,26 @@ def test_a_loop_of_same_size_outputs_allocates_once():
 
 
 @pytest.mark.parametrize(
-    ("name", "program"),
+    ("name", "program", "pooled"),
     [
-        ("chain", chain),
-        ("copy", lambda x: x.copy()),
-        ("cast", lambda x: x.astype(np.float64)),
-        ("transposed copy", lambda x: x.reshape(1024, -1).T.copy()),  # not C-contiguous: not pooled
-        ("broadcast row", lambda x: x.reshape(1024, -1) + x[:2048]),  # nor this
+        ("chain", chain, True),
+        ("copy", lambda x: x.copy(), True),
+        ("cast", lambda x: x.astype(np.float64), True),
+        ("columns sliced", lambda x: x.reshape(1024, -1)[:, 1:] * 2, True),  # C order, strided
+        ("rows reversed", lambda x: x.reshape(1024, -1)[::-1] - 1, True),
+        ("transposed copy", lambda x: x.reshape(1024, -1).T.copy(), False),  # not in C order
+        ("transposed sum", lambda x: x.reshape(1024, -1).T + 1, False),
+        ("broadcast row", lambda x: x.reshape(1024, -1) + x[:2048], False),  # nor this
     ],
 )
-def test_large_values_the_reference_executor_computes_come_from_the_pool(name, program, monkeypatch):
+def test_large_values_the_reference_executor_computes_come_from_the_pool(name, program, pooled, monkeypatch):
     """Interpreted (the reference executor's NumPy calls), a large elementwise value is computed
-    into a pooled block as a kernel's output is, where every array it reads is C-contiguous of its
-    shape, so NumPy's result would be too: a loop of them faults its pages once. Values and dtypes
-    stay NumPy's, and a pooled result's layout."""
+    into a pooled block as a kernel's output is, where every array it reads is of its shape with
+    its axes in C order, so NumPy's result would be C-contiguous: a loop of them faults its pages
+    once. Values and dtypes stay NumPy's, and a pooled result's layout."""
     monkeypatch.setattr(registry, "backend", "numpy")
     x = data()
     expected = program(x)
-    pooled = expected.flags.c_contiguous and expected.ndim == 1
     for _ in range(3):
         result = np.asarray(program(dynfuse.asarray(x)))
         np.testing.assert_array_equal(result, expected)
