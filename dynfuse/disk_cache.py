@@ -198,6 +198,7 @@ def forget_checks() -> None:
     with _lock:
         _verdicts.clear()
         _keys.clear()
+    _holding.clear()
 
 
 def info() -> dict[str, Any]:

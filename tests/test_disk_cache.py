@@ -62,6 +62,22 @@ def test_round_trip_and_miss(cache_dir):
     assert counters() == {"hits": 1, "misses": 2, "writes": 1, "errors": 0}
 
 
+def test_whether_a_namespace_holds_entries_is_looked_at_seldom_and_never_stale_after_a_store(cache_dir):
+    """The tier policy asks at every interpreted kernel run: an empty namespace's directory is
+    looked at again only every ``EMPTY_LOOKS_KEPT`` asks, but at once after this process stores in
+    it or clears the cache."""
+    assert not disk_cache.holds_any("cpu")
+    (cache_dir / "cpu" / "ab").mkdir(parents=True)  # as another process's store leaves it
+    assert not any(disk_cache.holds_any("cpu") for _ in range(disk_cache.EMPTY_LOOKS_KEPT))
+    assert disk_cache.holds_any("cpu")
+    assert not disk_cache.holds_any("cuda")
+    disk_cache.store("cuda", KEY, PAYLOAD)
+    assert disk_cache.holds_any("cuda")
+    shutil.rmtree(cache_dir)
+    disk_cache.clear()
+    assert not disk_cache.holds_any("cuda")
+
+
 def test_empty_payload_round_trips():
     disk_cache.store("cpu", KEY, b"")
     assert disk_cache.load("cpu", KEY) == b""
