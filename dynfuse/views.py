@@ -409,6 +409,8 @@ def ignores_axes(index_map: IndexMap, axes: tuple[int, ...]) -> bool:
 
 def broadcast_input_map(index_map: IndexMap, input_shape: Shape, output_shape: Shape) -> IndexMap:
     """The map into an operand that NumPy broadcasts from ``input_shape`` to ``output_shape``."""
+    if input_shape == output_shape and 1 not in input_shape:  # the common case: no axis broadcast
+        return index_map
     lead = len(output_shape) - len(input_shape)
     width = len(index_map.rows[0]) if index_map.rows else 0
     broadcast = [extent == 1 for extent in input_shape]
