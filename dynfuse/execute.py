@@ -211,14 +211,21 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     small = backend is not None and tiny(order, backend)
     # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
     pays = bool(repeats) and key is not None and tiers.could_pay(order)
-    interpreted = backend is None or (small and not repeated_enough(key, backend, repeats if pays else 0))
+    interpreted = (
+        backend is None
+        or (small and not repeated_enough(key, backend, repeats if pays else 0))
+        or (not small and not repeats and tiers.unplanned_first_sight(key, order, backend))
+    )
     place = HOST if interpreted else backend.memory
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
     with _Verdict(repeats, order, pays, key):
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
-            results = run_planned(order, outputs, backend, key, small, moved, held, repeats, group, into)
+            unplanned = tiers.unplanned_runs(key)
+            results = run_planned(
+                order, outputs, backend, key, small, moved, held, repeats, group, into, unplanned
+            )
         kept = [*outputs, *held]
         if place is not memory:
             results = _moved_results(results, kept, place, memory)
@@ -351,12 +358,14 @@ def run_planned(
     repeats: int = 0,
     group: Node | None = None,
     into: Any = None,
+    unplanned: int = 0,
 ) -> dict[Node, Any]:
     """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
     intermediates the program ``held`` computed too; with a replay ``key``, what ran is kept for
     replaying, under the one output or the outputs' ``group``. ``repeats``: the runs a site's trial
-    stands for (``tiers.kernel_tier``); ``into``: where the kernel storing the one output writes it,
-    if it can (``materialize_into``)."""
+    stands for, ``unplanned``: the runs of the trace interpreted before, unplanned
+    (``tiers.kernel_tier``); ``into``: where the kernel storing the one output writes it, if it can
+    (``materialize_into``)."""
     computed = [*outputs, *held]
     numbered = schedule.number_trace(order, computed)
     try:
@@ -377,7 +386,9 @@ def run_planned(
         if kept is not None:
             replay.keep(key, node, order, positions, kept)
     given = None if into is None else (numbered.outputs[0], into)
-    values, ran = run_plan(numbered.nodes, plan, backend, compile_small, moved or {}, repeats, given)
+    values, ran = run_plan(
+        numbered.nodes, plan, backend, compile_small, moved or {}, repeats, given, unplanned=unplanned
+    )
     if kept is not None and ran.compiled_step is not None and kept.launchable:
         kept.launchable = _keep_kernel(key, positions, numbered.nodes, plan, ran.compiled_step, node, backend)
     return {node: values[node] for node in computed}
@@ -470,13 +481,15 @@ def run_plan(
     repeats: int = 0,
     given: tuple[int, Any] | None = None,
     launches: bool = False,
+    unplanned: int = 0,
 ) -> tuple[dict[Node, Any], _Run]:
     """Run ``plan`` over its numbered ``nodes`` on the backend's memory, step by step, each stored
     buffer freed after its last reader: the values of the plan's outputs, and the run, which knows
     the kernels that ran compiled (what a replay launches again). ``given``: a node's number and the
     array the kernel storing it writes it into, where it can (``Target.in_place_elements``).
-    ``launches``: find how C would launch each kernel that ran compiled (``_Run.launched``)."""
-    run = _Run(nodes, backend, compile_small, moved, repeats, given, launches)
+    ``launches``: find how C would launch each kernel that ran compiled (``_Run.launched``).
+    ``unplanned``: the runs of the trace interpreted before, unplanned (``tiers.kernel_tier``)."""
+    run = _Run(nodes, backend, compile_small, moved, repeats, given, launches, unplanned)
     stats.count("kernels_planned", len(plan.kernels))
     inside = None
     for step, release in zip(plan.steps, plan.release, strict=True):
@@ -510,10 +523,12 @@ class _Run:
         repeats: int = 0,
         given: tuple[int, Any] | None = None,
         launches: bool = False,
+        unplanned: int = 0,
     ) -> None:
         self.nodes = nodes
         self.given = given if given is not None and backend.target.in_place_elements else None
         self.repeats = repeats  # the runs a site's trial stands for
+        self.unplanned = unplanned  # the runs of the trace interpreted before, unplanned
         self.backend = backend
         self.memory: Memory = backend.memory  # where every buffer of the run is
         self.compile_small = compile_small  # a repeated trace: compile whatever the kernels' size
@@ -553,7 +568,7 @@ class _Run:
         step, given = self.writing_given(step)
         kernel = step.kernel
         compiled = None
-        tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats)
+        tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats, self.unplanned)
         if tier is Tier.COMPILING:
             # No thread to be had (Python is exiting): then it compiles when next asked for.
             with contextlib.suppress(RuntimeError):

@@ -47,7 +47,6 @@ from typing import NamedTuple
 import numpy as np
 
 from . import cache, config, ops, views
-from .devices import HOST
 from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Signature, Target
 from .ops import OpKind
 from .trace import Node, buffer_key
@@ -328,22 +327,24 @@ class _Planner:
                     array = _contiguous_stand_in(view.shape, array.dtype)
             else:
                 array = view.op.reference(array, **params)
-        memory = HOST if isinstance(array, np.ndarray) else node.memory  # a stand-in is the host's
-        access = views.strided_view(array, source.index_map, shape, memory)
+        if array.size == 0:  # read only by an empty iteration, as an empty array: NumPy's strides 0
+            strides = (0,) * len(shape)
+        else:  # the strides of the view ``views.strided_view`` would make
+            strides = views.read_strides(array.strides, source.index_map, len(shape))
         broadcast = tuple(
             axis
-            for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))
+            for axis, (stride, extent) in enumerate(zip(strides, shape, strict=True))
             if not stride and extent > 1
         )
         steps = {
             axis: abs(stride)
-            for axis, (stride, extent) in enumerate(zip(access.strides, shape, strict=True))
+            for axis, (stride, extent) in enumerate(zip(strides, shape, strict=True))
             if stride and extent > 1
         }
         fastest = min(reversed(steps), key=steps.__getitem__, default=None)  # the last axis of a tie
         # An empty iteration still reads per-row values, each row its own: NumPy calls any empty
         # array C-contiguous, whose C strides would read every row's value at the first row's place
-        contiguous = bool(access.flags.c_contiguous) and access.size > 0
+        contiguous = views.size_of(shape) > 0 and views.is_c_contiguous(shape, strides, array.dtype.itemsize)
         return broadcast, contiguous, array.ndim == 0, fastest
 
     def plan(self) -> Plan:

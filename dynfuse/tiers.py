@@ -2,7 +2,9 @@
 
 Below ``Target.tiny_elements`` a trace is interpreted unplanned (planning it costs more than
 NumPy's few calls), unless it repeats ``Target.tiny_repeats`` times: then its interpreted runs have
-paid for a plan, which is kept and replayed. A kernel is interpreted until the work of its
+paid for a plan, which is kept and replayed. A larger trace is interpreted unplanned the first time
+it is seen too, where its whole work could not pay for any kernel's code (``unplanned_first_sight``),
+and planned from its second sighting. A kernel is interpreted until the work of its
 signature's interpreted runs reaches what getting its code costs: compiling it
 (``Backend.compile_work``), or loading it where the backend keeps it (tiered, like a JIT: one-off
 small work pays no compile), and compiled from then on; a tiny kernel only in a repeated trace.
@@ -175,12 +177,51 @@ def repeated_enough(key: tuple | None, backend: Backend, repeats: int = 0) -> bo
     return _sighted(key, max(repeats, 1)) >= needed
 
 
+def unplanned_first_sight(key: tuple | None, order: Sequence[Node], backend: Backend) -> bool:
+    """Whether a trace runs unplanned, op by op as NumPy would run it: the first time it is seen on
+    the host, where its whole work could not pay for any kernel's code in this run (the least code
+    costs: ``first_sight_work``, and ``start_work`` too while the compiler is not started and no
+    code is kept). Planning a long trace costs milliseconds that a trace seen once never gets back
+    (a 400² Gray-Scott run's 315 ops: 150 ms, against 40 ms for NumPy's whole run); from its second
+    sighting it is planned, its plan kept for replaying, and its kernels compiled by their work.
+    Never a site's trial (``repeats``: planned as the runs it stands for), nor a trace without a
+    replay key (every run of it would be a first)."""
+    if key is None or not config.tiers or backend.memory is not HOST:
+        return False
+    if _sighted((_TRACE_SEEN, key)) > 1:
+        return False
+    target = backend.target
+    least = target.first_sight_work
+    if (_STARTED, backend.name) not in _sightings and not backend.keeps_code():
+        least += target.start_work
+    work = 0.0
+    for node in order:
+        if node.inputs:
+            work += _interpreting_work(node, target)
+            if work >= least:
+                return False
+    _sightings[(_UNPLANNED, key)] = 1
+    return True
+
+
+def unplanned_runs(key: tuple | None) -> int:
+    """The runs of a trace now planned that ran unplanned before (``unplanned_first_sight``): its
+    kernels are credited with their work (``kernel_tier``'s ``unplanned``), as if planned then."""
+    return 0 if key is None else _sightings.pop((_UNPLANNED, key), 0)
+
+
 def kernel_tier(
-    step: KernelStep, nodes: list[Node], backend: Backend, compile_small: bool, repeats: int = 0
+    step: KernelStep,
+    nodes: list[Node],
+    backend: Backend,
+    compile_small: bool,
+    repeats: int = 0,
+    unplanned: int = 0,
 ) -> Tier:
     """How ``step`` of a plan over the numbered ``nodes`` runs on ``backend`` this time
     (``compile_small``: its trace is tiny and repeated, so its tiny kernels may compile too; a
-    site's trial stands for its ``repeats`` runs by NumPy, whose work counts too: ``_direct_work``).
+    site's trial stands for its ``repeats`` runs by NumPy, whose work counts too: ``_direct_work``;
+    the trace ran ``unplanned`` times before it was planned, interpreted: that work counts too).
 
     Interpreted until interpreting this kernel's signature has cost as much as getting its code
     would (compiling it, as the backend estimates; loading it, where the backend keeps it), then
@@ -213,7 +254,7 @@ def kernel_tier(
         return Tier.COMPILED  # the common case, a loop's: nothing more to count
     # A site's trial: its runs by NumPy since the last are work seen too
     direct = repeats * sum(_direct_work(nodes[number], target) for number in step.nodes) if repeats else 0
-    seen = _sighted(key, work + direct)  # this run's work included
+    seen = _sighted(key, work * (1 + unplanned) + direct)  # this run's work included
     if compiled:
         if seen < compiled_at:
             return Tier.INTERPRETED
@@ -268,10 +309,14 @@ def _step_work(step: KernelStep, nodes: list[Node], target: Target) -> tuple[flo
 
 # Tags, beside each kernel signature's work seen: the work seen by which its background compile is
 # due, and what getting its code costs (asked once while it is interpreted: a disk lookup, a
-# module's lines counted); beside a backend's name, that a kernel of this process got its code
-# (the compiler is started: ``Target.start_work`` paid).
+# module's lines counted); beside a trace's replay key, how often it was seen unkept and whether it
+# then ran unplanned; beside a
+# backend's name, that a kernel of this process got its code (the compiler is started:
+# ``Target.start_work`` paid).
 _COMPILED_AT = "compiled at"
 _CODE_COST = "code cost"
+_TRACE_SEEN = "trace seen"
+_UNPLANNED = "ran unplanned"
 _STARTED = "compiler started"
 
 

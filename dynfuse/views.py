@@ -601,6 +601,23 @@ def strided_view(array: Any, index_map: IndexMap, shape: Shape, memory: Memory) 
     """
     if array.size == 0:  # nothing to read; an empty iteration still reads per-row values
         return memory.empty(shape, array.dtype)
-    strides, _ = _combine(array.strides, index_map, len(shape))
     origin = array[(*index_map.offsets, Ellipsis)]  # a 0-d view at the first element read
-    return memory.as_strided(origin, shape, tuple(strides))
+    return memory.as_strided(origin, shape, read_strides(array.strides, index_map, len(shape)))
+
+
+def read_strides(strides: tuple[int, ...], index_map: IndexMap, ndim: int) -> tuple[int, ...]:
+    """The byte strides, along each of ``ndim`` iteration axes, of a read through ``index_map`` of
+    an array of ``strides`` (``strided_view``'s, without making the view)."""
+    return tuple(_combine(strides, index_map, ndim)[0])
+
+
+def is_c_contiguous(shape: Shape, strides: tuple[int, ...], itemsize: int) -> bool:
+    """NumPy's ``flags.c_contiguous`` of a non-empty array of this layout: axes of one element may
+    have any stride."""
+    step = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if extent != 1:
+            if stride != step:
+                return False
+            step *= extent
+    return True

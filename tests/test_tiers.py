@@ -110,6 +110,33 @@ def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_wou
     assert counts == launched
 
 
+def test_a_trace_whose_work_cannot_pay_any_code_runs_unplanned_the_first_time(monkeypatch):
+    """``exp(x) * 3`` over 37 float64 is 814 of work a run, under a compile's 2000: its first run is
+    interpreted unplanned, as NumPy would run it (a long trace's planning is milliseconds a one-off
+    run never gets back); its second is planned, credited with both runs' work (1628), and kept;
+    its third reaches the compile's cost (2442), as if the first had been planned. Work that can
+    pay on first sight is planned at once."""
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=2000))
+    monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: False)
+    planned, replays, launched = [], [], []
+    for _ in range(4):
+        y = np.exp(dynfuse.asarray(np.arange(37.0))) * 3
+        dynfuse.evaluate(y)
+        close(y, np.exp(np.arange(37.0)) * 3)
+        stats = dynfuse.stats()
+        planned.append(stats["kernels_planned"])
+        replays.append(stats["replays"])
+        launched.append(stats["kernels_launched"])
+    assert planned[:2] == [0, 1]
+    assert replays == [0, 0, 1, 2]
+    assert launched == [0, 0, 1, 2]
+    dynfuse.reset_stats()
+    y = np.exp(dynfuse.asarray(np.arange(370.0))) * 3  # 8140 of work: could pay at once
+    dynfuse.evaluate(y)
+    close(y, np.exp(np.arange(370.0)) * 3)
+    assert dynfuse.stats()["kernels_planned"] == 1
+
+
 def test_the_first_compile_of_a_process_costs_starting_the_compiler_too(monkeypatch):
     """``exp(x) * 3`` over 37 float64 is 814 of work a run, a compile 1000, starting the compiler
     2000 more: the first kernel is interpreted three times (2442) and compiled on the fourth (3256);

@@ -448,3 +448,28 @@ def test_common_refinement():
     assert views.common_refinement((6, 4), (2, 3, 4)) == (2, 3, 4)
     assert views.common_refinement((6, 4), (4, 6)) is None
     assert views.common_refinement((0, 3), (3, 0)) is None
+
+
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    steps=st.lists(st.sampled_from([1, 2, -1, -2]), min_size=3, max_size=3),
+    order=st.permutations([0, 1, 2]),
+)
+def test_a_layout_s_contiguity_is_numpys(shape, steps, order):
+    """What the planner reads of a load's layout without making the view: NumPy's flag."""
+    base = np.zeros([extent * 2 for extent in shape], np.float32)
+    view = base[tuple(slice(None, None, step) for step in steps[: len(shape)])]
+    view = view.transpose([axis for axis in order if axis < len(shape)])
+    assert views.is_c_contiguous(view.shape, view.strides, view.itemsize) == view.flags.c_contiguous
+
+
+def test_the_strides_of_a_read_are_those_of_the_view_it_would_make():
+    array = np.zeros((6, 8), np.float64)[::2, 1:]
+    maps = {  # the iteration's shape each reads the 3 x 7 array over
+        views.identity_map(2): (3, 7),
+        views.IndexMap(((0, 1), (1, 0)), (0, 0)): (7, 3),  # transposed
+        views.IndexMap(((0, 0), (0, 1)), (1, 0)): (3, 7),  # its row 1 broadcast along axis 0
+    }
+    for index_map, read in maps.items():
+        made = views.strided_view(array, index_map, read, HOST)
+        assert views.read_strides(array.strides, index_map, len(read)) == made.strides
