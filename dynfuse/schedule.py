@@ -283,12 +283,16 @@ class _Planner:
         # what is computed from one alone, elementwise, is per row in the same kernel.
         self.row_domains: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.why_stored: dict[int, tuple[Why, tuple]] = {}  # see ``Stored``
+        # The nodes a kernel's builder asks ``is_source`` about while it builds (``_builder``)
+        self.asked: set[int] | None = None
 
     def number(self, node: Node) -> int:
         return self.numbers[id(node)]
 
     def is_source(self, n: int, computing: frozenset[int] = frozenset()) -> bool:
         """A node holding a buffer when a step that computes ``computing`` runs."""
+        if self.asked is not None:
+            self.asked.add(n)
         node = self.nodes[n]
         return node.is_materialized or ((n in self.stored or n in self.library) and n not in computing)
 
@@ -348,10 +352,11 @@ class _Planner:
         return broadcast, contiguous, array.ndim == 0, fastest
 
     def plan(self) -> Plan:
+        built: dict[tuple, tuple[_KernelBuilder, set[int], frozenset[int]]] = {}
         while True:
             self._store_barrier_inputs()
             steps = self._group()
-            builders = [_KernelBuilder(self, group) for group in steps if isinstance(group, _Group)]
+            builders = [self._builder(group, built) for group in steps if isinstance(group, _Group)]
             needs: dict[int, tuple[Why, tuple]] = {}
             for builder in builders:
                 needs |= builder.needs
@@ -373,6 +378,28 @@ class _Planner:
                 self.why_stored |= {n: why for n, why in shared.items() if n not in unshared}
                 continue
             return self._assemble(steps, builders)
+
+    def _builder(self, group: _Group, built: dict) -> _KernelBuilder:
+        """The kernel of ``group``, as an earlier round of ``plan`` built it where the same group
+        came out and none of the nodes its builder asked ``is_source`` about has been stored since
+        (what it builds depends on nothing else that changes between rounds); built afresh
+        otherwise. A long trace's plan takes several rounds, each storing a few nodes more."""
+        key = (group.shape, group.axes, tuple(group.roots), frozenset(group.row_roots))
+        key += (frozenset(group.sources),)
+        kept = built.get(key)
+        if kept is not None:
+            builder, asked, answered = kept
+            if frozenset(n for n in asked if n in self.stored) == answered:
+                builder.group = group
+                return builder
+        self.asked = set()
+        try:
+            builder = _KernelBuilder(self, group)
+            asked = self.asked
+        finally:
+            self.asked = None
+        built[key] = builder, asked, frozenset(n for n in asked if n in self.stored)
+        return builder
 
     def _store_barrier_inputs(self) -> None:
         for n in self.library:
