@@ -695,3 +695,36 @@ def test_targets_are_part_of_the_plan_key():
     y = softmax(x)
     assert len(kernels(y)) == 1
     assert len(kernels(y, target=dataclasses.replace(LONG_ROWS, name="other"))) == 3
+
+
+def test_a_round_of_planning_rebuilds_only_the_kernels_whose_stored_reads_changed(monkeypatch):
+    """Planning a long trace takes rounds, each storing a few nodes more; a kernel whose group came
+    out the same, and none of whose nodes was stored since, is kept from the round before. The plan
+    is the one that building every kernel afresh each round gives."""
+    u, v = lazy(40, 40), lazy(40, 40)
+    for _ in range(4):  # Gray-Scott's steps: periodic Laplacians by np.roll
+        lap_u = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1) - 4 * u
+        lap_v = np.roll(v, 1, 0) + np.roll(v, -1, 0) + np.roll(v, 1, 1) + np.roll(v, -1, 1) - 4 * v
+        uvv = u * v * v
+        u, v = u + 0.2 * lap_u - uvv + 0.03 * (1 - u), v + 0.1 * lap_v + uvv - 0.09 * v
+    outputs = [u._node, v._node]
+    trace = schedule.number_trace(topological_order(outputs), outputs)
+    target = registry.BACKENDS["cpu"].target
+    built = []
+    build = schedule._KernelBuilder.__init__
+
+    def counted(self, *arguments):
+        built.append(1)
+        build(self, *arguments)
+
+    monkeypatch.setattr(schedule._KernelBuilder, "__init__", counted)
+    kept = schedule._Planner(trace, target).plan()
+    with_reuse = len(built)
+
+    def afresh(self, group, _):
+        return schedule._KernelBuilder(self, group)
+
+    monkeypatch.setattr(schedule._Planner, "_builder", afresh)
+    built.clear()
+    assert schedule._Planner(trace, target).plan() == kept
+    assert with_reuse < len(built)
