@@ -5,7 +5,8 @@ A fresh large array is mapped by the system and faulted in page by page on first
 zeroed by the kernel: a streaming kernel writing a new output pays two thirds again on its own
 pass. A block handed out again is already mapped, so kernel outputs, plan intermediates and
 contiguous copies of ``MIN_BYTES`` or more come from here (``empty``, which host memory's
-``empty`` is). Smaller arrays are NumPy's own: malloc reuses them without faults.
+``empty`` is), and the reference executor's values from ``INTERPRETED_MIN_BYTES``. Smaller arrays
+are NumPy's own.
 
 Each array handed out is a NumPy array whose base is a ``_Lease`` of one block; a view of it keeps
 the array, or the lease, alive. When the last of them dies the lease's ``__del__`` returns the
@@ -32,7 +33,11 @@ import numpy as np
 
 from . import config, stats
 
-MIN_BYTES = 1 << 20  # smaller arrays come from NumPy: malloc's heap reuses them without faults
+MIN_BYTES = 1 << 20  # smaller kernel outputs are NumPy's: C launches a cached kernel's with its own
+# From glibc's mmap threshold on, malloc maps a fresh array and the system faults it in page by page
+# again and again as the reference executor's values come and go (a 161² cavity step of 30 ops on
+# 200 KB arrays: 3,900 faults a call and 21-23 ms, from the pool none and 13 ms; NumPy's own 7 ms)
+INTERPRETED_MIN_BYTES = 1 << 17
 IDLE_SECONDS = 10.0  # a free block not reused for this long goes back to the system
 ALIGNMENT = 64  # every array handed out starts on a cache line
 _PAGE = 4096
@@ -74,10 +79,10 @@ _lock = threading.Lock()
 _returned: deque[_Block] = deque()
 
 
-def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An uninitialized C-contiguous array: a pooled block for a large one."""
+def empty(shape: tuple[int, ...], dtype: np.dtype, least: int = MIN_BYTES) -> np.ndarray:
+    """An uninitialized C-contiguous array: a pooled block for one of ``least`` bytes or more."""
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or nbytes > config.pool_memory or dtype.hasobject or not dtype.isbuiltin:
+    if nbytes < least or nbytes > config.pool_memory or dtype.hasobject or not dtype.isbuiltin:
         try:
             return np.empty(shape, dtype)
         except MemoryError:

@@ -131,18 +131,19 @@ def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
 
 def _pooled(node: Node, args: list) -> np.ndarray | None:
     """An array of the host's pool that ``node``, a ufunc of one result or a cast on the host, may
-    compute into: for a large result (``host_pool.MIN_BYTES``), where every array it reads is of its
-    shape (or one element) with its axes in C order (``_c_ordered``: a slice of rows or of columns
-    too), so that NumPy's own result would be C-contiguous."""
+    compute into: for a result of ``host_pool.INTERPRETED_MIN_BYTES`` or more, where every array it
+    reads is of its shape (or one element) with its axes in C order (``_c_ordered``: a slice of rows
+    or of columns too), so that NumPy's own result would be C-contiguous."""
     op = node.op
-    if op.kind is not OpKind.ELEMENTWISE or node.dtype.itemsize * math.prod(node.shape) < host_pool.MIN_BYTES:
+    least = host_pool.INTERPRETED_MIN_BYTES
+    if op.kind is not OpKind.ELEMENTWISE or node.dtype.itemsize * math.prod(node.shape) < least:
         return None
     if node.device is not HOST or not ((op.computes_into and not node.params) or op.name == "astype"):
         return None
     whole = [value for value in args if isinstance(value, np.ndarray) and value.size != 1]
     if any(value.shape != node.shape or not _c_ordered(value) for value in whole):
         return None
-    return host_pool.empty(node.shape, node.dtype)
+    return host_pool.empty(node.shape, node.dtype, least)
 
 
 def _c_ordered(value: np.ndarray) -> bool:

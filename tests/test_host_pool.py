@@ -108,6 +108,22 @@ def test_large_values_the_reference_executor_computes_come_from_the_pool(name, p
     assert (pool_counts()[0] > 0) == pooled  # blocks reused from the second run
 
 
+@pytest.mark.parametrize("nbytes, pooled", [(host_pool.INTERPRETED_MIN_BYTES, True), (64 << 10, False)])
+def test_the_reference_executor_pools_its_values_from_where_malloc_maps_them(nbytes, pooled, monkeypatch):
+    """Values of ``INTERPRETED_MIN_BYTES`` or more (glibc maps them, and the system faults them in
+    at every run) come from the pool when the reference executor computes them, though a kernel's
+    output of that size is NumPy's; smaller ones are NumPy's."""
+    monkeypatch.setattr(registry, "backend", "numpy")
+    x = data(nbytes // 4)
+    assert nbytes < host_pool.MIN_BYTES
+    for _ in range(3):
+        result = np.asarray(chain(dynfuse.asarray(x)))
+        np.testing.assert_array_equal(result, chain(x))
+        assert (type(lease_of(result)).__name__ == "_Lease") == pooled
+        del result
+    assert (pool_counts()[0] > 0) == pooled
+
+
 def test_small_arrays_and_a_disabled_pool_are_numpy_s_own(monkeypatch):
     assert host_pool.empty((1000,), np.dtype(np.float64)).base is None
     monkeypatch.setattr(config, "pool_memory", 0)
