@@ -118,7 +118,7 @@ def contains(namespace: str, key: str) -> bool:
 
 # A namespace's directory found holding entries stays so for the process; one found empty is
 # looked at again after this many asks (the tier policy asks at a kernel's every interpreted run,
-# and a look costs tens of microseconds), or at once after this process stored in it.
+# and a look costs tens of microseconds); one this process stored in holds entries.
 EMPTY_LOOKS_KEPT = 256
 # By (cache directory, namespace): True, or the asks left before an empty one is looked at again
 _holding: dict[tuple[Path, str], bool | int] = {}
@@ -167,7 +167,7 @@ def store(namespace: str, key: str, payload: bytes) -> None:
             file.write(header)
             file.write(payload)
         os.replace(temporary, path)
-        _holding.pop((config.cache_dir, namespace), None)
+        _holding[(config.cache_dir, namespace)] = True  # it holds this entry now
     except OSError as error:
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)

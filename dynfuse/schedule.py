@@ -384,8 +384,13 @@ class _Planner:
         came out and none of the nodes its builder asked ``is_source`` about has been stored since
         (what it builds depends on nothing else that changes between rounds); built afresh
         otherwise. A long trace's plan takes several rounds, each storing a few nodes more."""
-        key = (group.shape, group.axes, tuple(group.roots), frozenset(group.row_roots))
-        key += (frozenset(group.sources),)
+        key = (
+            group.shape,
+            group.axes,
+            tuple(group.roots),
+            frozenset(group.row_roots),
+            frozenset(group.sources),
+        )
         kept = built.get(key)
         if kept is not None:
             builder, asked, answered = kept

@@ -310,9 +310,8 @@ def _step_work(step: KernelStep, nodes: list[Node], target: Target) -> tuple[flo
 # Tags, beside each kernel signature's work seen: the work seen by which its background compile is
 # due, and what getting its code costs (asked once while it is interpreted: a disk lookup, a
 # module's lines counted); beside a trace's replay key, how often it was seen unkept and whether it
-# then ran unplanned; beside a
-# backend's name, that a kernel of this process got its code (the compiler is started:
-# ``Target.start_work`` paid).
+# then ran unplanned; beside a backend's name, that a kernel of this process got its code (the
+# compiler is started: ``Target.start_work`` paid).
 _COMPILED_AT = "compiled at"
 _CODE_COST = "code cost"
 _TRACE_SEEN = "trace seen"

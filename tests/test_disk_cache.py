@@ -64,8 +64,8 @@ def test_round_trip_and_miss(cache_dir):
 
 def test_whether_a_namespace_holds_entries_is_looked_at_seldom_and_never_stale_after_a_store(cache_dir):
     """The tier policy asks at every interpreted kernel run: an empty namespace's directory is
-    looked at again only every ``EMPTY_LOOKS_KEPT`` asks, but at once after this process stores in
-    it or clears the cache."""
+    looked at again only every ``EMPTY_LOOKS_KEPT`` asks; one this process stored in holds entries
+    at once, and after the cache is cleared each is looked at again."""
     assert not disk_cache.holds_any("cpu")
     (cache_dir / "cpu" / "ab").mkdir(parents=True)  # as another process's store leaves it
     assert not any(disk_cache.holds_any("cpu") for _ in range(disk_cache.EMPTY_LOOKS_KEPT))
