@@ -166,7 +166,7 @@ def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) ->
             child in reusable
             and uses[child] == node.inputs.count(child)
             and isinstance(value, np.ndarray)
-            and value.base is None
+            and host_pool.owns_memory(value)
             and value.flags.writeable
             and value.dtype == node.dtype
             and value.shape == node.shape

@@ -123,6 +123,23 @@ def test_interpreter_computes_into_an_intermediate_only_the_op_reads(monkeypatch
     assert peak < 1.5 * 8_000_000, peak
 
 
+def test_interpreter_computes_into_the_pools_blocks_too(monkeypatch):
+    """A large intermediate comes from the host's pool; the op that reads it last computes into
+    it, so the chain takes one block, not one an op (each a fresh 1.3 MB to stream through)."""
+    monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
+    values = np.linspace(0.0, 1.0, 160_000)
+    y = dynfuse.asarray(values)
+    for _ in range(10):
+        y = y * 1.5 + 0.25
+    expected = values.copy()
+    for _ in range(10):
+        expected = expected * 1.5 + 0.25
+    dynfuse.reset_stats()
+    assert_same(y, expected)
+    taken = dynfuse.stats()
+    assert taken["pool_hits"] + taken["pool_misses"] == 1, taken
+
+
 def test_interpreter_never_computes_into_what_a_view_or_an_output_holds(monkeypatch):
     """An intermediate that a view reads, or an output, keeps its values whatever reads it last."""
     monkeypatch.setattr(dynfuse.registry, "backend", "numpy")
