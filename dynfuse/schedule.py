@@ -41,6 +41,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -726,35 +727,52 @@ class _KernelBuilder:
         self.needs: dict[int, tuple[Why, tuple]] = {}  # nodes that must be stored for it to exist, and why
         self.reshaped: list[tuple[int, ...]] = []  # input shapes of reshapes no index map expressed
         self.maps_read: Counter[int] = Counter()  # elementwise node -> the index maps it is computed at
-        self.outputs = [self._root(n) for n in self.group.roots]
+        # What each (node, index map) read is made of (``_expand``), and how to make it
+        self.expansions: dict[tuple[int, IndexMap], tuple[list, Callable]] = {}
+        roots = [(n, self._root_map(n)) for n in self.group.roots]
+        self._discover(roots)
+        if self.needs:  # the planner stores them and builds the kernel again: none to make now
+            self.outputs = []
+            return
+        self.outputs = [
+            Output(self.value(*root), root[0] in self.group.row_roots, self.planner.nodes[root[0]].dtype)
+            for root in roots
+        ]
 
-    def _root(self, n: int) -> Output:
+    def _root_map(self, n: int) -> IndexMap:
         ndim = len(self.shape)
         node = self.planner.nodes[n]
         if n in self.group.row_roots:
-            index_map = views.row_map(ndim, self.axes, keepdims=len(node.shape) == ndim)
-        elif node.shape != self.shape:  # iterating over a finer split of the output's axes
-            index_map = views.view_input_map(
+            return views.row_map(ndim, self.axes, keepdims=len(node.shape) == ndim)
+        if node.shape != self.shape:  # iterating over a finer split of the output's axes
+            return views.view_input_map(
                 views.identity_map(ndim), "reshape", {"shape": self.shape}, node.shape, self.shape
             )
-        else:
-            index_map = views.identity_map(ndim)
-        return Output(self.value(n, index_map), n in self.group.row_roots, node.dtype)
+        return views.identity_map(ndim)
 
     # -- values --
+
+    def _discover(self, roots: list[tuple[int, IndexMap]]) -> None:
+        """Every (node, index map) read the kernel makes from ``roots``, expanded in the order the
+        instructions will be made (depth first, first operands first), before any is made: a kernel
+        that needs a node stored is built again once it is, and making its instructions first
+        would cost three times its expansion (a 373-node Gray-Scott trace: 100 ms a round)."""
+        stack = list(reversed(roots))
+        while stack:
+            key = stack.pop()
+            if key not in self.expansions:
+                operands, _ = self.expansions[key] = self._expand(*key)
+                stack.extend(reversed(operands))
 
     def value(self, n: int, index_map: IndexMap) -> int:
         """The instruction computing node ``n`` read at ``index_map`` (iterative: traces are deep)."""
         stack = [(n, index_map)]
-        expansions: dict[tuple, tuple] = {}
         while stack:
             key = stack[-1]
             if key in self.values:
                 stack.pop()
                 continue
-            if key not in expansions:
-                expansions[key] = self._expand(*key)
-            operands, finish = expansions[key]
+            operands, finish = self.expansions[key]
             missing = [operand for operand in operands if operand not in self.values]
             if missing:
                 stack.extend(reversed(missing))  # first operands first: instructions read in order
