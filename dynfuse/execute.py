@@ -564,8 +564,8 @@ class _Run:
             value = view.op.reference(value, **dict(view.params))
         return read(value, source, shape, self.memory)
 
-    def run_kernel(self, step: KernelStep) -> None:
-        step, given = self.writing_given(step)
+    def run_kernel(self, planned: KernelStep) -> None:
+        step, given = self.writing_given(planned)
         kernel = step.kernel
         compiled = None
         tier = kernel_tier(step, self.nodes, self.backend, self.compile_small, self.repeats, self.unplanned)
@@ -587,7 +587,7 @@ class _Run:
                 stats.count_fallback(f"kernel:{self.backend.name}")
                 compiled = None
         if compiled is None:
-            self.interpret(step)
+            self.interpret(planned)
             return
         # NumPy's warning or error, outside the fault handling: the program's, not a fault
         interpret.heed_kernel_flags(
@@ -620,6 +620,14 @@ class _Run:
         """The step's nodes by the reference executor: on host copies where the run is elsewhere."""
         order = [self.nodes[number] for number in step.nodes]
         stores = [self.nodes[number] for number in step.stores]
+        if self.memory is HOST and not self.moved:  # the common case: the step's recipe, kept
+            recipe = interpret.step_recipe(step, order, stores)
+            buffers, nodes = self.buffers, self.nodes
+            read = [buffers[n] if n in buffers else nodes[n].buffer for n in recipe.numbers(nodes)]
+            values = recipe.run(order, read)
+            for number, position in zip(step.stores, recipe.stored, strict=True):
+                self.buffers[number] = values[position]
+            return
         known = {self.nodes[number]: value for number, value in self.buffers.items()}
         if self.memory is not HOST:
             needed = {child for node in order for child in node.inputs}

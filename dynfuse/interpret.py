@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
+import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import cachetools
 import numpy as np
 
-from . import float_errors, host_pool, stats
+from . import config, float_errors, host_pool, stats
 from .devices import HOST, move
 from .ops import OpKind
 from .trace import Node
@@ -34,40 +35,147 @@ def run(
     ``known`` holds values computed earlier for nodes that are not materialized yet, and host
     copies of leaves that live on a device: it runs on host arrays only.
     """
-    wanted = set(outputs)
-    computed_here = set(order)
-    uses = Counter(child for node in order for child in node.inputs if child in computed_here)
-    reusable = _reusable(order, wanted)
-    values: dict[Node, Any] = dict(known or {})
-    now = float_errors.current()
-    for node in order:
-        args = [values.get(child, child.buffer) for child in node.inputs]
-        into = _written_over(node, args, reusable, uses) if node.op.computes_into else None
-        if into is None:
-            into = _pooled(node, args)
-        params = dict(node.params) if node.params else {}
-        token = None if node.errstate is now else float_errors.enter(node.errstate)
-        try:
-            # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
-            if into is None:
-                values[node] = np.asarray(node.op.reference(*args, **params))
-            else:
-                values[node] = node.op.reference(*args, **params, out=into)
-        finally:
-            if token is not None:
-                float_errors.leave(token)
-        if node.op.kind is OpKind.BARRIER:
-            # A library call costs far more than reading its result: the node keeps it (as a leaf),
-            # so what is recorded over it and materialized later reads it rather than call again.
-            # It lives as long as something recorded over it does.
-            node.become_leaf(move(values[node], HOST, node.memory))
-        for child in node.inputs:
-            if child in uses:
-                uses[child] -= 1
-                if uses[child] == 0 and child not in wanted:
-                    del values[child]
-    stats.count("interpreted_ops", len(order))
-    return {node: values[node] for node in wanted}
+    recipe = Recipe(order, outputs)
+    known = known or {}
+    values = recipe.run(order, [known.get(node, node.buffer) for node in recipe.externals])
+    return {
+        node: known[node] if position is None else values[position]
+        for node, position in zip(outputs, recipe.stored, strict=True)
+    }
+
+
+class Recipe:
+    """How the reference executor runs a trace's nodes, worked out once from its structure (what
+    each node reads, which intermediate the op reading it last may compute into, where it is
+    freed), so a plan's step interpreted again and again, each time over new nodes of the same
+    structure (``step_recipe``), pays only for its NumPy calls and a few checks of its arrays."""
+
+    def __init__(self, order: Sequence[Node], outputs: Collection[Node]) -> None:
+        wanted = set(outputs)
+        reusable = _reusable(order, wanted)
+        computed = set(order)
+        # The nodes it reads from outside, then ``order``'s: the places of their values in ``run``
+        self.externals = list(
+            dict.fromkeys(child for node in order for child in node.inputs if child not in computed)
+        )
+        places = {node: place for place, node in enumerate([*self.externals, *order])}
+        last_reader: dict[Node, int] = {}
+        for position, node in enumerate(order):
+            for child in node.inputs:
+                last_reader[child] = position
+        freed: dict[int, list[int]] = {}
+        for child, position in last_reader.items():
+            if child in computed and child not in wanted:
+                freed.setdefault(position, []).append(places[child])
+        self.steps = [
+            _Step(
+                # An op whose params take work to turn into its reference's (a getitem's index):
+                # turned once, bound to the reference
+                node.op.bound(node.params) if node.op.bind is not None else node.op.reference,
+                dict(node.params) if node.params and node.op.bind is None else {},
+                _reader(tuple(places[child] for child in node.inputs)),
+                _written_over(node, position, reusable, last_reader),
+                _pool_candidate(node),
+                node.op.kind is OpKind.BARRIER,
+                tuple(freed.get(position, ())),
+            )
+            for position, node in enumerate(order)
+        ]
+        # Each output's place (None: not computed here, but known)
+        self.stored = [places[node] if node in computed else None for node in outputs]
+        self._numbers: list[int] | None = None
+
+    def numbers(self, nodes: Sequence[Node]) -> list[int]:
+        """The numbers in ``nodes`` (a numbered trace that holds the recipe's nodes) of the nodes it
+        reads from outside: the same at every run of a plan, worked out at the first."""
+        if self._numbers is None:
+            numbering = {id(node): number for number, node in enumerate(nodes)}
+            self._numbers = [numbering[id(node)] for node in self.externals]
+            self.externals = []  # the nodes of that run: held no longer
+        return self._numbers
+
+    def run(self, order: Sequence[Node], externals: list[Any]) -> list[Any]:
+        """The values of the nodes it reads from outside (``externals``), then of ``order``'s nodes
+        (those freed, None): the places ``stored`` names."""
+        values: list[Any] = [*externals, *itertools.repeat(None, len(order))]
+        place = len(externals)
+        now = float_errors.current()
+        for node, (reference, params, read, over, pool, barrier, freed) in zip(
+            order, self.steps, strict=True
+        ):
+            args = read(values)
+            into = None
+            for argument in over:
+                value = args[argument]
+                if (
+                    type(value) is np.ndarray
+                    and value.dtype == node.dtype
+                    and value.shape == node.shape
+                    and value.flags.writeable
+                    and host_pool.owns_memory(value)
+                ):
+                    into = value
+                    break
+            if into is None and pool:
+                into = _pooled(node, args)
+            token = None if node.errstate is now else float_errors.enter(node.errstate)
+            try:
+                # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
+                if into is None:
+                    values[place] = np.asarray(reference(*args, **params))
+                else:
+                    values[place] = reference(*args, **params, out=into)
+            finally:
+                if token is not None:
+                    float_errors.leave(token)
+            if barrier:
+                # A library call costs far more than reading its result: the node keeps it (as a
+                # leaf), so what is recorded over it and materialized later reads it rather than
+                # call again. It lives as long as something recorded over it does.
+                node.become_leaf(move(values[place], HOST, node.memory))
+            for freed_place in freed:
+                values[freed_place] = None
+            place += 1
+        stats.count("interpreted_ops", len(order))
+        return values
+
+
+class _Step(NamedTuple):
+    """One node's run in a ``Recipe``: its op's reference and parameters, its arguments taken from
+    the run's values (``_reader``), the arguments it may compute into if they own their memory
+    (``_written_over``), whether it may compute into the pool's memory (``_pooled``), whether it
+    is a library call, and the places of the values it reads last."""
+
+    reference: Callable
+    params: dict
+    read: Callable[[list], tuple]
+    over: tuple[int, ...]
+    pool: bool
+    barrier: bool
+    freed: tuple[int, ...]
+
+
+def _reader(places: tuple[int, ...]) -> Callable[[list], tuple]:
+    """The values at ``places`` of a list, as a tuple: in C, not a comprehension's frame."""
+    if len(places) == 1:
+        only = operator.itemgetter(places[0])
+        return lambda values: (only(values),)
+    return operator.itemgetter(*places) if places else lambda _: ()
+
+
+# A plan's step, by its id, with its recipe: a cached plan's steps are interpreted again and again
+_step_recipes: cachetools.LRUCache = cachetools.LRUCache(maxsize=4 * config.kernel_cache_size)
+
+
+def step_recipe(step: Any, order: Sequence[Node], outputs: Sequence[Node]) -> Recipe:
+    """The recipe of a plan's step (``order``: its nodes, ``outputs``: those it stores), kept for
+    the step's next runs: the same plan's nodes have the same structure at every run."""
+    known = _step_recipes.get(id(step))
+    if known is not None and known[0] is step:
+        return known[1]
+    recipe = Recipe(order, outputs)
+    _step_recipes[id(step)] = (step, recipe)
+    return recipe
 
 
 def heed_kernel_flags(
@@ -129,21 +237,25 @@ def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
     }
 
 
-def _pooled(node: Node, args: list) -> np.ndarray | None:
-    """An array of the host's pool that ``node``, a ufunc of one result or a cast on the host, may
-    compute into: for a result of ``host_pool.INTERPRETED_MIN_BYTES`` or more, where every array it
-    reads is of its shape (or one element) with its axes in C order (``_c_ordered``: a slice of rows
-    or of columns too), so that NumPy's own result would be C-contiguous."""
+def _pool_candidate(node: Node) -> bool:
+    """Whether ``node``, a ufunc of one result or a cast on the host, computes a result of
+    ``host_pool.INTERPRETED_MIN_BYTES`` or more: one it may compute into the pool's memory."""
     op = node.op
     least = host_pool.INTERPRETED_MIN_BYTES
     if op.kind is not OpKind.ELEMENTWISE or node.dtype.itemsize * math.prod(node.shape) < least:
-        return None
-    if node.device is not HOST or not ((op.computes_into and not node.params) or op.name == "astype"):
-        return None
+        return False
+    return node.device is HOST and ((op.computes_into and not node.params) or op.name == "astype")
+
+
+def _pooled(node: Node, args: list) -> np.ndarray | None:
+    """An array of the host's pool that ``node``, a pool candidate (``_pool_candidate``), may
+    compute into: where every array it reads is of its shape (or one element) with its axes in C
+    order (``_c_ordered``: a slice of rows or of columns too), so that NumPy's own result would be
+    C-contiguous."""
     whole = [value for value in args if isinstance(value, np.ndarray) and value.size != 1]
     if any(value.shape != node.shape or not _c_ordered(value) for value in whole):
         return None
-    return host_pool.empty(node.shape, node.dtype, least)
+    return host_pool.empty(node.shape, node.dtype, host_pool.INTERPRETED_MIN_BYTES)
 
 
 def _c_ordered(value: np.ndarray) -> bool:
@@ -156,20 +268,21 @@ def _c_ordered(value: np.ndarray) -> bool:
     return all(outer > inner > 0 for outer, inner in itertools.pairwise(strides))
 
 
-def _written_over(node: Node, args: list, reusable: set[Node], uses: Counter) -> np.ndarray | None:
-    """An operand's array that ``node``, a ufunc (``Op.computes_into``) of the same dtype and shape
-    as it, may compute into: one only ``node`` still reads, which owns its memory."""
-    if node.params:  # only for ``computes_into`` ops
-        return None
-    for child, value in zip(node.inputs, args, strict=True):
-        if (
-            child in reusable
-            and uses[child] == node.inputs.count(child)
-            and isinstance(value, np.ndarray)
-            and host_pool.owns_memory(value)
-            and value.flags.writeable
-            and value.dtype == node.dtype
-            and value.shape == node.shape
-        ):
-            return value
-    return None
+def _written_over(
+    node: Node, position: int, reusable: set[Node], last_reader: dict[Node, int]
+) -> tuple[int, ...]:
+    """The arguments whose arrays ``node``, a ufunc (``Op.computes_into``) at ``position``, may
+    compute into, in order, where one owns its memory and is of its dtype and shape:
+    intermediates that it reads last."""
+    if not node.op.computes_into or node.params:  # only for ufuncs without parameters
+        return ()
+    if node.dtype.itemsize * math.prod(node.shape) < host_pool.INTERPRETED_MIN_BYTES:
+        return ()  # a small array's memory is NumPy's allocator's to reuse (as its own elision)
+    return tuple(
+        argument
+        for argument, child in enumerate(node.inputs)
+        if child in reusable
+        and last_reader.get(child) == position
+        and child.dtype == node.dtype
+        and child.shape == node.shape
+    )

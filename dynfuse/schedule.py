@@ -733,11 +733,12 @@ class _KernelBuilder:
         self._discover(roots)
         if self.needs:  # the planner stores them and builds the kernel again: none to make now
             self.outputs = []
-            return
-        self.outputs = [
-            Output(self.value(*root), root[0] in self.group.row_roots, self.planner.nodes[root[0]].dtype)
-            for root in roots
-        ]
+        else:
+            self.outputs = [
+                Output(self.value(*root), root[0] in self.group.row_roots, self.planner.nodes[root[0]].dtype)
+                for root in roots
+            ]
+        self.expansions.clear()  # their closures hold the builder: no cycle may keep the trace alive
 
     def _root_map(self, n: int) -> IndexMap:
         ndim = len(self.shape)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dynfuse
+from dynfuse import interpret
 from dynfuse.trace import topological_order
 
 from .helpers import assert_same
@@ -138,6 +139,33 @@ def test_interpreter_computes_into_the_pools_blocks_too(monkeypatch):
     assert_same(y, expected)
     taken = dynfuse.stats()
     assert taken["pool_hits"] + taken["pool_misses"] == 1, taken
+
+
+def test_a_plan_step_interpreted_again_keeps_its_recipe_and_no_node(monkeypatch):
+    """A replayed plan's step, interpreted at each run over new nodes, is worked out once
+    (``interpret.step_recipe``); what it keeps holds none of the nodes it first ran on."""
+    monkeypatch.setattr(dynfuse.config, "tiers", True)
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    interpret._step_recipes.clear()
+    values = np.linspace(0.0, 1.0, 200 * 200).reshape(200, 200)
+    a = dynfuse.asarray(values)
+    expected = (values[1:-1, 1:-1] + values[:-2, 1:-1]) * 0.5 - values[2:, 1:-1] / 3.0
+    dynfuse.reset_stats()
+    gc.disable()
+    try:
+        dropped = []
+        for _ in range(6):
+            y = (a[1:-1, 1:-1] + a[:-2, 1:-1]) * 0.5 - a[2:, 1:-1] / 3.0
+            assert_same(y, expected)
+            dropped.append(weakref.ref(y._node))
+            del y
+        assert all(node() is None for node in dropped)
+    finally:
+        gc.enable()
+    taken = dynfuse.stats()
+    assert taken["kernels_launched"] == 0 and taken["replays"] >= 4, taken
+    ((_, recipe),) = interpret._step_recipes.values()
+    assert recipe.externals == []  # read by number from each run's nodes
 
 
 def test_interpreter_never_computes_into_what_a_view_or_an_output_holds(monkeypatch):
