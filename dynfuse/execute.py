@@ -211,10 +211,17 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     small = backend is not None and tiny(order, backend)
     # A site's trial of a trace that cannot pay is not planned: run as it would be unrepeated
     pays = bool(repeats) and key is not None and tiers.could_pay(order)
+    # A trace too long for a replay key is known again by its signature, which planning needs anyway
+    numbered = sighted = None
+    if backend is not None and not small and not repeats:
+        sighted = key
+        if key is None:
+            numbered = schedule.number_trace(order, [*outputs, *held])
+            sighted = (_SIGNATURE, backend.name, numbered.signature)
     interpreted = (
         backend is None
         or (small and not repeated_enough(key, backend, repeats if pays else 0))
-        or (not small and not repeats and tiers.unplanned_first_sight(key, order, backend))
+        or (sighted is not None and tiers.unplanned_first_sight(sighted, order, backend))
     )
     place = HOST if interpreted else backend.memory
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
@@ -222,9 +229,9 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
         if interpreted:
             results = interpret.run(order, [*outputs, *held], moved)
         else:
-            unplanned = tiers.unplanned_runs(key)
+            unplanned = tiers.unplanned_runs(sighted)
             results = run_planned(
-                order, outputs, backend, key, small, moved, held, repeats, group, into, unplanned
+                order, outputs, backend, key, small, moved, held, repeats, group, into, unplanned, numbered
             )
         kept = [*outputs, *held]
         if place is not memory:
@@ -262,8 +269,10 @@ def _moved_results(results: dict, kept: list[Node], place: Memory, memory: Memor
     return {node: value(node) for node in kept}
 
 
-# Tags the replay key of a materialization into a given array (``materialize_into``)
+# Tags the replay key of a materialization into a given array (``materialize_into``); the signature
+# that tells the tier policy a trace too long for a replay key has been seen (``_materialize``)
 _INTO = "into"
+_SIGNATURE = "signature"
 
 
 def materialize_into(node: Node, destination: Any, reads_destination: bool = False) -> None:
@@ -359,15 +368,17 @@ def run_planned(
     group: Node | None = None,
     into: Any = None,
     unplanned: int = 0,
+    numbered: schedule.Trace | None = None,
 ) -> dict[Node, Any]:
     """Plan and run on the backend's memory, reading ``moved`` leaves' copies there, the deep
     intermediates the program ``held`` computed too; with a replay ``key``, what ran is kept for
     replaying, under the one output or the outputs' ``group``. ``repeats``: the runs a site's trial
     stands for, ``unplanned``: the runs of the trace interpreted before, unplanned
     (``tiers.kernel_tier``); ``into``: where the kernel storing the one output writes it, if it can
-    (``materialize_into``)."""
+    (``materialize_into``); ``numbered``: the trace numbered already (``schedule.number_trace``)."""
     computed = [*outputs, *held]
-    numbered = schedule.number_trace(order, computed)
+    if numbered is None:
+        numbered = schedule.number_trace(order, computed)
     try:
         plan = schedule.plan_for(numbered, backend.target)
     except MemoryError:  # the program's to handle, as under NumPy: not a fault of dynfuse's

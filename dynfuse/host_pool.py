@@ -200,8 +200,9 @@ def _keep(block: _Block) -> None:
 
 
 def _evict_idle() -> None:
-    cutoff = time.monotonic() - IDLE_SECONDS
-    _evict(lambda: next(iter(_by_age)).returned_at < cutoff)
+    if _by_age and next(iter(_by_age)).returned_at < time.monotonic() - IDLE_SECONDS:  # seldom
+        cutoff = time.monotonic() - IDLE_SECONDS
+        _evict(lambda: next(iter(_by_age)).returned_at < cutoff)
 
 
 def _evict(oldest_goes: Callable[[], bool]) -> None:

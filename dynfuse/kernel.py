@@ -203,6 +203,10 @@ class Target:
     # added to the first kernel's code cost, so a short program does not compile what its
     # interpreted run would finish before the compiler is up.
     start_work: int = 0
+    # What planning a trace costs a node of it: a kernel comes only from a plan, so a trace seen the
+    # first time whose whole work is less than planning it and the least code costs runs unplanned
+    # (``tiers.unplanned_first_sight``; 0: planning counted free).
+    plan_node_work: int = 0
     # A kernel the tier policy compiles, on its first sighting that does less work than this, runs
     # interpreted that time while it compiles on a thread of its own (0: never; a backend whose
     # compile is cheap); later sightings wait for the compile. Interpreting work below about one

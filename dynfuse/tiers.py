@@ -179,19 +179,20 @@ def repeated_enough(key: tuple | None, backend: Backend, repeats: int = 0) -> bo
 
 def unplanned_first_sight(key: tuple | None, order: Sequence[Node], backend: Backend) -> bool:
     """Whether a trace runs unplanned, op by op as NumPy would run it: the first time it is seen on
-    the host, where its whole work could not pay for any kernel's code in this run (the least code
-    costs: ``first_sight_work``, and ``start_work`` too while the compiler is not started and no
-    code is kept). Planning a long trace costs milliseconds that a trace seen once never gets back
-    (a 400² Gray-Scott run's 315 ops: 150 ms, against 40 ms for NumPy's whole run); from its second
+    the host, where its whole work could not pay for planning it and any kernel's code in this run
+    (``plan_node_work`` a node, and the least code costs: ``first_sight_work``, and ``start_work``
+    too while the compiler is not started and no code is kept). Planning a long trace costs
+    milliseconds that a trace seen once never gets back (a 400² Gray-Scott run's 373 nodes: 135-177
+    ms, against 80-90 ms for NumPy's whole run); from its second
     sighting it is planned, its plan kept for replaying, and its kernels compiled by their work.
-    Never a site's trial (``repeats``: planned as the runs it stands for), nor a trace without a
-    replay key (every run of it would be a first)."""
+    Never a site's trial (``repeats``: planned as the runs it stands for). ``key``: the trace's
+    replay key, or its signature where it is too long for one (none: never)."""
     if key is None or not config.tiers or backend.memory is not HOST:
         return False
     if _sighted((_TRACE_SEEN, key)) > 1:
         return False
     target = backend.target
-    least = target.first_sight_work
+    least = target.first_sight_work + target.plan_node_work * len(order)
     if (_STARTED, backend.name) not in _sightings and not backend.keeps_code():
         least += target.start_work
     work = 0.0

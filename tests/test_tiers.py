@@ -4,6 +4,7 @@ run is interpreted while it compiles on a thread of its own, later runs wait for
 interpreted depends on the program, never on how long the compile takes; a compile that fails, or a
 process forked while one is in flight, still gives every result right."""
 
+import dataclasses
 import multiprocessing
 import sys
 import threading
@@ -135,6 +136,36 @@ def test_a_trace_whose_work_cannot_pay_any_code_runs_unplanned_the_first_time(mo
     dynfuse.evaluate(y)
     close(y, np.exp(np.arange(370.0)) * 3)
     assert dynfuse.stats()["kernels_planned"] == 1
+
+
+def test_a_trace_too_long_for_a_replay_key_is_known_again_by_its_signature(monkeypatch):
+    """A chain of 150 ops (past ``trace.REPLAY_KEY_LIMIT``: no replay key) over 37 float64, whose
+    work cannot pay for planning it (``plan_node_work`` a node) and the least code: its first run
+    is unplanned, its second planned, as a trace with a replay key; each run NumPy's values."""
+    target = Target("tiered", tiny_elements=4, first_sight_work=1000, plan_node_work=100)
+    monkeypatch.setattr(groups.BACKEND, "target", target)
+    values = np.linspace(0.0, 1.0, 37)
+    expected = values.copy()
+    for step in range(75):
+        expected = expected * 0.5 + step
+    planned = []
+    for _ in range(3):
+        y = dynfuse.asarray(values)
+        for step in range(75):
+            y = y * 0.5 + step
+        assert y._node.key is None  # too long for a replay key
+        dynfuse.evaluate(y)
+        close(y, expected)
+        planned.append(dynfuse.stats()["plan_cache_misses"] + dynfuse.stats()["plan_cache_hits"])
+    assert planned == [0, 1, 2]
+    monkeypatch.setattr(groups.BACKEND, "target", dataclasses.replace(target, plan_node_work=0))
+    tiers._sightings.clear()
+    dynfuse.reset_stats()
+    y = dynfuse.asarray(values)
+    for step in range(75):
+        y = y * 0.5 + step
+    dynfuse.evaluate(y)  # 150 ops of 37 elements, 3700 of work or more: planning counted free pays
+    assert dynfuse.stats()["plan_cache_misses"] + dynfuse.stats()["plan_cache_hits"] == 1
 
 
 def test_the_first_compile_of_a_process_costs_starting_the_compiler_too(monkeypatch):

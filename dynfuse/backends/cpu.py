@@ -407,7 +407,10 @@ class CpuBackend:
     # kernels compile by their work (a 10-op chain on 1,000 float32: replayed from its 43rd run where
     # its code is on disk, from its 500th where it compiles, in the background from the 250th).
     # Starting LLVM (its binding imported, the host's target machine made) takes about 30 ms, once:
-    # 2**26 units, added to the first compile's cost (``start_work``).
+    # 2**26 units, added to the first compile's cost (``start_work``). Planning a long trace costs
+    # about 2**18 units a node (a 373-node Gray-Scott trace of rolls: 135-177 ms at 0.86 ns a unit;
+    # a 45-node cavity step 2 ms): a trace seen once whose work is below that and a compile's
+    # runs unplanned (``plan_node_work``).
     # A write's value computed into the region costs about 20 µs more in Python than a cached
     # replay in C and a copy, which that saves from about 2^16 float64 (a Jacobi statement, in
     # place against copied: 200² 73 against 64 µs, 256² 81 against 82, 300² 65 against 77, 400²
@@ -417,6 +420,7 @@ class CpuBackend:
         tiny_elements=1 << 14,
         first_sight_work=1 << 22,
         start_work=1 << 26,
+        plan_node_work=1 << 18,
         tiny_repeats=4,
         interpreted_op_work=1 << 13,
         direct_op_work=1 << 11,
