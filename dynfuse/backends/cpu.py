@@ -406,8 +406,10 @@ class CpuBackend:
     # costs about 200 µs, what four of its interpreted runs cost: after four, it is planned, and its
     # kernels compile by their work (a 10-op chain on 1,000 float32: replayed from its 43rd run where
     # its code is on disk, from its 500th where it compiles, in the background from the 250th).
-    # Starting LLVM (its binding imported, the host's target machine made) takes about 30 ms, once:
-    # 2**26 units, added to the first compile's cost (``start_work``). Planning a long trace costs
+    # Starting the compiler takes 59-86 ms once (five fresh processes, median 82: llvmlite's binding
+    # imported and the host's target machine made 39-54 ms, the code generator imported 15-26,
+    # concurrent.futures 5-8), at 0.86 ns a unit measured the same day: 3 * 2**25 units, added to
+    # the first compile's cost (``start_work``). Planning a long trace costs
     # about 2**18 units a node (a 373-node Gray-Scott trace of rolls: 135-177 ms at 0.86 ns a unit;
     # a 45-node cavity step 2 ms): a trace seen once whose work is below that and a compile's
     # runs unplanned (``plan_node_work``).
@@ -419,7 +421,7 @@ class CpuBackend:
         name,
         tiny_elements=1 << 14,
         first_sight_work=1 << 22,
-        start_work=1 << 26,
+        start_work=3 << 25,
         plan_node_work=1 << 18,
         tiny_repeats=4,
         interpreted_op_work=1 << 13,
