@@ -3,11 +3,12 @@
 It is the correctness oracle for every backend and the path for work too small to compile.
 Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
 scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
-last consumer has run, or that consumer, a ufunc of its dtype and shape, computes into it; a large
-elementwise result is computed into an array of the host's pool (``host_pool``), as a compiled
-kernel's is, not into fresh pages that fault at every run. Each op
-runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns or raises as it
-would have then.
+last consumer has run, or, from ``host_pool.INTERPRETED_MIN_BYTES``, that consumer, a ufunc of its
+dtype and shape, computes into it; a large elementwise result is computed into an array of the
+host's pool (``host_pool``), as a compiled kernel's is, not into fresh pages that fault at every
+run. Each op runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns
+or raises as it would have then. A run follows a ``Recipe`` worked out from the trace's structure,
+kept for a plan's step that runs interpreted again and again (``step_recipe``).
 """
 
 from __future__ import annotations
