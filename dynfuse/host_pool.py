@@ -200,8 +200,8 @@ def _keep(block: _Block) -> None:
 
 
 def _evict_idle() -> None:
-    if _by_age and next(iter(_by_age)).returned_at < time.monotonic() - IDLE_SECONDS:  # seldom
-        cutoff = time.monotonic() - IDLE_SECONDS
+    cutoff = time.monotonic() - IDLE_SECONDS
+    if _by_age and next(iter(_by_age)).returned_at < cutoff:  # seldom: no closure made otherwise
         _evict(lambda: next(iter(_by_age)).returned_at < cutoff)
 
 
