@@ -242,10 +242,15 @@ def _pool_candidate(node: Node) -> bool:
     """Whether ``node``, a ufunc of one result or a cast on the host, computes a result of
     ``host_pool.INTERPRETED_MIN_BYTES`` or more: one it may compute into the pool's memory."""
     op = node.op
-    least = host_pool.INTERPRETED_MIN_BYTES
-    if op.kind is not OpKind.ELEMENTWISE or node.dtype.itemsize * math.prod(node.shape) < least:
+    if op.kind is not OpKind.ELEMENTWISE or not _large(node):
         return False
     return node.device is HOST and ((op.computes_into and not node.params) or op.name == "astype")
+
+
+def _large(node: Node) -> bool:
+    """Whether ``node``'s value is of ``host_pool.INTERPRETED_MIN_BYTES`` or more: malloc would
+    map it afresh at each run."""
+    return node.dtype.itemsize * math.prod(node.shape) >= host_pool.INTERPRETED_MIN_BYTES
 
 
 def _pooled(node: Node, args: list) -> np.ndarray | None:
@@ -277,7 +282,7 @@ def _written_over(
     intermediates that it reads last."""
     if not node.op.computes_into or node.params:  # only for ufuncs without parameters
         return ()
-    if node.dtype.itemsize * math.prod(node.shape) < host_pool.INTERPRETED_MIN_BYTES:
+    if not _large(node):
         return ()  # a small array's memory is NumPy's allocator's to reuse (as its own elision)
     return tuple(
         argument
