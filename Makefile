@@ -19,7 +19,7 @@ demo: $(INSTALLED)
 	$(BIN)/python examples/demo.py
 
 test: $(INSTALLED) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -m slow

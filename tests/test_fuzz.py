@@ -32,7 +32,7 @@ from dynfuse.testing import (
 )
 from dynfuse.testing.compare import compare
 from dynfuse.testing.faults import injected_faults
-from dynfuse.testing.fuzz import fuzz
+from dynfuse.testing.fuzz import ROUND, fuzz
 
 BACKENDS = [name for name in registry.BACKENDS if registry.unavailable_reason(name) is None]
 
@@ -105,7 +105,8 @@ def wrong_kernels(monkeypatch):
 
 
 def test_the_checker_catches_a_wrong_kernel_and_prints_a_runnable_snippet(wrong_kernels):
-    report = fuzz(examples=100, seed_value=1)
+    # One round: its failure is shrunk, a compile a step, which is most of the time
+    report = fuzz(examples=ROUND, seed_value=1)
     assert report.failures
     failure = report.failures[0]
     assert "def program(xp" in failure and "assert_matches_numpy(program" in failure
