@@ -215,6 +215,8 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         made = direct.call_into(op.reference, operands, out, dict(params))
         if made is direct.DECLINED and _made_written_memory(out):
             made = direct.call_into(op.reference, operands, out, dict(params))
+        if made is direct.DECLINED:
+            made = _into_computed_region(op, operands, out, params)
     else:
         made = direct.DECLINED
     if made is not direct.DECLINED:
@@ -743,6 +745,46 @@ def assign(target: Any, value: Node) -> None:
             return
         buffer = prepare_write(target, [value])
         np.copyto(buffer, devices.move(value.buffer, value.memory, target._node.memory))
+
+
+def _into_computed_region(op: ops.Op, operands: tuple, out: Any, params: tuple) -> Any:
+    """``op(*operands, out=out)`` where ``out`` is a view (or an array something else sees) of memory
+    computed already, and the write would run at its line and not in place by the value's kernel
+    (``_write_in_place``: below ``Target.in_place_elements``, or ``READING_REGION_FACTOR`` times as
+    many for an in-place operator, which reads its region): the pending operands are computed
+    (their replay, in C where kept), then NumPy's ufunc writes the region, as NumPy's own operator
+    does. Recording the op too cost its value's temporary, a copy into the region and the write's
+    bookkeeping in Python: ``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` took 70 µs at 150² and
+    156 at 300², this way 50 and 114 (NumPy 28 and 102). ``DECLINED`` where not, or where ops do
+    not run directly (``direct_elements``)."""
+    backend = registry.BACKENDS[registry.backend]
+    node = out._node
+    if (
+        not direct_elements()
+        or backend is None
+        or node.device is not HOST
+        or execute.viewed(node).inputs
+        or can_rebind(out)
+    ):
+        return direct.DECLINED
+    arrays = [value._node for value in operands if type(value) is LazyArray]
+    pending = [member for member in arrays if execute.viewed(member).inputs]  # computed values
+    if not pending or any(member.device is not HOST for member in arrays):
+        return direct.DECLINED
+    limit = backend.target.in_place_elements * (READING_REGION_FACTOR if operands[0] is out else 1)
+    if views.size_of(node.shape) >= limit:
+        return direct.DECLINED
+    with execute.lock:
+        execute.materialize(pending)
+        for member in (node, *arrays):  # views of computed memory: taken, as NumPy took them
+            execute.view_now(member)
+        values = direct.host_values(operands)
+        if values is None or node.inputs:
+            return direct.DECLINED
+        execute.materialize_readers(node.buffer)
+        op.reference(*values, out=node.buffer, **dict(params))
+    stats.count("direct_ops")
+    return out
 
 
 def _made_written_memory(target: Any) -> bool:

@@ -1056,6 +1056,41 @@ def test_an_in_place_update_reading_what_it_writes_is_numpys(recorder):
         same(actual, expected)
 
 
+def test_a_pending_value_written_by_an_operator_into_computed_memory_is_numpys_call(recorder):
+    """``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` on arrays too large to run directly and too
+    small for a kernel to write the region: the pending value is computed, then NumPy's operator
+    writes the region itself, as NumPy does (no value of the whole update, no copy into the
+    region). NumPy's answer bit for bit, its aliasing, its casting error, the lazy array itself
+    returned."""
+    rng = np.random.default_rng(3)
+    ey, hz = rng.standard_normal((150, 150)), rng.standard_normal((150, 150))
+    ey[7, 9], hz[3, 4] = -0.0, np.inf
+    expected, expected_hz = ey.copy(), hz.copy()
+    actual, actual_hz = dnp.asarray(ey).copy(), dnp.asarray(hz).copy()  # dynfuse's, not NumPy's, memory
+    seen_before = actual[1:, :] * 1.0  # pending, made before the writes: keeps the values it read
+    window = actual[2:, 1:]  # a view made before the writes sees them
+    kept = expected[1:, :] * 1.0
+    for _ in range(3):
+        for a, h in ((expected, expected_hz), (actual, actual_hz)):
+            region = a[1:, :]
+            region -= 0.5 * (h[1:, :] - h[:-1, :])
+            np.multiply(h[1:, :] + 1.0, 0.25, out=a[:-1, :])  # a ufunc's out= takes the same way
+            a[:, 1:] += a[:, :-1] * 2.0  # the value reads the region it is written over
+    before = dynfuse.stats()
+    region = actual[1:, :]
+    assert region.__isub__(0.5 * (actual_hz[1:, :] - actual_hz[:-1, :])) is region
+    expected[1:, :] -= 0.5 * (expected_hz[1:, :] - expected_hz[:-1, :])
+    done = {key: dynfuse.stats()[key] - before[key] for key in ("direct_ops", "writes_in_place")}
+    assert done == {"direct_ops": 1, "writes_in_place": 0}
+    same(actual, expected)
+    same(window, expected[2:, 1:])
+    same(seen_before, kept)
+    integers = dnp.asarray(np.arange(150 * 150).reshape(150, 150)).copy()
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'subtract' output"):
+        integers[1:, :] -= actual_hz[1:, :] * 0.5
+    same(integers, np.arange(150 * 150).reshape(150, 150))
+
+
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
 
 
