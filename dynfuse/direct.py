@@ -138,12 +138,17 @@ def reduce(op: Op, value: Any, axis: Any, dtype: Any, keepdims: bool, ddof: Any)
     return result(op.reference(buffer, **kwargs))
 
 
-def call_into(function: Callable, operands: Sequence[Any], target: Any, kwargs: dict[str, Any]) -> Any:
+def call_into(
+    function: Callable, operands: Sequence[Any], target: Any, kwargs: dict[str, Any], any_size: bool = False
+) -> Any:
     """``function(..., out=target)`` run now into a computed target, after the pending nodes that
-    read its memory are computed (they keep the values from before the write, as in NumPy)."""
+    read its memory are computed (they keep the values from before the write, as in NumPy); below
+    ``direct_elements`` unless ``any_size``."""
     values = host_values(operands)
     buffer = host_value(target)
-    if values is None or buffer is DECLINED or _elements([buffer, *values]) >= direct_elements():
+    if values is None or buffer is DECLINED:
+        return DECLINED
+    if not any_size and _elements([buffer, *values]) >= direct_elements():
         return DECLINED
     with execute.lock:
         execute.materialize_readers(buffer)

@@ -757,34 +757,22 @@ def _into_computed_region(op: ops.Op, operands: tuple, out: Any, params: tuple) 
     bookkeeping in Python: ``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` took 70 µs at 150² and
     156 at 300², this way 50 and 114 (NumPy 28 and 102). ``DECLINED`` where not, or where ops do
     not run directly (``direct_elements``)."""
-    backend = registry.BACKENDS[registry.backend]
     node = out._node
-    if (
-        not direct_elements()
-        or backend is None
-        or node.device is not HOST
-        or execute.viewed(node).inputs
-        or can_rebind(out)
-    ):
+    if not direct_elements() or node.device is not HOST or execute.viewed(node).inputs or can_rebind(out):
         return direct.DECLINED
     arrays = [value._node for value in operands if type(value) is LazyArray]
     pending = [member for member in arrays if execute.viewed(member).inputs]  # computed values
     if not pending or any(member.device is not HOST for member in arrays):
         return direct.DECLINED
-    limit = backend.target.in_place_elements * (READING_REGION_FACTOR if operands[0] is out else 1)
+    target = registry.BACKENDS[registry.backend].target  # a host backend's: ops run directly
+    limit = target.in_place_elements * (READING_REGION_FACTOR if operands[0] is out else 1)
     if views.size_of(node.shape) >= limit:
         return direct.DECLINED
     with execute.lock:
         execute.materialize(pending)
         for member in (node, *arrays):  # views of computed memory: taken, as NumPy took them
             execute.view_now(member)
-        values = direct.host_values(operands)
-        if values is None or node.inputs:
-            return direct.DECLINED
-        execute.materialize_readers(node.buffer)
-        op.reference(*values, out=node.buffer, **dict(params))
-    stats.count("direct_ops")
-    return out
+        return direct.call_into(op.reference, operands, out, dict(params), any_size=True)
 
 
 def _made_written_memory(target: Any) -> bool:
