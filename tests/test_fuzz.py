@@ -105,7 +105,7 @@ def wrong_kernels(monkeypatch):
 
 
 def test_the_checker_catches_a_wrong_kernel_and_prints_a_runnable_snippet(wrong_kernels):
-    # One round: its failure is shrunk, a compile a step, which is most of the time
+    # One round: Hypothesis shrinks its failure over hundreds of programs, most of the time here
     report = fuzz(examples=ROUND, seed_value=1)
     assert report.failures
     failure = report.failures[0]
