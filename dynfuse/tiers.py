@@ -101,12 +101,18 @@ def recording_verdict(kernels: int, fused: float, interpreted: int) -> int:
     """Whether a materialization paid for what sites recorded, from the ``kernels`` of its plan
     (0: unplanned) and their ops, ``fused`` in compiled kernels (``paying_ops``, where known) and
     ``interpreted``: 1 where they all ran compiled, ``RECORDING_PAYS_OPS`` ops a kernel or more; -1
-    where they fuse fewer, compiled or not; 0 where some ran interpreted (their compile not yet
-    paid for: a later trial may find them compiled), or nothing was planned."""
+    where no kernel can fuse that many (all but one of a single op leave the last too few); 0
+    where some ran interpreted (their compile not yet paid for: a later trial may find them
+    compiled), where nothing was planned, or where one kernel may pay among others that do not:
+    values an earlier run left pending, computed with a loop's trial (an outer loop's derivatives
+    with its inner loop's first run), are kernels of their own, which a later trial may not meet."""
     if not kernels:
         return 0
-    if fused + interpreted < RECORDING_PAYS_OPS * kernels:
+    ops = fused + interpreted
+    if ops - (kernels - 1) < RECORDING_PAYS_OPS:
         return -1
+    if ops < RECORDING_PAYS_OPS * kernels:
+        return 0
     return 0 if interpreted else 1
 
 

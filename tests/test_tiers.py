@@ -411,3 +411,25 @@ def test_a_kernel_kept_on_disk_is_loaded_at_once_rather_than_compiled_in_the_bac
         launched.append(dynfuse.stats()["kernels_launched"])
     assert launched == [0, 1, 2]
     assert dynfuse.stats()["disk_cache_hits"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kernels", "fused", "interpreted", "verdict"),
+    [
+        (0, 0, 0, 0),  # nothing planned
+        (1, 3, 0, -1),  # too few ops to pay, compiled or not
+        (1, 0, 3, -1),
+        (1, 4, 0, 1),  # a kernel of enough ops, compiled
+        (1, 0, 8, 0),  # its compile not yet paid for
+        (3, 3, 0, -1),  # three kernels of one op each
+        (2, 8, 0, 1),
+        # one kernel of 8 ops beside four of 2 (an outer loop's values, left pending, computed with
+        # an inner loop's trial): it may pay, so not yet, and a later trial without them decides
+        (5, 16, 0, 0),
+        (5, 8, 8, 0),
+    ],
+)
+def test_a_recording_pays_where_its_kernels_fuse_enough_ops_and_cannot_where_none_may(
+    kernels, fused, interpreted, verdict
+):
+    assert tiers.recording_verdict(kernels, fused, interpreted) == verdict
