@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 11
+#define INTERFACE_VERSION 12
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -69,6 +69,8 @@ static struct {
     PyObject *python_pending_run; /* trace.pending_run, Python's: for another thread's list */
     PyObject *view_ops;           /* the ops of ops.VIEWS */
     PyObject *take_views;         /* execute.take_views */
+    PyObject *lock;               /* execute.lock */
+    PyObject *replays;            /* replay._replays */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
@@ -76,6 +78,7 @@ static struct {
     PyObject *str_recording, *str_refs, *str_sweep_at, *str_sweep;
     PyObject *str_move_to_end, *str_deep, *str_runs, *str_launch_plan, *str_sweep_own;
     PyObject *str_table_limit, *str_key_limit, *str_max_depth, *str_reference, *str_name, *str_direct, *str_tiers, *str_backend;
+    PyObject *str_backends, *str_memory, *str_acquire, *str_release;
     PyObject *zero, *empty; /* 0 and () */
     int bound;
     PyObject *errstate_var;       /* NumPy's error state's context variable (float_errors._state), or None */
@@ -161,12 +164,19 @@ static int droppable_layout(PyTypeObject *type, SlotLayout *layout)
     return 1;
 }
 
+/* A node or lazy array, untracked by the cyclic collector: they hold only each other (a node its
+   inputs, a lazy array its node and base: no cycle among them), NumPy's arrays (which the collector
+   never sees), and hashable params; a loop of small ops makes two with each op, and walking them at
+   every young collection took a tenth of its time. */
 static inline PyObject *kept_alloc(SlotLayout *layout, PyTypeObject *type, Py_ssize_t items)
 {
-    if (type != layout->type || items != 0 || layout->free == 0)
+    if (type != layout->type || items != 0)
         return PyType_GenericAlloc(type, items);
-    PyObject *made = PyObject_Init(layout->kept[--layout->free], type);
-    PyObject_GC_Track(made);
+    if (layout->free > 0)
+        return PyObject_Init(layout->kept[--layout->free], type);
+    PyObject *made = PyType_GenericAlloc(type, 0);
+    if (made != NULL)
+        PyObject_GC_UnTrack(made);
     return made;
 }
 
@@ -2494,13 +2504,15 @@ static PyObject *host_operand(PyObject *value)
     return NULL;
 }
 
-/* self op= other on a small computed host array while nothing is pending: the op's NumPy ufunc
+static int unread(PyArrayObject *buffer);
+
+/* self op= other on a small computed host array whose memory nothing pending reads: the op's NumPy ufunc
    with self's buffer as its output (direct.call_into). The array, NULL without an error where it does not
    apply (a scalar, which the operator rebinds), NULL with NumPy's error. */
 static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
     PyObject *value = host_operand(other), *node = value == NULL ? NULL : small_host_node(self);
-    if (node == NULL || is_scalar(self) || !nothing_pending())
+    if (node == NULL || is_scalar(self) || !unread((PyArrayObject *)NODE_SLOT(node, BUFFER)))
         return NULL;
     PyObject *reference = op_reference(op);
     if (reference == NULL)
@@ -3083,6 +3095,79 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     if (PyErr_Occurred())
         return -1;
     return PyObject_SetItem((PyObject *)buffer, index, value) < 0 ? -1 : 1;
+}
+
+static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* The configured backend's name (a new reference) where its kernels run on the host, as
+   execute._replayed_in_c asks; NULL without an error elsewhere. */
+static PyObject *host_backend_name(void)
+{
+    PyObject *names = PyModule_GetDict(S.registry_module); /* borrowed */
+    PyObject *name = PyDict_GetItemWithError(names, S.str_backend);
+    PyObject *backends = name == NULL ? NULL : PyDict_GetItemWithError(names, S.str_backends);
+    PyObject *backend = backends == NULL || !PyDict_Check(backends) ? NULL : PyDict_GetItemWithError(backends, name);
+    if (backend == NULL || backend == Py_None)
+        return NULL;
+    PyObject *memory = PyObject_GetAttr(backend, S.str_memory);
+    int on_host = memory == S.host;
+    Py_XDECREF(memory);
+    return on_host ? PyObject_GetAttr(backend, S.str_name) : NULL;
+}
+
+/* Whether ``value`` is a pending host lazy array, no view, that the launch its structure kept has
+   now computed (execute.materialize's common case: replay_now, under execute.lock): 1 computed; 0
+   not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
+static int replayed_pending(PyObject *value)
+{
+    if (!Py_IS_TYPE(value, S.array_type) || is_scalar(value))
+        return 0;
+    PyObject *pending = ARRAY_SLOT(value, ARRAY_NODE), *inputs = NODE_SLOT(pending, INPUTS);
+    if (inputs == NULL || !PyTuple_CheckExact(inputs) || PyTuple_GET_SIZE(inputs) == 0
+        || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
+        return 0;
+    PyObject *backend = host_backend_name();
+    if (backend == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *locked = PyObject_CallMethodNoArgs(S.lock, S.str_acquire);
+    if (locked == NULL) {
+        Py_DECREF(backend);
+        return -1;
+    }
+    Py_DECREF(locked);
+    PyObject *replay_args[3] = {pending, backend, S.replays};
+    PyObject *replayed = replay_now(NULL, replay_args, 3);
+    Py_DECREF(backend);
+    int computed = replayed == NULL ? -1 : replayed == Py_True;
+    Py_XDECREF(replayed);
+    PyObject *type, *error, *traceback; /* the replay's error, kept while the lock is released */
+    PyErr_Fetch(&type, &error, &traceback);
+    PyObject *released = PyObject_CallMethodNoArgs(S.lock, S.str_release);
+    if (released == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(error);
+        Py_XDECREF(traceback);
+        return -1;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(type, error, traceback);
+    /* what the replay computed leaves this thread's list of pending nodes, which nothing_pending reads */
+    if (computed > 0 && R.refs != NULL && R.thread == PyThreadState_GetID(PyThreadState_Get())
+        && compact_refs(R.refs, refers_to_pending) < 0)
+        return -1;
+    return computed;
+}
+
+/* Whether a write into ``self`` (a write of ``value``, or an in-place operator by it) goes by the
+   C paths once ``value`` is computed: a small computed host array, no scalar, and a pending value;
+   -1 with an error. Above the direct limit the value's kernel may write the region itself
+   (record._write_in_place). */
+static int small_write_of_pending(PyObject *self, PyObject *value)
+{
+    if (!Py_IS_TYPE(value, S.array_type) || is_scalar(self) || small_host_node(self) == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *inputs = NODE_SLOT(ARRAY_SLOT(value, ARRAY_NODE), INPUTS);
+    return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) > 0;
 }
 
 /* The node of ``value`` where these paths record on it (borrowed): a LazyArray's node whose shape
@@ -4021,11 +4106,23 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
             operands[2] = nargs == 5 ? args[4] : NULL;
             count = operands[0] == NULL ? 0 : nargs - 2;
         } else if (order == ORDER_IN_PLACE && nargs == 2) {
+            /* through a view (``ey[1:, :] -= value``): a whole array's operator may rebind it to
+               its pending value instead (record.can_rebind), which fuses with what follows */
             PyObject *updated = update_in_place(op, args[0], args[1]);
+            PyObject *base = Py_IS_TYPE(args[0], S.array_type) ? ARRAY_SLOT(args[0], ARRAY_BASE) : NULL;
+            int through_view = base != NULL && base != Py_None;
+            int replayed = updated == NULL && !PyErr_Occurred() && through_view ? small_write_of_pending(args[0], args[1]) : 0;
+            if (replayed > 0 && (replayed = replayed_pending(args[1])) > 0)
+                updated = update_in_place(op, args[0], args[1]);
             if (updated != NULL || PyErr_Occurred())
                 return updated;
         } else if (order == ORDER_SETITEM && nargs == 3) {
+            /* a pending value (a statement recorded in a loop) is computed first, by its replay */
             int written = write_elements(args[0], args[1], args[2]);
+            if (written == 0 && !PyErr_Occurred() && (written = small_write_of_pending(args[0], args[2])) > 0)
+                written = replayed_pending(args[2]) > 0 ? write_elements(args[0], args[1], args[2]) : 0;
+            if (PyErr_Occurred())
+                return NULL;
             if (written != 0)
                 return written < 0 ? NULL : Py_NewRef(Py_None);
         }
@@ -4960,6 +5057,8 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"python_pending_run", &S.python_pending_run, NULL},
         {"view_ops", &S.view_ops, &PyFrozenSet_Type},
         {"take_views", &S.take_views, NULL},
+        {"lock", &S.lock, NULL},
+        {"replays", &S.replays, NULL},
         {"errstate_var", &S.errstate_var, NULL},
         {"float_flags", &S.float_flags, NULL},
     };
@@ -5161,6 +5260,10 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_direct = PyUnicode_InternFromString("direct");
     S.str_tiers = PyUnicode_InternFromString("tiers");
     S.str_backend = PyUnicode_InternFromString("backend");
+    S.str_backends = PyUnicode_InternFromString("BACKENDS");
+    S.str_memory = PyUnicode_InternFromString("memory");
+    S.str_acquire = PyUnicode_InternFromString("acquire");
+    S.str_release = PyUnicode_InternFromString("release");
     S.str_index = PyUnicode_InternFromString("index");
     S.str_shape = PyUnicode_InternFromString("shape");
     S.str_axes = PyUnicode_InternFromString("axes");
@@ -5168,7 +5271,7 @@ PyMODINIT_FUNC PyInit__recorder(void)
     S.str_keepdims = PyUnicode_InternFromString("keepdims");
     S.str_dtype = PyUnicode_InternFromString("dtype");
     if (method == NULL || S.zero == NULL || S.empty == NULL || S.str_move_to_end == NULL || S.str_deep == NULL
-        || S.str_runs == NULL || S.str_launch_plan == NULL || S.str_sweep_own == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL
+        || S.str_runs == NULL || S.str_launch_plan == NULL || S.str_sweep_own == NULL || S.str_max_depth == NULL || S.str_index == NULL || S.str_shape == NULL || S.str_axes == NULL || S.str_axis == NULL || S.str_keepdims == NULL || S.str_dtype == NULL || S.str_reference == NULL || S.str_name == NULL || S.str_direct == NULL || S.str_tiers == NULL || S.str_backend == NULL || S.str_backends == NULL || S.str_memory == NULL || S.str_acquire == NULL || S.str_release == NULL
         || PyModule_AddObject(module, "node_init", method) < 0
         || PyModule_AddIntConstant(module, "INTERFACE_VERSION", INTERFACE_VERSION) < 0) {
         Py_XDECREF(method);

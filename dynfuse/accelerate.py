@@ -43,7 +43,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 11
+INTERFACE_VERSION = 12
 LAUNCH_INTERFACE_VERSION = 2
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -129,6 +129,8 @@ def _load() -> ModuleType | None:
             python_pending_run=trace.pending_run,
             view_ops=frozenset(ops.VIEWS.values()),
             take_views=execute.take_views,
+            lock=execute.lock,
+            replays=replay._replays,
             errstate_var=float_errors._state,
             float_flags=float_errors.FLAGS,
             getitem_op=ops.VIEWS["getitem"],

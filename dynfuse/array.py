@@ -546,8 +546,9 @@ class LazyArray:
         record.setitem(self, index, value)
 
     # In C: an element or small view of a computed array read at once (``direct``), a view of a
-    # pending one recorded, and a write while nothing is pending made at once; the methods above
-    # are what runs otherwise
+    # pending one recorded, and a write into a small computed array that nothing pending reads
+    # made at once (a pending value computed first by the launch its structure kept); the methods
+    # above are what runs otherwise
     __getitem__.fast_path = (None, "getitem")
     __setitem__.fast_path = (None, "setitem")
 

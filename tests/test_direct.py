@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import accelerate, config, direct, pressure, registry, tiers
+from dynfuse import accelerate, config, direct, pressure, record, registry, tiers
 from dynfuse.testing.compare import fresh
 from dynfuse.testing.programs import cases
 
@@ -1089,6 +1089,84 @@ def test_a_pending_value_written_by_an_operator_into_computed_memory_is_numpys_c
     with pytest.raises(TypeError, match="Cannot cast ufunc 'subtract' output"):
         integers[1:, :] -= actual_hz[1:, :] * 0.5
     same(integers, np.arange(150 * 150).reshape(150, 150))
+
+
+def relaxation_steps(xp, p, b, steps, ways=None):
+    """A Jacobi-style update written into a computed grid's interior, then a boundary row copied."""
+    for _ in range(steps):
+        before = dynfuse.stats()
+        p[1:-1, 1:-1] = 0.25 * (p[1:-1, 2:] + p[1:-1, :-2] + p[2:, 1:-1] + p[:-2, 1:-1]) - 0.1 * b[1:-1, 1:-1]
+        p[0, :] = p[-1, :]
+        if ways is not None:
+            ways.append(dynfuse.stats()["replays"] - before["replays"])
+    return p
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_statement_written_into_a_small_computed_grid_replays_and_is_written_in_c(monkeypatch):
+    """``p[1:-1, 1:-1] = expression`` in a loop over small computed arrays: once its sites record,
+    each step's value is its kept kernel's replay, copied into the region by NumPy's assignment, with
+    no Python frame of ``record.setitem``; NumPy's values throughout, and a view taken before the
+    writes sees them."""
+    rng = np.random.default_rng(11)
+    start, field = rng.random((60, 60)), rng.random((60, 60))
+    p, b = dnp.array(start), dnp.array(field)
+    expected, row = start.copy(), None
+    ways: list[int] = []
+    calls: list[tuple] = []
+    original = record.setitem
+    for _ in range(40):  # until the trials' runs paid for the kernel, and a trial found it compiled
+        watching = bool(ways) and ways[-1] == 1
+        if watching:  # a site is its place and its caller's: the same call, the steps counted
+            monkeypatch.setattr(record, "setitem", lambda *args: calls.append(args) or original(*args))
+            row = p[0]
+            ways.clear()
+        relaxation_steps(dnp, p, b, 20 if watching else 500, ways)
+        relaxation_steps(np, expected, field, 20 if watching else 500)
+        if watching:
+            break
+    assert ways == [1] * 20 and calls == []
+    same(p, expected)
+    same(row, expected[0])
+
+
+def field_steps(xp, ey, hz, steps, ways=None):
+    """An FDTD-style update: an in-place operator through a view, by a statement of several ops."""
+    for _ in range(steps):
+        before = dynfuse.stats()
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :]) + 0.25 * (hz[1:, :] + hz[:-1, :])
+        hz *= 0.999
+        if ways is not None:
+            ways.append(dynfuse.stats()["replays"] - before["replays"])
+    return ey
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_an_operator_through_a_view_of_a_small_computed_grid_by_a_statement_runs_in_c(monkeypatch):
+    """``ey[1:, :] -= expression`` in a loop: once its sites record, each step's value is its kept
+    kernel's replay, and NumPy's ufunc writes the region through the view, with no Python frame of
+    ``record.elementwise``; NumPy's values throughout."""
+    rng = np.random.default_rng(12)
+    start, field = rng.random((60, 60)), rng.random((60, 60))
+    ey, hz = dnp.array(start), dnp.array(field)
+    expected, expected_hz = start.copy(), field.copy()
+    ways: list[int] = []
+    calls: list[tuple] = []
+    original = record.elementwise
+    for _ in range(40):  # until the trials' runs paid for the kernel, and a trial found it compiled
+        watching = bool(ways) and ways[-1] == 1
+        if watching:  # a site is its place and its caller's: the same call, the steps counted
+            monkeypatch.setattr(
+                record, "elementwise", lambda *args, **kw: calls.append(args) or original(*args, **kw)
+            )
+            ways.clear()
+        field_steps(dnp, ey, hz, 20 if watching else 500, ways)
+        field_steps(np, expected, expected_hz, 20 if watching else 500)
+        if watching:
+            break
+    assert ways == [1] * 20 and calls == []
+    same(ey, expected)
+    same(hz, expected_hz)
 
 
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
