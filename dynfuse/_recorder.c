@@ -3115,16 +3115,26 @@ static PyObject *host_backend_name(void)
     return on_host ? PyObject_GetAttr(backend, S.str_name) : NULL;
 }
 
+/* The node of ``value`` (borrowed) where it is a lazy array, no scalar, whose node is pending;
+   NULL otherwise. */
+static PyObject *pending_value_node(PyObject *value)
+{
+    if (!Py_IS_TYPE(value, S.array_type) || is_scalar(value))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(value, ARRAY_NODE);
+    if (node == NULL || !PyObject_TypeCheck(node, S.node_type))
+        return NULL;
+    PyObject *inputs = NODE_SLOT(node, INPUTS);
+    return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) > 0 ? node : NULL;
+}
+
 /* Whether ``value`` is a pending host lazy array, no view, that the launch its structure kept has
    now computed (execute.materialize's common case: replay_now, under execute.lock): 1 computed; 0
    not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
 static int replayed_pending(PyObject *value)
 {
-    if (!Py_IS_TYPE(value, S.array_type) || is_scalar(value))
-        return 0;
-    PyObject *pending = ARRAY_SLOT(value, ARRAY_NODE), *inputs = NODE_SLOT(pending, INPUTS);
-    if (inputs == NULL || !PyTuple_CheckExact(inputs) || PyTuple_GET_SIZE(inputs) == 0
-        || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
+    PyObject *pending = pending_value_node(value);
+    if (pending == NULL || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
         return 0;
     PyObject *backend = host_backend_name();
     if (backend == NULL)
@@ -3164,10 +3174,9 @@ static int replayed_pending(PyObject *value)
    (record._write_in_place). */
 static int small_write_of_pending(PyObject *self, PyObject *value)
 {
-    if (!Py_IS_TYPE(value, S.array_type) || is_scalar(self) || small_host_node(self) == NULL)
+    if (small_host_node(self) == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *inputs = NODE_SLOT(ARRAY_SLOT(value, ARRAY_NODE), INPUTS);
-    return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) > 0;
+    return !is_scalar(self) && pending_value_node(value) != NULL;
 }
 
 /* The node of ``value`` where these paths record on it (borrowed): a LazyArray's node whose shape
