@@ -1091,15 +1091,28 @@ def test_a_pending_value_written_by_an_operator_into_computed_memory_is_numpys_c
     same(integers, np.arange(150 * 150).reshape(150, 150))
 
 
-def relaxation_steps(xp, p, b, steps, ways=None):
-    """A Jacobi-style update written into a computed grid's interior, then a boundary row copied."""
-    for _ in range(steps):
-        before = dynfuse.stats()
-        p[1:-1, 1:-1] = 0.25 * (p[1:-1, 2:] + p[1:-1, :-2] + p[2:, 1:-1] + p[:-2, 1:-1]) - 0.1 * b[1:-1, 1:-1]
-        p[0, :] = p[-1, :]
-        if ways is not None:
-            ways.append(dynfuse.stats()["replays"] - before["replays"])
-    return p
+def steps_once_replayed(monkeypatch, python_path: str, step) -> tuple[list[int], list[tuple]]:
+    """``step()`` (a loop body, run by dynfuse and by NumPy) run until its sites record and a step is
+    one replay (the trials' runs paid for its kernel, and a trial found it compiled), then 20 steps
+    more with ``record.<python_path>`` watched: the replays of each, and the calls of that path. A
+    site is its place and its caller's: every step is called from one place here."""
+    original = getattr(record, python_path)
+    calls: list[tuple] = []
+    ways = [0]
+    for _ in range(41):
+        watching = ways[-1] == 1
+        if watching:
+            monkeypatch.setattr(
+                record, python_path, lambda *args, **kw: calls.append(args) or original(*args, **kw)
+            )
+        ways = []
+        for _ in range(20 if watching else 500):
+            before = dynfuse.stats()["replays"]
+            step()
+            ways.append(dynfuse.stats()["replays"] - before)
+        if watching:
+            break
+    return ways, calls
 
 
 @pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
@@ -1110,35 +1123,20 @@ def test_a_statement_written_into_a_small_computed_grid_replays_and_is_written_i
     writes sees them."""
     rng = np.random.default_rng(11)
     start, field = rng.random((60, 60)), rng.random((60, 60))
-    p, b = dnp.array(start), dnp.array(field)
-    expected, row = start.copy(), None
-    ways: list[int] = []
-    calls: list[tuple] = []
-    original = record.setitem
-    for _ in range(40):  # until the trials' runs paid for the kernel, and a trial found it compiled
-        watching = bool(ways) and ways[-1] == 1
-        if watching:  # a site is its place and its caller's: the same call, the steps counted
-            monkeypatch.setattr(record, "setitem", lambda *args: calls.append(args) or original(*args))
-            row = p[0]
-            ways.clear()
-        relaxation_steps(dnp, p, b, 20 if watching else 500, ways)
-        relaxation_steps(np, expected, field, 20 if watching else 500)
-        if watching:
-            break
+    grids = [(dnp.array(start), dnp.array(field)), (start.copy(), field)]
+    row = grids[0][0][0]
+
+    def step():
+        for p, b in grids:  # a Jacobi-style update of the interior, then a boundary row copied
+            p[1:-1, 1:-1] = (
+                0.25 * (p[1:-1, 2:] + p[1:-1, :-2] + p[2:, 1:-1] + p[:-2, 1:-1]) - 0.1 * b[1:-1, 1:-1]
+            )
+            p[0, :] = p[-1, :]
+
+    ways, calls = steps_once_replayed(monkeypatch, "setitem", step)
     assert ways == [1] * 20 and calls == []
-    same(p, expected)
-    same(row, expected[0])
-
-
-def field_steps(xp, ey, hz, steps, ways=None):
-    """An FDTD-style update: an in-place operator through a view, by a statement of several ops."""
-    for _ in range(steps):
-        before = dynfuse.stats()
-        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :]) + 0.25 * (hz[1:, :] + hz[:-1, :])
-        hz *= 0.999
-        if ways is not None:
-            ways.append(dynfuse.stats()["replays"] - before["replays"])
-    return ey
+    same(grids[0][0], grids[1][0])
+    same(row, grids[1][0][0])
 
 
 @pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
@@ -1148,25 +1146,17 @@ def test_an_operator_through_a_view_of_a_small_computed_grid_by_a_statement_runs
     ``record.elementwise``; NumPy's values throughout."""
     rng = np.random.default_rng(12)
     start, field = rng.random((60, 60)), rng.random((60, 60))
-    ey, hz = dnp.array(start), dnp.array(field)
-    expected, expected_hz = start.copy(), field.copy()
-    ways: list[int] = []
-    calls: list[tuple] = []
-    original = record.elementwise
-    for _ in range(40):  # until the trials' runs paid for the kernel, and a trial found it compiled
-        watching = bool(ways) and ways[-1] == 1
-        if watching:  # a site is its place and its caller's: the same call, the steps counted
-            monkeypatch.setattr(
-                record, "elementwise", lambda *args, **kw: calls.append(args) or original(*args, **kw)
-            )
-            ways.clear()
-        field_steps(dnp, ey, hz, 20 if watching else 500, ways)
-        field_steps(np, expected, expected_hz, 20 if watching else 500)
-        if watching:
-            break
+    fields = [(dnp.array(start), dnp.array(field)), (start.copy(), field.copy())]
+
+    def step():
+        for ey, hz in fields:  # an FDTD-style update by a statement of several ops
+            ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :]) + 0.25 * (hz[1:, :] + hz[:-1, :])
+            hz *= 0.999
+
+    ways, calls = steps_once_replayed(monkeypatch, "elementwise", step)
     assert ways == [1] * 20 and calls == []
-    same(ey, expected)
-    same(hz, expected_hz)
+    same(fields[0][0], fields[1][0])
+    same(fields[0][1], fields[1][1])
 
 
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
