@@ -350,6 +350,18 @@ static Py_ssize_t read_sweep_at(void)
     return threshold;
 }
 
+/* A weak reference to ``object`` (a new reference), untracked by the cyclic collector: one without a
+   callback holds nothing, so it can be in no cycle; the pending list and a base's views keep one per
+   op until their next sweep, and walking them, and the full collections their survival brought on,
+   took a tenth of a loop of views. */
+static PyObject *untracked_ref(PyObject *object)
+{
+    PyObject *ref = PyWeakref_NewRef(object, NULL);
+    if (ref != NULL && Py_IS_TYPE(ref, &_PyWeakref_RefType) && PyObject_GC_IsTracked(ref))
+        PyObject_GC_UnTrack(ref);
+    return ref;
+}
+
 /* What trace._Recording keeps for every node with inputs: a weak reference, and the count. */
 static int register_pending(PyObject *node)
 {
@@ -377,7 +389,7 @@ static int register_pending(PyObject *node)
         if ((R.sweep_at = read_sweep_at()) == -1)
             return -1;
     }
-    PyObject *ref = PyWeakref_NewRef(node, NULL);
+    PyObject *ref = untracked_ref(node);
     if (ref == NULL)
         return -1;
     int appended = PyList_Append(R.refs, ref);
@@ -466,7 +478,7 @@ static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params
 
 /* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
 static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
-                     PyObject *dtype)
+                     PyObject *dtype, PyObject *known_key)
 {
     if (!PyTuple_CheckExact(inputs)) {
         PyErr_Format(PyExc_TypeError, "Node inputs must be a tuple, not %.100s", Py_TYPE(inputs)->tp_name);
@@ -539,7 +551,7 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
                 PyTuple_SET_ITEM(leaves, leaf++, Py_NewRef(child));
             }
         }
-        key = node_structure(op, inputs, params);
+        key = known_key != NULL ? Py_NewRef(known_key) : node_structure(op, inputs, params);
         if (key == NULL) {
             Py_DECREF(leaves);
             Py_DECREF(ancestors);
@@ -563,7 +575,7 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
 static PyObject *new_node(PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape, PyObject *dtype)
 {
     PyObject *node = S.node_type->tp_alloc(S.node_type, 0);
-    if (node != NULL && init_node(node, op, inputs, params, shape, dtype) < 0)
+    if (node != NULL && init_node(node, op, inputs, params, shape, dtype, NULL) < 0)
         Py_CLEAR(node);
     return node;
 }
@@ -638,7 +650,7 @@ static int compact_refs(PyObject *refs, int (*keep)(PyObject *))
    list reaches a power of two. */
 static int add_view(PyObject *base, PyObject *view)
 {
-    PyObject *ref = PyWeakref_NewRef(view, NULL);
+    PyObject *ref = untracked_ref(view);
     if (ref == NULL)
         return -1;
     PyObject *refs = ARRAY_SLOT(base, ARRAY_VIEWS);
@@ -2384,8 +2396,9 @@ static char *element_address(PyArrayObject *values, PyObject *index)
    it (mapping.c's get_view_from_index: the same data, shape, strides, flags and base) without
    NumPy's general parsing of the index, which costs more than the view. NULL without an error
    where the index is anything else, would pick one element (NumPy's scalar), or NumPy would raise:
-   NumPy's indexing then runs, and raises its error. */
-static PyObject *basic_view(PyArrayObject *array, PyObject *index)
+   NumPy's indexing then runs, and raises its error. Where ``max_size`` is positive and the view
+   would hold that many elements or more, it is not made: NULL without an error, ``*too_large`` set. */
+static PyObject *basic_view(PyArrayObject *array, PyObject *index, npy_intp max_size, int *too_large)
 {
     PyObject *const *items = &index;
     Py_ssize_t count = 1;
@@ -2445,6 +2458,15 @@ static PyObject *basic_view(PyArrayObject *array, PyObject *index)
             data += stride * start;
         }
     }
+    if (max_size > 0) {
+        npy_intp size = 1;
+        for (int axis = 0; axis < made; axis++)
+            size *= shape[axis];
+        if (size >= max_size) {
+            *too_large = 1;
+            return NULL;
+        }
+    }
     PyArray_Descr *descr = PyArray_DESCR(array);
     Py_INCREF(descr);
     PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, made, shape, strides, data, PyArray_FLAGS(array), NULL);
@@ -2480,7 +2502,10 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
         PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
     }
-    PyObject *item = basic_view(buffer, index);
+    int too_large = 0;
+    PyObject *item = basic_view(buffer, index, limit, &too_large);
+    if (too_large) /* recorded by the Python method */
+        return NULL;
     if (item == NULL && (PyErr_Occurred() || (item = PyObject_GetItem((PyObject *)buffer, index)) == NULL))
         return NULL; /* NumPy's IndexError */
     if (!PyArray_Check(item))
@@ -3086,7 +3111,7 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
                         : NULL;
     if (element != NULL) /* a scalar into one element: packed as NumPy's integer indexing does */
         return PyArray_Pack(PyArray_DESCR(buffer), element, value) < 0 ? -1 : 1;
-    PyObject *view = PyArray_ISWRITEABLE(buffer) ? basic_view(buffer, index) : NULL;
+    PyObject *view = PyArray_ISWRITEABLE(buffer) ? basic_view(buffer, index, 0, NULL) : NULL;
     if (view != NULL) { /* NumPy's assignment through a view: its copy into the view NumPy makes */
         int copied = PyArray_CopyObject((PyArrayObject *)view, value);
         Py_DECREF(view);
@@ -3299,25 +3324,123 @@ static PyObject *index_triple(Py_ssize_t start, Py_ssize_t step, Py_ssize_t leng
     return int_tuple(values, 3);
 }
 
-/* Node(op, (source,), params, shape, dtype) */
-static PyObject *node_over(PyObject *op, PyObject *source, PyObject *params, PyObject *shape, PyObject *dtype)
+/* Nodes over one source whose params follow from the source's structure and a few ints (a view's
+   index or axes, a reduction's axes, a cast's params): kept by (op, the source's structure id, those
+   ints) with their params, shape, dtype and structure id, so that a loop recording the same view
+   each turn builds and interns no tuple. A kept id names its structure alone (ids are never reused);
+   an address among the ints is that of an object the entry holds (its params). */
+enum { NODE_MEMO_SIZE = 512, NODE_MEMO_WORDS = 24 };
+typedef struct {
+    PyObject *op, *source_key; /* strong, with the rest; NULL in an empty entry */
+    Py_ssize_t count, words[NODE_MEMO_WORDS];
+    PyObject *params, *shape, *dtype, *key;
+} NodeMemo;
+static NodeMemo node_memo[NODE_MEMO_SIZE];
+
+/* A node being made through the memo: the ints that say it, then the entry for them and, where it
+   held them, new references to its params, shape, dtype and id. */
+typedef struct {
+    Py_ssize_t count, words[NODE_MEMO_WORDS]; /* count -1: too many to keep */
+    NodeMemo *entry;                           /* NULL: not kept (a keyless source, too many ints) */
+    PyObject *source_key;                      /* borrowed from the source */
+    PyObject *params, *shape, *dtype, *key;    /* found: new references; NULL otherwise */
+} MemoLookup;
+
+static inline void memo_start(MemoLookup *lookup)
 {
-    PyObject *inputs = PyTuple_Pack(1, source);
-    if (inputs == NULL)
-        return NULL;
-    PyObject *node = new_node(op, inputs, params, shape, dtype);
-    Py_DECREF(inputs);
+    lookup->count = 0;
+    lookup->entry = NULL;
+    lookup->params = lookup->shape = lookup->dtype = lookup->key = NULL;
+}
+
+static inline void memo_word(MemoLookup *lookup, Py_ssize_t word)
+{
+    if (lookup->count >= 0 && lookup->count < NODE_MEMO_WORDS)
+        lookup->words[lookup->count++] = word;
+    else
+        lookup->count = -1;
+}
+
+/* Whether the memo holds the node of ``op`` over ``source`` for the ints given: 1 with the
+   lookup's references taken, else 0 (the entry, where one may keep it, is noted for memo_keep). */
+static int memo_find(MemoLookup *lookup, PyObject *op, PyObject *source)
+{
+    PyObject *key = NODE_SLOT(source, KEY);
+    if (lookup->count < 0 || key == NULL || key == Py_None)
+        return 0;
+    uint64_t hash = ((uint64_t)(uintptr_t)op ^ ((uint64_t)(uintptr_t)key << 17)) * 0x9E3779B97F4A7C15ull;
+    for (Py_ssize_t i = 0; i < lookup->count; i++)
+        hash = (hash ^ (uint64_t)lookup->words[i]) * 0x9E3779B97F4A7C15ull;
+    NodeMemo *entry = &node_memo[(hash >> 40) % NODE_MEMO_SIZE];
+    lookup->entry = entry;
+    lookup->source_key = key;
+    if (entry->op != op || entry->source_key != key || entry->count != lookup->count
+        || memcmp(entry->words, lookup->words, (size_t)lookup->count * sizeof(Py_ssize_t)) != 0)
+        return 0;
+    lookup->params = Py_NewRef(entry->params);
+    lookup->shape = Py_NewRef(entry->shape);
+    lookup->dtype = Py_NewRef(entry->dtype);
+    lookup->key = Py_NewRef(entry->key);
+    return 1;
+}
+
+/* Keep ``node`` (of ``op``, just made where memo_find found nothing) in the entry noted for it. */
+static void memo_keep(MemoLookup *lookup, PyObject *op, PyObject *node)
+{
+    NodeMemo *entry = lookup->entry;
+    PyObject *key = NODE_SLOT(node, KEY);
+    if (entry == NULL || key == NULL || key == Py_None)
+        return;
+    NodeMemo old = *entry; /* released last: a release may run code that reads the memo */
+    entry->op = Py_NewRef(op);
+    entry->source_key = Py_NewRef(lookup->source_key);
+    entry->count = lookup->count;
+    memcpy(entry->words, lookup->words, (size_t)lookup->count * sizeof(Py_ssize_t));
+    entry->params = Py_NewRef(NODE_SLOT(node, PARAMS));
+    entry->shape = Py_NewRef(NODE_SLOT(node, SHAPE));
+    entry->dtype = Py_NewRef(NODE_SLOT(node, DTYPE));
+    entry->key = Py_NewRef(key);
+    PyObject *released[] = {old.op, old.source_key, old.params, old.shape, old.dtype, old.key};
+    for (size_t i = 0; i < sizeof released / sizeof *released; i++)
+        Py_XDECREF(released[i]);
+}
+
+/* Node(op, (source,), params, shape, dtype), through ``lookup`` where one is given: with the id
+   it found, or kept in it. */
+static PyObject *node_over(PyObject *op, PyObject *source, PyObject *params, PyObject *shape, PyObject *dtype,
+                           MemoLookup *lookup)
+{
+    PyObject *inputs = PyTuple_Pack(1, source), *known = lookup != NULL ? lookup->key : NULL;
+    PyObject *node = inputs == NULL ? NULL : S.node_type->tp_alloc(S.node_type, 0);
+    if (node != NULL && init_node(node, op, inputs, params, shape, dtype, known) < 0)
+        Py_CLEAR(node);
+    if (node != NULL && lookup != NULL && known == NULL)
+        memo_keep(lookup, op, node);
+    Py_XDECREF(inputs);
     return node;
+}
+
+/* The references a lookup took, dropped. */
+static void memo_release(MemoLookup *lookup)
+{
+    Py_CLEAR(lookup->params);
+    Py_CLEAR(lookup->shape);
+    Py_CLEAR(lookup->dtype);
+    Py_CLEAR(lookup->key);
 }
 
 /* record.view: the view's node over ``source`` (the node of ``array``) and its array, registered
    with the base; where NumPy gives a scalar (``is_view`` 0), a copy: the view cast to its dtype.
-   Steals ``params`` and ``shape``. */
+   Steals ``params`` and ``shape``, or takes them from ``lookup`` where it found them. */
 static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, PyObject *params, PyObject *shape,
-                             int is_view)
+                             int is_view, MemoLookup *lookup)
 {
     PyObject *result = NULL, *node = NULL, *dtype = NODE_SLOT(source, DTYPE);
-    if (params == NULL || shape == NULL || (node = node_over(op, source, params, shape, dtype)) == NULL)
+    if (lookup->key != NULL) {
+        params = Py_NewRef(lookup->params);
+        shape = Py_NewRef(lookup->shape);
+    }
+    if (params == NULL || shape == NULL || (node = node_over(op, source, params, shape, dtype, lookup)) == NULL)
         goto done;
     if (is_view) {
         PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
@@ -3330,15 +3453,24 @@ static PyObject *record_view(PyObject *array, PyObject *source, PyObject *op, Py
         }
         /* a scalar's 0-d view stays a scalar, but NumPy's s[...] is an array */
         result = new_array(node, base, is_scalar(array) && PyTuple_GET_SIZE(shape) == 0 && op != S.getitem_op);
-    } else {
-        PyObject *cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
-        PyObject *cast = cast_params == NULL ? NULL : node_over(S.astype_op, node, cast_params, shape, dtype);
+    } else { /* the cast: its params follow from the view's structure */
+        MemoLookup cast_lookup;
+        memo_start(&cast_lookup);
+        PyObject *cast = NULL, *cast_params = NULL;
+        if (memo_find(&cast_lookup, S.astype_op, node))
+            cast_params = Py_NewRef(cast_lookup.params);
+        else
+            cast_params = one_param(S.str_dtype, Py_NewRef(dtype));
+        if (cast_params != NULL)
+            cast = node_over(S.astype_op, node, cast_params, shape, dtype, &cast_lookup);
+        memo_release(&cast_lookup);
         Py_XDECREF(cast_params);
         Py_DECREF(node);
         if (cast != NULL)
             result = new_array(cast, NULL, 1);
     }
 done:
+    memo_release(lookup);
     Py_XDECREF(params);
     Py_XDECREF(shape);
     return result;
@@ -3403,45 +3535,64 @@ static PyObject *record_getitem(PyObject *array, PyObject *index)
     Py_ssize_t whole = ndim - consumed; /* axes taken whole, by the Ellipsis or after the last item */
     if (ellipses > 1 || whole < 0 || new_axes + slices + whole > MAX_AXES)
         return declined();
-    PyObject *normalized = PyTuple_New(count - ellipses + whole), *shape = PyTuple_New(new_axes + slices + whole);
-    Py_ssize_t axis = 0, position = 0, out = 0, start, step, length;
-    if (normalized == NULL || shape == NULL)
-        goto failed;
+    /* The index as views.basic_index normalizes it, one (start, step, length) per item: a new axis
+       with step 0 and length 1, an int with step 0 and length -1, a slice or an axis taken whole
+       with its length (an empty one as (0, 1, 0)) */
+    enum { NEW_AXIS = 0, INTEGER = -1 };
+    Py_ssize_t starts[2 * MAX_AXES], steps[2 * MAX_AXES], lengths[2 * MAX_AXES];
+    Py_ssize_t normalized_count = count - ellipses + whole, position = 0, axis = 0;
     for (Py_ssize_t i = 0; i <= count; i++) {
         PyObject *item = i < count ? items[i] : NULL; /* NULL: the axes after the last item */
         if (item == Py_None) {
-            if (put(normalized, &position, Py_NewRef(Py_None)) < 0 || put(shape, &out, PyLong_FromLong(1)) < 0)
-                goto failed;
+            starts[position] = 0, steps[position] = 0, lengths[position++] = NEW_AXIS;
         } else if (item == Py_Ellipsis || item == NULL) {
             for (Py_ssize_t end = item == NULL ? ndim : axis + whole; axis < end; axis++)
-                if (put(normalized, &position, index_triple(0, 1, extents[axis])) < 0
-                    || put(shape, &out, PyLong_FromSsize_t(extents[axis])) < 0)
-                    goto failed;
+                starts[position] = 0, steps[position] = 1, lengths[position++] = extents[axis];
         } else if (PyLong_CheckExact(item)) {
-            if (!int_value(item, &start) || !normalize_axis(&start, extents[axis]))
-                goto decline; /* out of bounds: NumPy's IndexError */
-            if (put(normalized, &position, PyLong_FromSsize_t(start)) < 0)
-                goto failed;
+            if (!int_value(item, &starts[position]) || !normalize_axis(&starts[position], extents[axis]))
+                return declined(); /* out of bounds: NumPy's IndexError */
+            steps[position] = 0, lengths[position++] = INTEGER;
             axis++;
         } else {
-            if (!slice_indices(item, extents[axis], &start, &step, &length))
-                goto decline;
-            PyObject *triple = length ? index_triple(start, step, length) : index_triple(0, 1, 0);
-            if (put(normalized, &position, triple) < 0 || put(shape, &out, PyLong_FromSsize_t(length)) < 0)
-                goto failed;
-            axis++;
+            if (!slice_indices(item, extents[axis], &starts[position], &steps[position], &lengths[position]))
+                return declined();
+            if (lengths[position] == 0)
+                starts[position] = 0, steps[position] = 1;
+            position++, axis++;
         }
     }
-    return record_view(array, source, S.getitem_op, one_param(S.str_index, normalized), shape,
-                       new_axes + slices + whole > 0 || ellipses > 0);
-decline:
-    Py_DECREF(normalized);
-    Py_DECREF(shape);
-    return declined();
-failed:
-    Py_XDECREF(normalized);
-    Py_XDECREF(shape);
-    return NULL;
+    int is_view = new_axes + slices + whole > 0 || ellipses > 0;
+    MemoLookup lookup;
+    memo_start(&lookup);
+    memo_word(&lookup, is_view);
+    for (Py_ssize_t i = 0; i < normalized_count; i++) {
+        memo_word(&lookup, starts[i]);
+        memo_word(&lookup, steps[i]);
+        memo_word(&lookup, lengths[i]);
+    }
+    if (memo_find(&lookup, S.getitem_op, source))
+        return record_view(array, source, S.getitem_op, NULL, NULL, is_view, &lookup);
+    PyObject *normalized = PyTuple_New(normalized_count), *shape = PyTuple_New(new_axes + slices + whole);
+    Py_ssize_t out = 0;
+    for (Py_ssize_t i = 0; normalized != NULL && shape != NULL && i < normalized_count; i++) {
+        PyObject *item;
+        if (lengths[i] == INTEGER)
+            item = PyLong_FromSsize_t(starts[i]);
+        else if (steps[i] == 0)
+            item = Py_NewRef(Py_None);
+        else
+            item = index_triple(starts[i], steps[i], lengths[i]);
+        Py_ssize_t at = i;
+        if (put(normalized, &at, item) < 0
+            || (lengths[i] != INTEGER && put(shape, &out, PyLong_FromSsize_t(steps[i] == 0 ? 1 : lengths[i])) < 0))
+            Py_CLEAR(normalized);
+    }
+    if (normalized == NULL || shape == NULL) {
+        Py_XDECREF(normalized);
+        Py_XDECREF(shape);
+        return NULL;
+    }
+    return record_view(array, source, S.getitem_op, one_param(S.str_index, normalized), shape, is_view, &lookup);
 }
 
 /* LazyArray.transpose(*axes), record.transpose(array, axes): views.transpose_axes, record.permute */
@@ -3465,17 +3616,30 @@ static PyObject *record_transpose(PyObject *const *args, Py_ssize_t nargs)
         if (count != ndim || !normalize_axes(items, count, ndim, axes, chosen))
             return declined();
     }
+    MemoLookup lookup;
+    memo_start(&lookup);
+    for (Py_ssize_t axis = 0; axis < ndim; axis++)
+        memo_word(&lookup, axes[axis]);
+    if (memo_find(&lookup, S.transpose_op, source))
+        return record_view(args[0], source, S.transpose_op, NULL, NULL, 1, &lookup);
     PyObject *old_shape = NODE_SLOT(source, SHAPE), *shape = PyTuple_New(ndim);
     for (Py_ssize_t axis = 0; shape != NULL && axis < ndim; axis++)
         PyTuple_SET_ITEM(shape, axis, Py_NewRef(PyTuple_GET_ITEM(old_shape, axes[axis])));
-    return record_view(args[0], source, S.transpose_op, one_param(S.str_axes, int_tuple(axes, ndim)), shape, 1);
+    return record_view(args[0], source, S.transpose_op, one_param(S.str_axes, int_tuple(axes, ndim)), shape, 1,
+                       &lookup);
 }
 
 /* A reshape of ``array`` into ``count`` extents (views.reshape_shape has checked them). */
 static PyObject *reshape_into(PyObject *array, PyObject *source, const Py_ssize_t *sizes, Py_ssize_t count)
 {
+    MemoLookup lookup;
+    memo_start(&lookup);
+    for (Py_ssize_t axis = 0; axis < count; axis++)
+        memo_word(&lookup, sizes[axis]);
+    if (memo_find(&lookup, S.reshape_op, source))
+        return record_view(array, source, S.reshape_op, NULL, NULL, 1, &lookup);
     PyObject *shape = int_tuple(sizes, count);
-    return record_view(array, source, S.reshape_op, one_param(S.str_shape, Py_XNewRef(shape)), shape, 1);
+    return record_view(array, source, S.reshape_op, one_param(S.str_shape, Py_XNewRef(shape)), shape, 1, &lookup);
 }
 
 /* LazyArray.reshape(*shape), record.reshape(array, shape): views.reshape_shape, a reshape view */
@@ -3577,7 +3741,7 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     static const char *const names[] = {"axis", "keepdims"};
     Py_ssize_t extents[MAX_AXES], axes[MAX_AXES], ndim, count;
     char chosen[MAX_AXES];
-    PyObject *values[2] = {NULL, NULL}, *const *items, *axis_param, *result = NULL;
+    PyObject *values[2] = {NULL, NULL}, *const *items, *result = NULL;
     PyObject *source = arguments(args, nargs, kwnames, names, 2, 1, values) ? pending_node(args[0], extents, &ndim) : NULL;
     if (source == NULL)
         return declined();
@@ -3587,12 +3751,13 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
             return declined();
     if (keepdims != Py_True && keepdims != Py_False)
         return declined();
-    if (axis == NULL || axis == Py_None) {
+    int every_axis = axis == NULL || axis == Py_None;
+    if (every_axis) {
         for (Py_ssize_t i = 0; i < ndim; i++) {
             axes[i] = i;
             chosen[i] = 1;
         }
-        axis_param = one_axis ? Py_NewRef(Py_None) : int_tuple(axes, ndim);
+        count = ndim;
     } else if ((one_axis && !PyLong_CheckExact(axis)) || !int_items(&axis, &items, &count)
                || !normalize_axes(items, count, ndim, axes, chosen)) {
         return declined();
@@ -3600,8 +3765,21 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
         for (Py_ssize_t i = 0, position = 0; i < ndim; i++)
             if (chosen[i])
                 axes[position++] = i;
-        axis_param = one_axis ? PyLong_FromSsize_t(axes[0]) : int_tuple(axes, count);
     }
+    MemoLookup lookup;
+    memo_start(&lookup);
+    memo_word(&lookup, every_axis);
+    memo_word(&lookup, keepdims == Py_True);
+    for (Py_ssize_t i = 0; i < count; i++)
+        memo_word(&lookup, axes[i]);
+    if (memo_find(&lookup, op, source)) {
+        PyObject *node = node_over(op, source, lookup.params, lookup.shape, lookup.dtype, &lookup);
+        if (node != NULL)
+            result = new_array(node, NULL, PyTuple_GET_SIZE(lookup.shape) == 0);
+        memo_release(&lookup);
+        return result;
+    }
+    PyObject *axis_param = !one_axis ? int_tuple(axes, count) : every_axis ? Py_NewRef(Py_None) : PyLong_FromSsize_t(axes[0]);
     PyObject *axis_pair = param(S.str_axis, axis_param), *keepdims_pair = param(S.str_keepdims, Py_NewRef(keepdims));
     PyObject *params = axis_pair != NULL && keepdims_pair != NULL ? PyTuple_New(2) : NULL;
     if (params == NULL) {
@@ -3613,7 +3791,7 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     PyTuple_SET_ITEM(params, 1, keepdims_pair);
     PyObject *shape = NULL, *key = NULL, *dtype = NULL, *old_shape = NODE_SLOT(source, SHAPE);
     PyObject *rank = PyLong_FromSsize_t(ndim);
-    if (params == NULL || rank == NULL || (key = PyTuple_Pack(4, op, NODE_SLOT(source, DTYPE), rank, params)) == NULL)
+    if (rank == NULL || (key = PyTuple_Pack(4, op, NODE_SLOT(source, DTYPE), rank, params)) == NULL)
         goto done;
     dtype = Py_XNewRef(PyDict_GetItemWithError(S.common_reductions, key));
     if (dtype == NULL) {
@@ -3639,7 +3817,7 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
         else if (keepdims == Py_True && put(shape, &position, PyLong_FromLong(1)) < 0)
             goto done;
     }
-    PyObject *node = node_over(op, source, params, shape, dtype);
+    PyObject *node = node_over(op, source, params, shape, dtype, &lookup);
     if (node != NULL)
         result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
 done:
@@ -3685,7 +3863,12 @@ static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     PyObject *dtype = PyTuple_GET_ITEM(PyTuple_GET_ITEM(params, 0), 1);
-    PyObject *node = node_over(S.astype_op, source, params, NODE_SLOT(source, SHAPE), dtype);
+    MemoLookup lookup; /* the params are record._common_casts' own, which the memo's entry holds */
+    memo_start(&lookup);
+    memo_word(&lookup, (Py_ssize_t)(uintptr_t)params);
+    memo_find(&lookup, S.astype_op, source);
+    PyObject *node = node_over(S.astype_op, source, params, NODE_SLOT(source, SHAPE), dtype, &lookup);
+    memo_release(&lookup);
     if (node != NULL)
         result = new_array(node, NULL, is_scalar(args[0]));
 done:
@@ -4068,7 +4251,13 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
     }
     if (order == ORDER_ARRAY) { /* numpy.asarray(x): a computed host array's buffer, exposed */
         PyObject *buffer = host_buffer(args, nargs, kwnames);
-        return buffer != NULL ? buffer : PyObject_Vectorcall(general, args, nargs, kwnames);
+        /* a pending one whose statement replays (execute.materialize's first way) is computed here */
+        int replayed = buffer == NULL && !PyErr_Occurred() && nargs >= 1 ? replayed_pending(args[0]) : 0;
+        if (replayed > 0)
+            buffer = host_buffer(args, nargs, kwnames);
+        if (buffer != NULL || PyErr_Occurred())
+            return buffer;
+        return PyObject_Vectorcall(general, args, nargs, kwnames);
     }
     /* Computed arrays first: what direct runs at once (an element, a small view or reduction) */
     PyObject *now = NULL;
@@ -4520,7 +4709,7 @@ static PyObject *node_init(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "Node.__init__ needs a Node");
         return NULL;
     }
-    if (init_node(args[0], args[1], args[2], args[3], args[4], args[5]) < 0)
+    if (init_node(args[0], args[1], args[2], args[3], args[4], args[5], NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

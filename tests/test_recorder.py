@@ -470,3 +470,36 @@ def test_sweeping_this_threads_pending_list_in_c_keeps_what_python_keeps():
         np.asarray(kept)
         # Other tests' threads may hold pending nodes of their own: this thread's list is empty
         assert sweep() is trace._pending.empty() and trace._thread.recording.refs == []
+
+
+def test_a_view_recorded_again_takes_its_params_and_structure_from_the_memo():
+    """The same view, reduction or cast of arrays of one structure: the second is made from what the
+    first left in the memo (the very params tuple, the same structure id), and computes its own
+    array's values."""
+    steps = (
+        lambda v: v[1:-1, ::2],
+        lambda v: v[None, 2],
+        lambda v: v[3, 1],  # a scalar: the element, cast
+        lambda v: v.T,
+        lambda v: v.reshape(2, -1),
+        lambda v: v.sum(axis=0),
+        lambda v: v.max(1, keepdims=True),
+        lambda v: v.astype(np.float32),
+    )
+    data = [np.arange(24.0).reshape(4, 6), -np.arange(24.0).reshape(4, 6) ** 2]
+    for step in steps:
+        first, second = (step(dynfuse.asarray(values) * 1.0) for values in data)
+        assert first._node.params is second._node.params
+        assert first._node.key == second._node.key
+        for made, values in zip((first, second), data, strict=True):
+            np.testing.assert_array_equal(np.asarray(made), step(values * 1.0))
+
+
+def test_the_weak_references_kept_per_op_are_untracked_by_the_collector():
+    """The pending list's and a base's references to the views taken: callback-free, they can close
+    no cycle, and tracked they made a loop of views pay for collections of the references."""
+    x = dynfuse.asarray(np.arange(24.0).reshape(4, 6)) * 1.0
+    view = x[1:]
+    assert [gc.is_tracked(ref) for ref in x._views] == [False]
+    assert not gc.is_tracked(trace._thread.recording.refs[-1])
+    del view
