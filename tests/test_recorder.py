@@ -486,7 +486,7 @@ def test_a_view_recorded_again_takes_its_params_and_structure_from_the_memo():
         lambda v: v.max(1, keepdims=True),
         lambda v: v.astype(np.float32),
     )
-    data = [np.arange(24.0).reshape(4, 6), -np.arange(24.0).reshape(4, 6) ** 2]
+    data = [np.arange(24.0).reshape(4, 6), -(np.arange(24.0).reshape(4, 6) ** 2)]
     for step in steps:
         first, second = (step(dynfuse.asarray(values) * 1.0) for values in data)
         assert first._node.params is second._node.params
