@@ -286,6 +286,10 @@ class Backend(Protocol):
         ``target.first_sight_work``."""
         ...
 
+    def least_compile_work(self, kernel: Kernel) -> float:
+        """A bound under ``compile_work`` said without generating any code, which that may do."""
+        ...
+
     def variant(self) -> Hashable:
         """What compiled code depends on besides the kernel (the GPU it runs on); compiled kernels
         are cached per signature and variant."""

@@ -271,16 +271,14 @@ def kernel_tier(
         return Tier.INTERPRETED
     started = (_STARTED, backend.name)
     known = _sightings.get((_CODE_COST, key))
-    if (
-        known is None
-        and started not in _sightings
-        and seen < target.first_sight_work + target.start_work
-        and not backend.keeps_code()
-    ):
-        # No code is kept, and the compiler is not started: any compile costs at least this, so the
-        # backend is not asked yet (the first answer imports and runs the code generator, tens of
-        # ms): a short program never asks
-        return Tier.INTERPRETED
+    if known is None and not backend.keeps_code():
+        # No code is kept, so the kernel compiles: that costs at least what the backend says without
+        # generating its code, and starting the compiler where it is not started, so the backend is
+        # not asked before the work reaches that (an answer generates the code, the code generator
+        # imported first: tens of ms): a short program never asks
+        least = backend.least_compile_work(kernel) + (0 if started in _sightings else target.start_work)
+        if seen < least:
+            return Tier.INTERPRETED
     cost, at_hand = known or _code_cost(backend, kernel, key)
     if not at_hand and started not in _sightings:
         cost += target.start_work  # this compile would start the compiler too

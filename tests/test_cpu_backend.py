@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import dynfuse
-from dynfuse import cache, config, execute, launch, pools, registry
+from dynfuse import cache, config, execute, launch, pools, registry, tiers
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm
 from dynfuse.devices import HOST
@@ -94,6 +94,59 @@ def test_a_compile_is_estimated_by_the_lines_of_the_module_a_launch_calls(monkey
     monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
     lines = cpu._module(total, split=True).text.count("\n")
     assert cpu.BACKEND.compile_work(total) == least + per_line * lines
+
+
+def test_the_least_a_compile_costs_is_said_without_code_and_under_what_it_costs(monkeypatch):
+    """``least_compile_work`` reads the kernel's instructions alone (the code generator is not run,
+    here made to fail) and is at most ``compile_work``, for short and long chains, weak scalars,
+    strided views and a reduction, on one thread or split."""
+    x = dynfuse.asarray(np.ones((64, 64), np.float32))
+    kernels = [
+        kernel_of(chain)
+        for chain in (
+            x * 2,
+            np.tanh(np.exp(x * 2) - 1) / 3 + x,
+            0.25 * (x[1:-1, :-2] + x[1:-1, 2:] + x[:-2, 1:-1] + x[2:, 1:-1]),
+            (x * 2).sum(axis=0),
+            ((x - x.mean()) ** 2).sum(),
+        )
+    ]
+    for threads in (1, 2):
+        monkeypatch.setattr(config, "threads", threads)
+        monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 0)
+        cpu._modules.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(cpu, "_module", None)  # generating code would raise TypeError
+            least = [cpu.BACKEND.least_compile_work(kernel) for kernel in kernels]
+        for kernel, bound in zip(kernels, least, strict=True):
+            assert cpu.BACKEND.target.first_sight_work < bound <= cpu.BACKEND.compile_work(kernel)
+
+
+def test_a_kernel_is_not_asked_its_cost_before_its_work_reaches_the_least_compile(monkeypatch, tmp_path):
+    """With no code kept, the tier policy asks ``compile_work`` (which generates the code) only once
+    a kernel's interpreted work reaches ``least_compile_work`` and starting the compiler: a program
+    that ends before that never generates it."""
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(config, "cache_dir", tmp_path)
+    monkeypatch.setattr(registry, "backend", "cpu")
+    monkeypatch.setattr(tiers, "_sightings", {})
+    x = dynfuse.asarray(np.ones(1 << 15))
+    kernel = kernel_of(np.exp(x) * 3)
+    key = (cpu.BACKEND.name, kernel.signature)
+    least = cpu.BACKEND.least_compile_work(kernel) + cpu.BACKEND.target.start_work
+    seen, asked = [0.0], []
+
+    def ask(self, kernel):
+        asked.append(tiers._sightings[key])
+        return 1e30
+
+    monkeypatch.setattr(cpu.CpuBackend, "compile_work", ask)
+    compiled = dynfuse.stats()["kernels_compiled"]
+    while not asked:
+        np.testing.assert_allclose(np.asarray(np.exp(x) * 3), np.exp(np.ones(1 << 15)) * 3)
+        seen.append(tiers._sightings.get(key, 0.0))
+    assert seen[-2] < least <= asked[0] == seen[-1]
+    assert dynfuse.stats()["kernels_compiled"] == compiled
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -31,6 +31,7 @@ from .. import config, pools, stats
 from ..codegen.common import element_strides, range_flag
 from ..devices import HOST
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
+from ..ops import OpKind
 
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
@@ -56,6 +57,12 @@ _BYTE = np.dtype(np.uint8)
 _ALIGNMENT = 64  # thread ranges start on multiples of this many elements (whole cache lines)
 # What each line of a kernel's IR adds to its compile, in the work of interpreting (see CpuBackend).
 COMPILE_WORK_PER_LINE = 1 << 18
+# The fewest lines of IR a kernel's module has: its entry's, and some for each instruction by its
+# kind (``least_compile_work``). The highest such bound under every kernel that perf/bench_programs.py
+# and perf/bench_overhead.py compile (518 of 2 to 1,765 instructions): they have 1.0-2.4x these
+# lines, 1.2x on average.
+LEAST_MODULE_LINES = 60
+LEAST_LINES = {OpKind.BUFFER: 4, OpKind.SCALAR: 2, OpKind.REDUCTION: 4, OpKind.SCAN: 4}  # others: 1
 
 # struct's format character for each dtype (kind, itemsize), in its standard sizes
 _STRUCT_CODES = {
@@ -482,6 +489,12 @@ class CpuBackend:
         """What compiling the module a launch with the configured threads calls costs, in the work
         of interpreting: LLVM's time grows with the lines of IR it optimizes and emits."""
         lines = _launched_module(kernel).text.count("\n")
+        return self.target.first_sight_work + COMPILE_WORK_PER_LINE * lines
+
+    def least_compile_work(self, kernel: Kernel) -> float:
+        """``compile_work`` at the least, from the kernel's instructions alone (no code generated): a
+        module has its entry's lines and some for each instruction, by kind."""
+        lines = LEAST_MODULE_LINES + sum(LEAST_LINES.get(inst.op.kind, 1) for inst in kernel.instructions)
         return self.target.first_sight_work + COMPILE_WORK_PER_LINE * lines
 
     def variant(self) -> None:

@@ -123,6 +123,9 @@ class GroupBackend:
         """An ``exec`` of a few NumPy calls costs about the same for every kernel."""
         return self.target.first_sight_work
 
+    def least_compile_work(self, kernel: Kernel) -> float:
+        return self.target.first_sight_work
+
     def variant(self) -> None:
         return None
 
