@@ -4228,6 +4228,17 @@ typedef struct {
     long order;
 } MethodObject;
 
+/* Whether __array_ufunc__'s method (a str) is "__call__": NumPy passes its interned name. */
+static int is_call_method(PyObject *name)
+{
+    static PyObject *call_name;
+    if (call_name == NULL && (call_name = PyUnicode_InternFromString("__call__")) == NULL) {
+        PyErr_Clear();
+        return PyUnicode_CompareWithASCIIString(name, "__call__") == 0;
+    }
+    return name == call_name || PyUnicode_Compare(name, call_name) == 0;
+}
+
 static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* op: the op, the ufunc -> op table, or None */
@@ -4296,7 +4307,7 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
             operands[2] = args[0];
             count = 3;
         } else if (order == ORDER_UFUNC && (nargs == 4 || nargs == 5) && PyUnicode_Check(args[2])
-                   && PyUnicode_CompareWithASCIIString(args[2], "__call__") == 0) {
+                   && is_call_method(args[2])) {
             operands[0] = PyDict_GetItemWithError(op, args[1]);
             if (operands[0] == NULL && PyErr_Occurred())
                 return NULL;
