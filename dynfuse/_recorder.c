@@ -3829,6 +3829,9 @@ done:
     return result;
 }
 
+enum { CAST_MEMO_SIZE = 64 };
+static IdentityEntry cast_memo[CAST_MEMO_SIZE]; /* record._common_casts by the dtypes' identities */
+
 /* record.astype(array, dtype) with the default casting and copy: its params from
    record._common_casts, keyed by the array's dtype and the dtype as given. */
 static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
@@ -3837,10 +3840,14 @@ static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
     PyObject *source = nargs == 2 ? pending_node(args[0], extents, &ndim) : NULL;
     if (source == NULL)
         return declined();
-    PyObject *key = PyTuple_Pack(2, NODE_SLOT(source, DTYPE), args[1]), *result = NULL;
-    if (key == NULL)
+    /* by identity first: hashing a dtype costs NumPy a walk of its fields */
+    PyObject *parts[IDENTITY_PARTS] = {NODE_SLOT(source, DTYPE), args[1], NULL, NULL};
+    IdentityEntry *entry = identity_entry(cast_memo, CAST_MEMO_SIZE, parts);
+    PyObject *key = NULL, *result = NULL, *params = Py_XNewRef(identity_get(entry, parts));
+    if (params == NULL && (key = PyTuple_Pack(2, NODE_SLOT(source, DTYPE), args[1])) == NULL)
         return NULL;
-    PyObject *params = Py_XNewRef(PyDict_GetItemWithError(S.common_casts, key));
+    if (params == NULL && (params = Py_XNewRef(PyDict_GetItemWithError(S.common_casts, key))) != NULL)
+        identity_put(entry, parts, params);
     if (params == NULL) {
         if (PyErr_Occurred()) { /* an unhashable dtype: Python says what NumPy makes of it */
             if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -3852,6 +3859,7 @@ static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
         params = PyObject_CallFunctionObjArgs(S.common_cast, NODE_SLOT(source, DTYPE), args[1], NULL);
         if (params == NULL || PyDict_SetItem(S.common_casts, key, params) < 0)
             goto done;
+        identity_put(entry, parts, params);
     }
     if (params == Py_False) {
         result = declined();
@@ -3872,7 +3880,7 @@ static PyObject *record_astype(PyObject *const *args, Py_ssize_t nargs)
     if (node != NULL)
         result = new_array(node, NULL, is_scalar(args[0]));
 done:
-    Py_DECREF(key);
+    Py_XDECREF(key);
     Py_XDECREF(params);
     return result;
 }
