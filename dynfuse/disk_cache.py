@@ -122,6 +122,8 @@ def contains(namespace: str, key: str) -> bool:
 EMPTY_LOOKS_KEPT = 256
 # By (cache directory, namespace): True, or the asks left before an empty one is looked at again
 _holding: dict[tuple[Path, str], bool | int] = {}
+# The namespaces this process stored into after seeing them empty: what they hold is its own
+_own_entries_only: set[tuple[Path, str]] = set()
 
 
 def holds_any(namespace: str) -> bool:
@@ -143,6 +145,14 @@ def holds_any(namespace: str) -> bool:
         found = False
     _holding[place] = True if found else EMPTY_LOOKS_KEPT
     return found
+
+
+def holds_earlier(namespace: str) -> bool:
+    """Whether the namespace may hold an entry this process did not store (``holds_any``, less a
+    namespace it saw empty and then stored into): what it compiled itself, it holds in memory."""
+    if (config.cache_dir, namespace) in _own_entries_only:
+        return False
+    return holds_any(namespace)
 
 
 def store(namespace: str, key: str, payload: bytes) -> None:
@@ -167,7 +177,10 @@ def store(namespace: str, key: str, payload: bytes) -> None:
             file.write(header)
             file.write(payload)
         os.replace(temporary, path)
-        _holding[(config.cache_dir, namespace)] = True  # it holds this entry now
+        place = (config.cache_dir, namespace)
+        if place in _own_entries_only or type(_holding.get(place)) is int:  # seen empty, then stored into
+            _own_entries_only.add(place)
+        _holding[place] = True  # it holds this entry now
     except OSError as error:
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
@@ -199,6 +212,7 @@ def forget_checks() -> None:
         _verdicts.clear()
         _keys.clear()
     _holding.clear()
+    _own_entries_only.clear()
 
 
 def info() -> dict[str, Any]:
@@ -244,6 +258,7 @@ def clear() -> int:
             continue
         removed += not is_temporary
     _holding.clear()
+    _own_entries_only.clear()
     return removed
 
 

@@ -277,8 +277,9 @@ class Backend(Protocol):
         ...
 
     def keeps_code(self) -> bool:
-        """Whether any code may be kept from earlier compiles: a first look that generates no code
-        (where it says no, ``cached`` says no for every kernel)."""
+        """Whether any code may be kept from other processes' compiles: a first look that generates
+        no code (where it says no, ``cached`` says no for every kernel this process has not compiled,
+        and those it keeps in memory)."""
         ...
 
     def compile_work(self, kernel: Kernel) -> float:

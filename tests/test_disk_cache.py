@@ -78,6 +78,26 @@ def test_whether_a_namespace_holds_entries_is_looked_at_seldom_and_never_stale_a
     assert not disk_cache.holds_any("cuda")
 
 
+def test_a_namespace_seen_empty_then_stored_into_holds_only_this_processs_entries(cache_dir):
+    """``holds_earlier`` (whether another process's code may be there, which the tier policy asks
+    before generating a kernel's code to look it up): a namespace this process saw empty and then
+    stored into holds its own entries only, which it has in memory; one found holding entries, or
+    stored into unseen, may hold others'. Clearing forgets it."""
+    assert not disk_cache.holds_earlier("cpu")
+    disk_cache.store("cpu", KEY, PAYLOAD)
+    assert disk_cache.holds_any("cpu") and not disk_cache.holds_earlier("cpu")
+    disk_cache.store("cpu", "cd" + KEY[2:], PAYLOAD)
+    assert not disk_cache.holds_earlier("cpu")
+    (cache_dir / "cuda" / "ab").mkdir(parents=True)  # another process's entry
+    assert disk_cache.holds_earlier("cuda")
+    disk_cache.store("cuda", KEY, PAYLOAD)
+    assert disk_cache.holds_earlier("cuda")
+    disk_cache.forget_checks()
+    assert disk_cache.holds_earlier("cpu")  # unseen since: it may hold others' now
+    disk_cache.store("groups", KEY, PAYLOAD)  # stored into unseen
+    assert disk_cache.holds_earlier("groups")
+
+
 def test_empty_payload_round_trips():
     disk_cache.store("cpu", KEY, b"")
     assert disk_cache.load("cpu", KEY) == b""

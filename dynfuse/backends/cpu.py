@@ -483,7 +483,7 @@ class CpuBackend:
     def keeps_code(self) -> bool:
         from .. import disk_cache
 
-        return disk_cache.holds_any(self.name)
+        return disk_cache.holds_earlier(self.name)
 
     def compile_work(self, kernel: Kernel) -> float:
         """What compiling the module a launch with the configured threads calls costs, in the work
