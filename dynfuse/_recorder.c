@@ -357,7 +357,7 @@ static Py_ssize_t read_sweep_at(void)
 static PyObject *untracked_ref(PyObject *object)
 {
     PyObject *ref = PyWeakref_NewRef(object, NULL);
-    if (ref != NULL && Py_IS_TYPE(ref, &_PyWeakref_RefType) && PyObject_GC_IsTracked(ref))
+    if (ref != NULL && Py_IS_TYPE(ref, &_PyWeakref_RefType))
         PyObject_GC_UnTrack(ref);
     return ref;
 }
@@ -3405,16 +3405,15 @@ static void memo_keep(MemoLookup *lookup, PyObject *op, PyObject *node)
         Py_XDECREF(released[i]);
 }
 
-/* Node(op, (source,), params, shape, dtype), through ``lookup`` where one is given: with the id
-   it found, or kept in it. */
+/* Node(op, (source,), params, shape, dtype), with the id ``lookup`` found, or kept in it. */
 static PyObject *node_over(PyObject *op, PyObject *source, PyObject *params, PyObject *shape, PyObject *dtype,
                            MemoLookup *lookup)
 {
-    PyObject *inputs = PyTuple_Pack(1, source), *known = lookup != NULL ? lookup->key : NULL;
+    PyObject *inputs = PyTuple_Pack(1, source);
     PyObject *node = inputs == NULL ? NULL : S.node_type->tp_alloc(S.node_type, 0);
-    if (node != NULL && init_node(node, op, inputs, params, shape, dtype, known) < 0)
+    if (node != NULL && init_node(node, op, inputs, params, shape, dtype, lookup->key) < 0)
         Py_CLEAR(node);
-    if (node != NULL && lookup != NULL && known == NULL)
+    if (node != NULL && lookup->key == NULL)
         memo_keep(lookup, op, node);
     Py_XDECREF(inputs);
     return node;
@@ -4236,17 +4235,6 @@ typedef struct {
     long order;
 } MethodObject;
 
-/* Whether __array_ufunc__'s method (a str) is "__call__": NumPy passes its interned name. */
-static int is_call_method(PyObject *name)
-{
-    static PyObject *call_name;
-    if (call_name == NULL && (call_name = PyUnicode_InternFromString("__call__")) == NULL) {
-        PyErr_Clear();
-        return PyUnicode_CompareWithASCIIString(name, "__call__") == 0;
-    }
-    return name == call_name || PyUnicode_Compare(name, call_name) == 0;
-}
-
 static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     /* op: the op, the ufunc -> op table, or None */
@@ -4315,7 +4303,7 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
             operands[2] = args[0];
             count = 3;
         } else if (order == ORDER_UFUNC && (nargs == 4 || nargs == 5) && PyUnicode_Check(args[2])
-                   && is_call_method(args[2])) {
+                   && PyUnicode_CompareWithASCIIString(args[2], "__call__") == 0) {
             operands[0] = PyDict_GetItemWithError(op, args[1]);
             if (operands[0] == NULL && PyErr_Occurred())
                 return NULL;
