@@ -3022,14 +3022,21 @@ static int byte_span(PyArrayObject *array, char **low, char **high)
     return 1;
 }
 
+static int pending_reads_span(char *low, char *high);
+
 /* Whether a pending node of any thread reads a host leaf whose memory may overlap ``buffer``'s (the
    bounds test of np.may_share_memory, as trace.pending_readers asks it): 1, 0, or -1 where that is
    not told here (a leaf that is no NumPy array), no error set. This thread's list is swept first. */
 static int pending_reads(PyArrayObject *buffer)
 {
-    char *low, *high, *other_low, *other_high;
-    if (!byte_span(buffer, &low, &high))
-        return 0;
+    char *low, *high;
+    return byte_span(buffer, &low, &high) ? pending_reads_span(low, high) : 0;
+}
+
+/* pending_reads, for the bytes from ``low`` up to ``high`` */
+static int pending_reads_span(char *low, char *high)
+{
+    char *other_low, *other_high;
     if (R.refs != NULL && R.thread == PyThreadState_GetID(PyThreadState_Get())
         && compact_refs(R.refs, refers_to_pending) < 0) {
         PyErr_Clear();
@@ -3082,8 +3089,8 @@ static PyObject *reads_nothing(PyObject *module, PyObject *memory)
     return PyBool_FromLong(unread((PyArrayObject *)memory));
 }
 
-/* x[index] = value into a computed host array that no pending node reads: NumPy's assignment
-   (direct.setitem), through a plain index or a computed lazy array (a mask, an index array). 1
+/* x[index] = value into a computed host array where no pending node reads the memory written:
+   NumPy's assignment (direct.setitem), through a plain index or a computed lazy array (a mask, an index array). 1
    written, 0 where it does not apply, -1 with NumPy's error. */
 static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 {
@@ -3103,22 +3110,25 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
     Py_ssize_t limit = direct_limit();
     if (limit <= 0)
         return limit == 0 ? 0 : -1;
+    /* Only what reads the memory written must be computed first (record.setitem does that): a
+       sweep's pending statement that reads the row before keeps waiting while this row is written */
     PyArrayObject *buffer = (PyArrayObject *)NODE_SLOT(node, BUFFER);
-    if (!unread(buffer))
-        return 0; /* what reads the buffer is computed first: record.setitem */
     char *element = PyArray_ISWRITEABLE(buffer) && PySet_Contains(S.scalars, (PyObject *)Py_TYPE(value)) == 1
                         ? element_address(buffer, index)
                         : NULL;
-    if (element != NULL) /* a scalar into one element: packed as NumPy's integer indexing does */
+    if (element != NULL) { /* a scalar into one element: packed as NumPy's integer indexing does */
+        if (!nothing_pending() && pending_reads_span(element, element + PyArray_ITEMSIZE(buffer)) != 0)
+            return 0;
         return PyArray_Pack(PyArray_DESCR(buffer), element, value) < 0 ? -1 : 1;
+    }
     PyObject *view = PyArray_ISWRITEABLE(buffer) ? basic_view(buffer, index, 0, NULL) : NULL;
     if (view != NULL) { /* NumPy's assignment through a view: its copy into the view NumPy makes */
-        int copied = PyArray_CopyObject((PyArrayObject *)view, value);
+        int written = !unread((PyArrayObject *)view) ? 0 : PyArray_CopyObject((PyArrayObject *)view, value) < 0 ? -1 : 1;
         Py_DECREF(view);
-        return copied < 0 ? -1 : 1;
+        return written;
     }
-    if (PyErr_Occurred())
-        return -1;
+    if (PyErr_Occurred() || !unread(buffer))
+        return PyErr_Occurred() ? -1 : 0;
     return PyObject_SetItem((PyObject *)buffer, index, value) < 0 ? -1 : 1;
 }
 
@@ -3194,14 +3204,21 @@ static int replayed_pending(PyObject *value)
 }
 
 /* Whether a write into ``self`` (a write of ``value``, or an in-place operator by it) goes by the
-   C paths once ``value`` is computed: a small computed host array, no scalar, and a pending value;
-   -1 with an error. Above the direct limit the value's kernel may write the region itself
+   C paths once ``value`` is computed: a computed host array, no scalar, and a pending value, one of
+   them with fewer elements than direct execution takes (a row of a large array written in a
+   sweep); -1 with an error. Above the direct limit the value's kernel may write the region itself
    (record._write_in_place). */
 static int small_write_of_pending(PyObject *self, PyObject *value)
 {
-    if (small_host_node(self) == NULL)
+    PyObject *pending = pending_value_node(value);
+    if (pending == NULL || is_scalar(self))
+        return 0;
+    if (small_host_node(self) != NULL)
+        return 1;
+    if (PyErr_Occurred() || host_node(self) == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    return !is_scalar(self) && pending_value_node(value) != NULL;
+    Py_ssize_t size = shape_size(NODE_SLOT(pending, SHAPE)), limit = size < 0 ? -1 : direct_limit();
+    return limit < 0 ? -1 : size < limit;
 }
 
 /* The node of ``value`` where these paths record on it (borrowed): a LazyArray's node whose shape

@@ -216,8 +216,9 @@ def view_op(array: Any, function: Callable, *args: Any) -> Any:
 def setitem(target: Any, index: Any, value: Any) -> bool:
     """``target[index] = value`` written now where the target is computed and neither index nor
     value is pending: NumPy's assignment (its casting and errors; a mask or an index array, as NumPy
-    writes through it in place at any size), after the pending nodes that read the target's memory
-    are computed. False where it is not direct."""
+    writes through it in place at any size), after the pending nodes that read the memory written
+    are computed (the region a basic index picks, else the whole target). False where it is not
+    direct."""
     written = host_value(value)  # first: a pending value, a statement's, declines at once
     if written is DECLINED:
         if type(value) is LazyArray or not isinstance(value, (list, tuple)):
@@ -226,7 +227,11 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
     buffer = host_value(target)
     if buffer is DECLINED or not direct_elements():
         return False
-    if not _is_view_index(index):
+    written_memory = buffer
+    if _is_view_index(index):
+        # one element's region: a view of it (NumPy's element is a scalar copy)
+        written_memory = buffer[(*index, None) if type(index) is tuple else (index, None)]
+    else:
         # A list may hold lazy arrays, which NumPy would compute in the middle of the write
         if any(isinstance(item, list) for item in (index if type(index) is tuple else (index,))):
             return False
@@ -234,7 +239,7 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
         if index is DECLINED:
             return False
     with execute.lock:
-        execute.materialize_readers(buffer)
+        execute.materialize_readers(written_memory)
         buffer[index] = written
     return True
 

@@ -1382,6 +1382,30 @@ def test_a_write_is_numpys_at_once_while_what_is_pending_reads_other_memory(reco
     same(reading[...], np.full((30, 30), 2.0))
 
 
+def test_a_write_into_a_large_array_computes_only_what_reads_the_memory_written(recorder):
+    """A sweep writing rows of a large computed array, while a pending value reads the row before
+    (``cp[i] = c[i] / (b[i] - a[i] * cp[i - 1])``): a write elsewhere leaves the value pending; a
+    write into the row it reads computes it first, from the values before the write."""
+    grid = np.arange(40000.0).reshape(200, 200)
+    lazy = dnp.asarray(grid.copy())
+    big = dnp.asarray(np.ones(30000)) * 2.0  # large: recorded, pending
+    reading = lazy[3] + big[:200]  # pending, reads row 3 alone (a small row is NumPy's view)
+    assert reading._node.inputs
+    lazy[4] = np.full(200, 5.0)
+    lazy[5, 7] = -1.0
+    lazy[6:8, :3] = 8.0
+    assert reading._node.inputs  # nothing read the memory written
+    lazy[3, 199] = 0.5
+    assert not reading._node.inputs
+    expected = grid.copy()
+    expected[4] = 5.0
+    expected[5, 7] = -1.0
+    expected[6:8, :3] = 8.0
+    same(reading[...], grid[3] + 2.0)
+    expected[3, 199] = 0.5
+    same(lazy[...], expected)
+
+
 def test_a_write_computes_first_what_another_thread_left_pending_reading_it(recorder):
     """The search for pending readers before a write covers every thread's recordings, an ended
     thread's too: its pending value keeps the values from before the write."""
