@@ -838,6 +838,8 @@ def setitem(target: Any, index: Any, value: Any) -> None:
         if node.device not in (None, memory):
             mixed_devices("setitem", (target._node, node))
         with execute.lock:
+            if _is_region(target, index, node):
+                return  # a view's operator written back (``a[i] += v``): in place already
             if not _write_in_place(target, index, node):
                 buffer = prepare_write(target, [node])
                 buffer[index] = node.buffer
@@ -852,6 +854,20 @@ def setitem(target: Any, index: Any, value: Any) -> None:
             buffer[_concrete(index)] = _concrete(value)
         else:
             buffer[_on_device(_concrete(index), memory)] = _on_device(_concrete(value), memory)
+
+
+def _is_region(target: Any, index: Any, node: Node) -> bool:
+    """Whether ``node`` is a view of ``target``'s computed host memory at exactly ``target[index]``:
+    then writing it there changes nothing (NumPy skips that copy too). Python writes an augmented
+    assignment's result back: ``ey[1:, :] -= v`` is ``ey[1:, :] = ey[1:, :].__isub__(v)``."""
+    under = target._node
+    if node.op.kind is not OpKind.VIEW or under.inputs or under.memory is not HOST:
+        return False
+    if execute.viewed(node) is not under:
+        return False
+    execute.view_now(node)
+    region = under.buffer[index]
+    return type(region) is np.ndarray and views.place(region) == views.place(node.buffer)
 
 
 def _masked_fill(target: Any, mask: LazyArray, value: Any) -> bool:
@@ -938,19 +954,32 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
     ):
         if size < READING_REGION_FACTOR * limit:
             return False
-        order = topological_order([node])
-        in_step = _reading_in_step(order, region)
-        if in_step is None:
-            return False
-        if in_step:  # computed from the region: none may be held to be read after the write, and
-            # the value, which then stands for a copy of the region, may not be read by a graph
-            # whose structure holds its graph as it was (a replay of it would compute that again)
-            candidates = [member for member in order if id(member) in in_step and member is not node]
-            if held_outside(candidates, references_within(order), listed=1) or read_by_pending(node):
+        operator = node.inputs[0] if node.op is ops.ELEMENTWISE["astype"] else node
+        if (
+            index is None
+            and operator.op.kind is OpKind.ELEMENTWISE
+            and operator.inputs[0] is target._node
+            and _reads_only_elsewhere(operator.inputs[1:], region)
+        ):
+            # An operator in place (``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])``): its first
+            # operand, the region, is all its trace reads of that memory, each element where it is
+            # written; what it and a cast of it compute is this statement's alone, held by nothing
+            in_step = {id(node), id(operator)}
+            own = {*in_step, *map(id, node.ancestors)}
+        else:
+            order = topological_order([node])
+            in_step = _reading_in_step(order, region)
+            if in_step is None:
                 return False
-            del candidates
-        own = set(map(id, order))
-        del order  # what the program holds is read from reference counts: the materialization's own
+            if in_step:  # computed from the region: none may be held to be read after the write, and
+                # the value, which then stands for a copy of the region, may not be read by a graph
+                # whose structure holds its graph as it was (a replay of it would compute that again)
+                candidates = [member for member in order if id(member) in in_step and member is not node]
+                if held_outside(candidates, references_within(order), listed=1) or read_by_pending(node):
+                    return False
+                del candidates
+            own = set(map(id, order))
+            del order  # what the program holds is read from reference counts: the materialization's own
     while readers := [reader for reader in pending_readers(region) if id(reader) not in own]:
         sinks = dependent_sinks(readers)
         del readers  # the next search must not find these alive through this list
@@ -958,6 +987,18 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
     if not node.inputs:  # computed with what read the region
         return False
     execute.materialize_into(node, region, bool(in_step))
+    return True
+
+
+def _reads_only_elsewhere(nodes: Iterable[Node], region: np.ndarray) -> bool:
+    """Whether the traces of ``nodes`` read no memory that ``region`` may share (NumPy's bounds
+    test of each leaf); False where a pending node keeps no leaves (a structure too large)."""
+    for node in nodes:
+        if node.inputs and node.key is None:
+            return False
+        for leaf in node.leaves if node.inputs else (node,):
+            if leaf.op is ops.BUFFER and np.may_share_memory(leaf.buffer, region):
+                return False
     return True
 
 

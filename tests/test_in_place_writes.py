@@ -10,7 +10,7 @@ import pytest
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import cache, execute, launch, registry
+from dynfuse import cache, execute, launch, record, registry
 from dynfuse.backends import cpu
 from dynfuse.testing.fuzz import fuzz
 
@@ -285,3 +285,44 @@ def test_a_value_a_pending_graph_reads_keeps_numpys_values_through_replays(readi
         assert_same(got, want)
     assert_same(de, e)
     assert len(given_outputs) == 3  # the second write of each round
+
+
+def test_an_operator_in_place_whose_operands_read_other_memory_writes_the_region(
+    reading_in_place, given_outputs, monkeypatch
+):
+    """``view op= value`` where only the view reads the region: the kernel of ``op(view, value)``
+    (and of its cast to the view's dtype) writes the region without the trace's analysis; what reads
+    the region is computed first, from the values before; a value that reads the region elsewhere is
+    analysed, computed, then copied."""
+    analysed = []
+    analyse = record._reading_in_step
+    monkeypatch.setattr(record, "_reading_in_step", lambda *args: analysed.append(1) or analyse(*args))
+    rng = np.random.default_rng(11)
+    e, h = rng.random((N, N)), rng.random((N, N))
+    single = rng.random((N, N)).astype(np.float32)
+    de, dh, dsingle = dnp.asarray(e.copy()), dnp.asarray(h.copy()), dnp.asarray(single.copy())
+    held = []
+    for a, b, s in ((e, h, single), (de, dh, dsingle)):
+        before = a[2:, :] * 1.0  # pending, reads the region: computed first
+        a[1:, :] -= 0.5 * (b[1:, :] - b[:-1, :])
+        s[:, 1:] += np.sqrt(b[:, 1:])  # float64 values cast into float32 memory
+        a[1:, :] -= 0.25 * a[:-1, :]  # reads the row above each row: not in place
+        held.append(before)
+    assert_same(held[1], held[0])
+    assert_same(de, e)
+    assert_same(dsingle, single)
+    assert len(given_outputs) == 2
+    assert len(analysed) == 1  # the stencil's alone
+
+
+def test_writing_a_view_back_into_its_own_place_computes_nothing():
+    """Python writes an augmented assignment's result back (``a[1:] = a[1:].__iadd__(v)``); a view
+    written into its own place changes nothing, so what reads the array stays pending."""
+    a = dnp.asarray(np.arange(float(N * N)).reshape(N, N))
+    reader = dnp.asarray(np.ones(N * N)).reshape(N, N) * 2.0 + a  # large: recorded, reads a
+    view = a[1:, :]
+    a[1:, :] = view
+    assert reader._node.inputs
+    expected = np.arange(float(N * N)).reshape(N, N)
+    assert_same(reader, expected + 2.0)
+    assert_same(a, expected)
