@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 12
+#define INTERFACE_VERSION 13
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -69,6 +69,9 @@ static struct {
     PyObject *python_pending_run; /* trace.pending_run, Python's: for another thread's list */
     PyObject *view_ops;           /* the ops of ops.VIEWS */
     PyObject *take_views;         /* execute.take_views */
+    PyObject *operator_into_region_limit; /* record.operator_into_region_limit */
+    PyObject *pooled_empty;       /* host_pool.empty */
+    PyObject *pool_min_bytes;     /* host_pool.MIN_BYTES */
     PyObject *lock;               /* execute.lock */
     PyObject *replays;            /* replay._replays */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
@@ -2531,12 +2534,13 @@ static PyObject *host_operand(PyObject *value)
 
 static int unread(PyArrayObject *buffer);
 
-/* self op= other on a small computed host array whose memory nothing pending reads: the op's NumPy ufunc
-   with self's buffer as its output (direct.call_into). The array, NULL without an error where it does not
-   apply (a scalar, which the operator rebinds), NULL with NumPy's error. */
-static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other)
+/* self op= other on a computed host array (a small one unless ``any_size``) whose memory nothing
+   pending reads: the op's NumPy ufunc with self's buffer as its output (direct.call_into). The array,
+   NULL without an error where it does not apply (a scalar, which the operator rebinds), NULL with
+   NumPy's error. */
+static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other, int any_size)
 {
-    PyObject *value = host_operand(other), *node = value == NULL ? NULL : small_host_node(self);
+    PyObject *value = host_operand(other), *node = value == NULL ? NULL : any_size ? host_node(self) : small_host_node(self);
     if (node == NULL || is_scalar(self) || !unread((PyArrayObject *)NODE_SLOT(node, BUFFER)))
         return NULL;
     PyObject *reference = op_reference(op);
@@ -3201,6 +3205,45 @@ static int replayed_pending(PyObject *value)
         && compact_refs(R.refs, refers_to_pending) < 0)
         return -1;
     return computed;
+}
+
+/* self op= other through ``self``, a pending view (one view op) of a computed host array, by a
+   pending host value whose launch is kept, over fewer elements than record.operator_into_region_limit
+   gives (``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` on a grid of a few hundred squared): the
+   value replayed, the view taken as NumPy takes it (execute.take_views), then the op's ufunc writes
+   the region, as record._into_computed_region does, with no Python frame but the view's. The
+   array; NULL without an error where this does not apply (the Python path then runs), NULL with an
+   error. */
+static PyObject *update_view_in_place(PyObject *op, PyObject *self, PyObject *other)
+{
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
+    if (node == NULL || !PyObject_TypeCheck(node, S.node_type) || is_scalar(self) || !is_view(node))
+        return NULL;
+    PyObject *inputs = NODE_SLOT(node, INPUTS), *shape = NODE_SLOT(node, SHAPE);
+    if (inputs == NULL || !PyTuple_CheckExact(inputs) || PyTuple_GET_SIZE(inputs) != 1
+        || !computed_on_host(PyTuple_GET_ITEM(inputs, 0)) || shape == NULL || !PyTuple_CheckExact(shape)
+        || pending_value_node(other) == NULL)
+        return NULL;
+    Py_ssize_t size = shape_size(shape);
+    PyObject *limit = size < 0 ? NULL : PyObject_CallNoArgs(S.operator_into_region_limit);
+    if (limit == NULL)
+        return NULL;
+    Py_ssize_t most = PyLong_AsSsize_t(limit);
+    Py_DECREF(limit);
+    if (most == -1 && PyErr_Occurred())
+        return NULL;
+    if (size >= most || replayed_pending(other) <= 0)
+        return NULL;
+    PyObject *views = PyList_New(1);
+    if (views == NULL)
+        return NULL;
+    PyList_SET_ITEM(views, 0, Py_NewRef(node));
+    PyObject *taken = PyObject_CallOneArg(S.take_views, views);
+    Py_DECREF(views);
+    if (taken == NULL)
+        return NULL;
+    Py_DECREF(taken);
+    return update_in_place(op, self, other, 1);
 }
 
 /* Whether a write into ``self`` (a write of ``value``, or an in-place operator by it) goes by the
@@ -4330,12 +4373,14 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
         } else if (order == ORDER_IN_PLACE && nargs == 2) {
             /* through a view (``ey[1:, :] -= value``): a whole array's operator may rebind it to
                its pending value instead (record.can_rebind), which fuses with what follows */
-            PyObject *updated = update_in_place(op, args[0], args[1]);
+            PyObject *updated = update_in_place(op, args[0], args[1], 0);
             PyObject *base = Py_IS_TYPE(args[0], S.array_type) ? ARRAY_SLOT(args[0], ARRAY_BASE) : NULL;
             int through_view = base != NULL && base != Py_None;
             int replayed = updated == NULL && !PyErr_Occurred() && through_view ? small_write_of_pending(args[0], args[1]) : 0;
             if (replayed > 0 && (replayed = replayed_pending(args[1])) > 0)
-                updated = update_in_place(op, args[0], args[1]);
+                updated = update_in_place(op, args[0], args[1], 0);
+            else if (replayed == 0 && updated == NULL && !PyErr_Occurred() && through_view)
+                updated = update_view_in_place(op, args[0], args[1]);
             if (updated != NULL || PyErr_Occurred())
                 return updated;
         } else if (order == ORDER_SETITEM && nargs == 3) {
@@ -4823,7 +4868,9 @@ static void become_leaf(PyObject *node, PyObject *buffer, PyObject *key)
             set_slot(node, S.node_offsets[slot], Py_NewRef(values[slot]));
 }
 
-/* A fresh C-contiguous array of ``layout``, a (shape, dtype) pair; NULL with an error set. */
+/* A fresh C-contiguous array of ``layout``, a (shape, dtype) pair: from the host pool where it is
+   large (host_pool.empty: mapped already, so the kernel's first write faults no page in); NULL with
+   an error set. */
 static PyObject *empty_of(PyObject *layout)
 {
     npy_intp dims[NPY_MAXDIMS];
@@ -4839,6 +4886,11 @@ static PyObject *empty_of(PyObject *layout)
             PyErr_SetString(PyExc_TypeError, "launch_replay: a shape that is not of non-negative ints");
             return NULL;
         }
+    Py_ssize_t least = PyLong_AsSsize_t(S.pool_min_bytes);
+    if (least == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyArray_MultiplyList(dims, ndim) * PyDataType_ELSIZE((PyArray_Descr *)dtype) >= least)
+        return PyObject_CallFunctionObjArgs(S.pooled_empty, shape, dtype, NULL);
     Py_INCREF(dtype); /* PyArray_Empty steals it */
     return PyArray_Empty(ndim, dims, (PyArray_Descr *)dtype, 0);
 }
@@ -5279,6 +5331,9 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"python_pending_run", &S.python_pending_run, NULL},
         {"view_ops", &S.view_ops, &PyFrozenSet_Type},
         {"take_views", &S.take_views, NULL},
+        {"operator_into_region_limit", &S.operator_into_region_limit, NULL},
+        {"pooled_empty", &S.pooled_empty, NULL},
+        {"pool_min_bytes", &S.pool_min_bytes, &PyLong_Type},
         {"lock", &S.lock, NULL},
         {"replays", &S.replays, NULL},
         {"errstate_var", &S.errstate_var, NULL},

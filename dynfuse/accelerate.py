@@ -32,6 +32,7 @@ from . import (
     direct,
     execute,
     float_errors,
+    host_pool,
     ops,
     record,
     registry,
@@ -43,7 +44,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 12
+INTERFACE_VERSION = 13
 LAUNCH_INTERFACE_VERSION = 2
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -129,6 +130,9 @@ def _load() -> ModuleType | None:
             python_pending_run=trace.pending_run,
             view_ops=frozenset(ops.VIEWS.values()),
             take_views=execute.take_views,
+            operator_into_region_limit=record.operator_into_region_limit,
+            pooled_empty=host_pool.empty,
+            pool_min_bytes=host_pool.MIN_BYTES,
             lock=execute.lock,
             replays=replay._replays,
             errstate_var=float_errors._state,

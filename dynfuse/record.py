@@ -764,8 +764,7 @@ def _into_computed_region(op: ops.Op, operands: tuple, out: Any, params: tuple) 
     pending = [member for member in arrays if execute.viewed(member).inputs]  # computed values
     if not pending or any(member.device is not HOST for member in arrays):
         return direct.DECLINED
-    target = registry.BACKENDS[registry.backend].target  # a host backend's: ops run directly
-    limit = target.in_place_elements * (READING_REGION_FACTOR if operands[0] is out else 1)
+    limit = operator_into_region_limit() if operands[0] is out else _host_target().in_place_elements
     if views.size_of(node.shape) >= limit:
         return direct.DECLINED
     with execute.lock:
@@ -773,6 +772,19 @@ def _into_computed_region(op: ops.Op, operands: tuple, out: Any, params: tuple) 
         for member in (node, *arrays):  # views of computed memory: taken, as NumPy took them
             execute.view_now(member)
         return direct.call_into(op.reference, operands, out, dict(params), any_size=True)
+
+
+def _host_target() -> Any:
+    """The configured backend's target, where ops run directly (a host backend's)."""
+    return registry.BACKENDS[registry.backend].target
+
+
+def operator_into_region_limit() -> int:
+    """An in-place operator through a view of computed host memory, over fewer elements than this,
+    is NumPy's ufunc into the region once its pending operand is computed (``_into_computed_region``,
+    and the C operator's path that does the same); at and above it the value's kernel writes the
+    region (``_write_in_place``). 0 where ops do not run directly."""
+    return _host_target().in_place_elements * READING_REGION_FACTOR if direct_elements() else 0
 
 
 def _made_written_memory(target: Any) -> bool:

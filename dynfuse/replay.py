@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
-from . import cache, config, host_pool, interpret, schedule, stats, tiers, trace
+from . import cache, config, interpret, schedule, stats, tiers, trace
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
@@ -219,14 +219,14 @@ def kernel_launch(
     loads read, or those values themselves) into fresh ``outputs``: (its loads, ``compiled``'s C
     call on one thread (``single_call``), its outputs' layouts, where each load lies in its base
     (``_placement``; None where each is its base)); what a launch plan's step holds but the
-    positions of the values it reads. None where C cannot: no such call, a large output (it comes
-    from the pool), an output not C-contiguous, a load not placed, or one the kernel reads
-    contiguous that was not (``launch`` copied it)."""
+    positions of the values it reads. None where C cannot: no such call, an output not
+    C-contiguous, a load not placed, or one the kernel reads contiguous that was not (``launch``
+    copied it). C takes a large output from the pool, as ``launch`` does."""
     single_call = getattr(compiled, "single_call", None)
     run = single_call() if single_call is not None else None
     if (
         run is None
-        or any(output.nbytes >= host_pool.MIN_BYTES or not output.flags.c_contiguous for output in outputs)
+        or any(not output.flags.c_contiguous for output in outputs)
         or any(
             contiguous and not value.flags.c_contiguous
             for value, contiguous in zip(inputs, kernel.contiguous_loads, strict=True)

@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy
 from bench_overhead import check, cpu_model, materialize
@@ -455,11 +456,12 @@ def _serving(label: str) -> dict[str, list[str]]:
 
 
 def _serve_here(name: str, label: str) -> None:
-    """Time ``label`` (a program's, or ``jacobi N``) in namespace ``name``, warmed up, for
+    """Time ``label`` (a program's, or ``statement KIND N``) in namespace ``name``, warmed up, for
     ``measure_in_processes``; dynfuse's counters per timed call are its report."""
     namespace = NAMESPACES[name]
-    if label.startswith("jacobi "):
-        run = jacobi_sweep(namespace, int(label.split()[1]))
+    if label.startswith("statement "):
+        _, kind, n = label.split()
+        run = STATEMENTS[kind][1](namespace, int(n))
     else:
         run = call(next(program for program in programs() if program.label == label), namespace)
     serve_warmed(run, counters)
@@ -480,28 +482,63 @@ def _first_run_here(label: str) -> None:
     print(json.dumps(seconds))
 
 
-# The Jacobi statement is timed in sweeps of this many statements, the last grid read at the end
-JACOBI_STATEMENTS = 20
+# A statement alone is timed in sweeps of this many, the last array it wrote read at the end
+SWEEP_STATEMENTS = 20
 
 
-def jacobi_sweep(np, n: int) -> Callable[[], None]:
-    """Sweeps of ``JACOBI_STATEMENTS`` Jacobi statements ping-ponging between two n x n grids."""
+def jacobi_sweep(np, n: int) -> Callable[[], Any]:
+    """Jacobi statements ping-ponging between two n x n grids: a stencil's value written into a
+    region of the other grid."""
     A = smooth_grid(np, n, n)
     B = A.copy()
 
-    def run() -> None:
-        for _ in range(JACOBI_STATEMENTS // 2):
+    def run() -> Any:
+        for _ in range(SWEEP_STATEMENTS // 2):
             B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
             A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
         materialize(A)
+        return A
 
     return run
 
 
-def jacobi_statements(n: int, repeats: int) -> dict[str, Timing]:
-    """The Jacobi statement, per statement."""
-    timings, _ = measure_in_processes(_serving(f"jacobi {n}"), repeats, SAMPLE_SECONDS)
-    return {name: timing.scaled(1 / JACOBI_STATEMENTS) for name, timing in timings.items()}
+def fdtd_update_sweep(np, n: int) -> Callable[[], Any]:
+    """FDTD updates in place on shifted slices of two n x n fields, each field's after the other's
+    (a 1-D Yee step along the first axis, stable at this Courant number)."""
+    ey = smooth_grid(np, n, n)
+    hz = 0.5 * ey
+
+    def run() -> Any:
+        for _ in range(SWEEP_STATEMENTS // 2):
+            ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+            hz[:-1, :] -= 0.5 * (ey[1:, :] - ey[:-1, :])
+        materialize(hz)
+        return ey, hz
+
+    return run
+
+
+# Statements timed alone: how each reads in the results, its sweep, and the grid sizes
+STATEMENTS = {
+    "jacobi": (
+        "The Jacobi statement alone, per statement (slice write included)",
+        jacobi_sweep,
+        (150, 350, 1000),
+    ),
+    "fdtd": (
+        "An FDTD update in place alone, per statement (`ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`)",
+        fdtd_update_sweep,
+        (150, 400, 1000),
+    ),
+}
+
+
+def statement_timings(kind: str, n: int, repeats: int) -> dict[str, Timing]:
+    """A statement of ``STATEMENTS``, per statement, on n x n grids, its first sweep checked."""
+    sweep = STATEMENTS[kind][1]
+    check(sweep(numpy, n)(), sweep(dnp, n)())
+    timings, _ = measure_in_processes(_serving(f"statement {kind} {n}"), repeats, SAMPLE_SECONDS)
+    return {name: timing.scaled(1 / SWEEP_STATEMENTS) for name, timing in timings.items()}
 
 
 # ---- reporting -----------------------------------------------------------------------------------
@@ -555,16 +592,18 @@ def summary(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def jacobi_line(found: dict[int, dict[str, Timing]]) -> str:
+def statement_line(kind: str, found: dict[int, dict[str, Timing]]) -> str:
     cells = []
     for n, timings in found.items():
         plain, lazy = timings["NumPy"].median, timings["dynfuse"].median
         speed = f"**{plain / lazy:.2f}x**"
         cells.append(f"{n}²: NumPy {plain * 1e6:.0f} us, dynfuse {lazy * 1e6:.0f} us ({speed})")
-    return "The Jacobi statement alone, per statement (slice write included): " + "; ".join(cells) + "."
+    return f"{STATEMENTS[kind][0]}: " + "; ".join(cells) + "."
 
 
-def section(rows: list[Row], jacobi: dict[int, dict[str, Timing]], command: str, seconds: float) -> str:
+def section(
+    rows: list[Row], statements: dict[str, dict[int, dict[str, Timing]]], command: str, seconds: float
+) -> str:
     return "\n".join(
         [
             f"## NumPy programs as scientists write them, measured {datetime.date.today().isoformat()}",
@@ -583,9 +622,9 @@ def section(rows: list[Row], jacobi: dict[int, dict[str, Timing]], command: str,
             "",
             summary(rows),
             "",
-            jacobi_line(jacobi),
+            *(statement_line(kind, found) + "\n" for kind, found in statements.items()),
         ]
-    )
+    ).rstrip()
 
 
 def main() -> None:
@@ -614,14 +653,15 @@ def main() -> None:
             row.first_run = first_run(program)
         rows.append(row)
         print(row_line(row), flush=True)
-    jacobi = {} if arguments.only else {n: jacobi_statements(n, repeats) for n in (150, 350, 1000)}
-    if jacobi:
-        print(jacobi_line(jacobi))
+    statements = {}
+    for kind, (_, _, sizes) in ({} if arguments.only else STATEMENTS).items():
+        statements[kind] = {n: statement_timings(kind, n, repeats) for n in sizes}
+        print(statement_line(kind, statements[kind]))
     print(summary(rows))
     if arguments.only or arguments.print_only:
         return
     command = "python perf/bench_programs.py" + (" --quick" if arguments.quick else "")
-    write_results_section("programs", section(rows, jacobi, command, time.perf_counter() - started))
+    write_results_section("programs", section(rows, statements, command, time.perf_counter() - started))
 
 
 if __name__ == "__main__":

@@ -1406,6 +1406,29 @@ def test_a_write_into_a_large_array_computes_only_what_reads_the_memory_written(
     same(lazy[...], expected)
 
 
+def test_an_operator_through_a_view_of_a_large_array_by_a_pending_value_is_numpys(recorder, monkeypatch):
+    """``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` on a grid below the size at which the value's
+    kernel writes the region: the value replayed, then NumPy's ufunc writes the region; where the
+    value's launch is kept, the C operator does it all, without record's Python path."""
+    rng = np.random.default_rng(12)
+    e, h = rng.random((200, 200)), rng.random((200, 200))
+    de, dh = dnp.asarray(e.copy()), dnp.asarray(h.copy())
+    monkeypatch.setattr(config, "tiers", False)  # the values' kernels compiled, their launches kept
+    np.asarray(0.5 * (dh[1:, :] - dh[:-1, :]))
+    np.asarray(0.25 * (de[1:, :] - de[:-1, :]))
+    monkeypatch.setattr(config, "tiers", True)
+    python_paths = []
+    into = record._into_computed_region
+    monkeypatch.setattr(record, "_into_computed_region", lambda *args: python_paths.append(1) or into(*args))
+    for _ in range(3):
+        for a, b in ((e, h), (de, dh)):
+            a[1:, :] -= 0.5 * (b[1:, :] - b[:-1, :])
+            b[:-1, :] += 0.25 * (a[1:, :] - a[:-1, :])
+    same(de[...], e)
+    same(dh[...], h)
+    assert bool(python_paths) == (not accelerate.in_use())
+
+
 def test_a_write_computes_first_what_another_thread_left_pending_reading_it(recorder):
     """The search for pending readers before a write covers every thread's recordings, an ended
     thread's too: its pending value keeps the values from before the write."""

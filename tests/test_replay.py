@@ -120,6 +120,29 @@ def test_a_cached_small_trace_is_launched_in_c_and_a_declined_call_in_python(mon
     assert declined and dynfuse.stats()["kernels_launched"] == launched + 1
 
 
+def test_a_launch_in_c_takes_its_large_outputs_from_the_pool(monkeypatch):
+    """A kept launch in C writes an output of ``host_pool.MIN_BYTES`` or more into a block of the
+    pool, mapped already, as a launch in Python does: one pool hit a launch, once one is free."""
+    if replay.launch_replay is None:
+        pytest.skip("the C recorder is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.config, "pool_memory", 64 << 20)
+
+    def chain(x):
+        return np.abs(x * 2 - 1) + x
+
+    rng = np.random.default_rng(5)
+    values = [rng.random(300_000) for _ in range(6)]  # 2.4 MB outputs
+    for value in values[:3]:
+        replayed(chain, value)
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert kept.launch_plan is not None
+    hits = dynfuse.stats()["pool_hits"]
+    for value in values[3:]:
+        assert replayed(chain, value)
+    assert dynfuse.stats()["pool_hits"] == hits + 3
+
+
 def plans_looked_up():
     stats = dynfuse.stats()
     return stats["plan_cache_hits"] + stats["plan_cache_misses"]
