@@ -7,7 +7,8 @@
   sites of ``tiers``' recording policy, and replays a cached small trace's kernel
   (``replay.replay_now``, ``launch_replay``).
 - ``dynfuse._launch``: ``KernelCall`` packs a compiled CPU kernel's cells and calls it, where
-  ``backends.cpu`` would pack them with ``struct`` and call through ctypes.
+  ``backends.cpu`` would pack them with ``struct`` and call through ctypes; ``leased_array`` makes
+  a pooled array on its lease, where NumPy would read the lease's ``__array_interface__``.
 
 The Python code stays the reference: it runs where an extension was not built (no C compiler),
 where it is stale, or when ``DYNFUSE_PURE_PYTHON=1``.
@@ -45,7 +46,7 @@ from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
 INTERFACE_VERSION = 13
-LAUNCH_INTERFACE_VERSION = 2
+LAUNCH_INTERFACE_VERSION = 3
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
 _REFERENCE: dict[tuple[Any, str], Any] = {
@@ -152,13 +153,13 @@ def _load() -> ModuleType | None:
     return _recorder
 
 
-def _load_launch() -> tuple[type | None, Callable | None]:
-    """``KernelCall`` and ``run_ranges`` of the C launcher; None where it is not built (``run_ranges``
-    also where the system has no POSIX threads)."""
+def _load_launch() -> tuple[type | None, Callable | None, Callable | None]:
+    """``KernelCall``, ``run_ranges`` and ``leased_array`` of the C launcher; None where it is not
+    built (``run_ranges`` also where the system has no POSIX threads)."""
     _launch = _current_extension("_launch", LAUNCH_INTERFACE_VERSION, "the C kernel launcher")
     if _launch is None:
-        return None, None
-    return _launch.KernelCall, getattr(_launch, "run_ranges", None)
+        return None, None, None
+    return _launch.KernelCall, getattr(_launch, "run_ranges", None), _launch.leased_array
 
 
 def _refused(extension: str, reason: str) -> None:
@@ -242,4 +243,4 @@ if _extension is not None:
         _install(_accelerated)
         tiers.forget_sites()
 if not config.pure_python:
-    cpu.KernelCall, cpu.run_ranges = _load_launch()
+    cpu.KernelCall, cpu.run_ranges, host_pool.leased_array = _load_launch()

@@ -67,6 +67,10 @@ def size_class(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
+# The C launcher's maker of an array on a lease (``accelerate`` sets it): NumPy's reading of the
+# lease's ``__array_interface__`` costs several microseconds a pooled output
+leased_array: Callable[[Any, int, tuple[int, ...], np.dtype], np.ndarray] | None = None
+
 # The free blocks by size class, most recently returned last; the same blocks oldest first, to
 # evict by age; their bytes. All under _lock.
 _free: dict[int, list[_Block]] = {}
@@ -96,7 +100,10 @@ def empty(shape: tuple[int, ...], dtype: np.dtype, least: int = MIN_BYTES) -> np
         except MemoryError:
             free()
             block = _Block(size)
-    return np.asarray(_Lease(block, tuple(shape), dtype.str))
+    lease = _Lease(block, tuple(shape), dtype)
+    if leased_array is None:
+        return np.asarray(lease)
+    return leased_array(lease, block.address, lease.shape, dtype)
 
 
 def contiguous(array: np.ndarray) -> np.ndarray:
@@ -132,19 +139,21 @@ def held_bytes() -> int:
 
 
 class _Lease:
-    """The base of the arrays handed out on one block: NumPy reads the array's memory from its
-    ``__array_interface__``, and views keep the lease alive; its death frees the block for reuse."""
+    """The base of the arrays handed out on one block: views keep the lease alive, and its death
+    frees the block for reuse. The array is made on it in C (``leased_array``), or by NumPy from
+    its ``__array_interface__``."""
 
-    __slots__ = ("__array_interface__", "_block")
+    __slots__ = ("_block", "dtype", "shape")
 
-    def __init__(self, block: _Block, shape: tuple[int, ...], typestr: str) -> None:
+    def __init__(self, block: _Block, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self._block = block
-        self.__array_interface__ = {
-            "shape": shape,
-            "typestr": typestr,
-            "data": (block.address, False),
-            "version": 3,
-        }
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        data = (self._block.address, False)
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": data, "version": 3}
 
     def __del__(self) -> None:
         _give_back(self._block)

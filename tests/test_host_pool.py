@@ -159,6 +159,26 @@ def test_no_block_is_handed_out_while_an_array_or_view_of_it_lives():
     assert pool_counts()[2] == 3 * host_pool.size_class(x.nbytes)
 
 
+@pytest.mark.parametrize("maker", ["C", "NumPy"])
+def test_an_array_on_a_block_is_a_c_contiguous_writeable_array_based_on_its_lease(maker, monkeypatch):
+    """Made in C (``leased_array``) or by NumPy from the lease's ``__array_interface__``: the same
+    array, whose death gives the block back."""
+    if maker == "NumPy":
+        monkeypatch.setattr(host_pool, "leased_array", None)
+    elif host_pool.leased_array is None:
+        pytest.skip("the C launcher is not built")
+    array = host_pool.empty((1000, 300), np.dtype(np.float32))
+    lease = array.base
+    assert type(lease) is host_pool._Lease and array.shape == (1000, 300) and array.dtype == np.float32
+    assert array.flags.c_contiguous and array.flags.writeable and array.flags.aligned
+    assert array.ctypes.data % host_pool.ALIGNMENT == 0
+    array[...] = 2.5
+    np.testing.assert_array_equal(np.asarray(lease), array)  # the interface names the same memory
+    address = array.ctypes.data
+    del array, lease
+    assert host_pool.empty((1000, 300), np.dtype(np.float32)).ctypes.data == address
+
+
 def test_an_array_owns_its_pooled_memory_as_it_would_numpy_s():
     """As the pressure count reads it (a view of the array holds the array, and counts there)."""
     pooled = host_pool.empty((N,), np.dtype(np.float32))
