@@ -975,7 +975,12 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         ):
             # An operator in place (``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])``): its first
             # operand, the region, is all its trace reads of that memory, each element where it is
-            # written; what it and a cast of it compute is this statement's alone, held by nothing
+            # written. Computed from the region, the op under a cast may not be held, nor the value
+            # read by a pending graph (``np.copyto(view, y)`` of a ``y = view + 1`` something read)
+            candidates = [] if operator is node else [operator]
+            if held_outside(candidates, references_within([node]), listed=1) or read_by_pending(node):
+                return False
+            del candidates
             in_step = {id(node), id(operator)}
             own = {*in_step, *map(id, node.ancestors)}
         else:

@@ -326,3 +326,24 @@ def test_writing_a_view_back_into_its_own_place_computes_nothing():
     expected = np.arange(float(N * N)).reshape(N, N)
     assert_same(reader, expected + 2.0)
     assert_same(a, expected)
+
+
+def test_a_value_of_the_region_that_a_pending_graph_reads_is_copied_in(reading_in_place, given_outputs):
+    """``np.copyto(view, y)`` of ``y = view + 1``, which ``z`` was recorded over before the write:
+    written in place, ``y`` would stand for a copy of the region, and ``z``'s replay would compute
+    ``y``'s old graph from the new values; it is computed, then copied, as NumPy's values are."""
+    rng = np.random.default_rng(13)
+    e = rng.random((N, N))
+    de = dnp.asarray(e.copy())
+    results = []
+    for x, xp in ((e, np), (de, dnp)):
+        for _ in range(2):  # the second time replayed
+            view = x[1:, :]
+            y = view + 1
+            z = y * 2
+            xp.copyto(view, y)
+            results.append((y, z))
+    for (want_y, want_z), (got_y, got_z) in zip(results[:2], results[2:], strict=True):
+        assert_same(got_y, want_y)
+        assert_same(got_z, want_z)
+    assert_same(de, e)
