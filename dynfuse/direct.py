@@ -229,7 +229,8 @@ def setitem(target: Any, index: Any, value: Any) -> bool:
         return False
     written_memory = buffer
     if _is_view_index(index):
-        # one element's region: a view of it (NumPy's element is a scalar copy)
+        # The region written, a view: an axis added, so one element's is a view too (NumPy's
+        # element alone is a scalar copy)
         written_memory = buffer[(*index, None) if type(index) is tuple else (index, None)]
     else:
         # A list may hold lazy arrays, which NumPy would compute in the middle of the write
