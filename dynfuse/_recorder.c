@@ -3026,19 +3026,11 @@ static int byte_span(PyArrayObject *array, char **low, char **high)
     return 1;
 }
 
-static int pending_reads_span(char *low, char *high);
-
-/* Whether a pending node of any thread reads a host leaf whose memory may overlap ``buffer``'s (the
-   bounds test of np.may_share_memory, as trace.pending_readers asks it): 1, 0, or -1 where that is
-   not told here (a leaf that is no NumPy array), no error set. This thread's list is swept first. */
-static int pending_reads(PyArrayObject *buffer)
-{
-    char *low, *high;
-    return byte_span(buffer, &low, &high) ? pending_reads_span(low, high) : 0;
-}
-
-/* pending_reads, for the bytes from ``low`` up to ``high`` */
-static int pending_reads_span(char *low, char *high)
+/* Whether a pending node of any thread reads a host leaf whose memory may overlap the bytes from
+   ``low`` up to ``high`` (the bounds test of np.may_share_memory, as trace.pending_readers asks
+   it): 1, 0, or -1 where that is not told here (a leaf that is no NumPy array), no error set. This
+   thread's list is swept first. */
+static int pending_reads(char *low, char *high)
 {
     char *other_low, *other_high;
     if (R.refs != NULL && R.thread == PyThreadState_GetID(PyThreadState_Get())
@@ -3076,11 +3068,18 @@ static int pending_reads_span(char *low, char *high)
     return 0;
 }
 
-/* Whether no pending node reads memory ``buffer`` may share: nothing pending, or pending_reads
-   finds none (where it cannot tell, one may). */
+/* Whether no pending node reads the bytes from ``low`` up to ``high``: nothing pending, or
+   pending_reads finds none (where it cannot tell, one may). */
+static int unread_span(char *low, char *high)
+{
+    return nothing_pending() || pending_reads(low, high) == 0;
+}
+
+/* unread_span, for the memory ``buffer`` may share (an empty array's: none). */
 static int unread(PyArrayObject *buffer)
 {
-    return nothing_pending() || pending_reads(buffer) == 0;
+    char *low, *high;
+    return !byte_span(buffer, &low, &high) || unread_span(low, high);
 }
 
 /* trace.reads_nothing(memory): unread, for the host array ``memory``; for another kind of array,
@@ -3121,7 +3120,7 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
                         ? element_address(buffer, index)
                         : NULL;
     if (element != NULL) { /* a scalar into one element: packed as NumPy's integer indexing does */
-        if (!nothing_pending() && pending_reads_span(element, element + PyArray_ITEMSIZE(buffer)) != 0)
+        if (!unread_span(element, element + PyArray_ITEMSIZE(buffer)))
             return 0;
         return PyArray_Pack(PyArray_DESCR(buffer), element, value) < 0 ? -1 : 1;
     }

@@ -960,10 +960,7 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         return False
     own: set[int] = set()  # the trace's nodes, where a leaf shares the region's memory
     in_step: set[int] | None = set()
-    if any(
-        source.op is ops.BUFFER and np.may_share_memory(source.buffer, region)
-        for source in {id(source): source for source in node.leaves}.values()
-    ):
+    if not _reads_only_elsewhere([node], region):
         if size < READING_REGION_FACTOR * limit:
             return False
         operator = node.inputs[0] if node.op is ops.ELEMENTWISE["astype"] else node
@@ -1009,14 +1006,16 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
 
 def _reads_only_elsewhere(nodes: Iterable[Node], region: np.ndarray) -> bool:
     """Whether the traces of ``nodes`` read no memory that ``region`` may share (NumPy's bounds
-    test of each leaf); False where a pending node keeps no leaves (a structure too large)."""
+    test of each leaf, once however often it is read); False where a pending node keeps no leaves
+    (a structure too large)."""
+    leaves: dict[int, Node] = {}
     for node in nodes:
         if node.inputs and node.key is None:
             return False
-        for leaf in node.leaves if node.inputs else (node,):
-            if leaf.op is ops.BUFFER and np.may_share_memory(leaf.buffer, region):
-                return False
-    return True
+        leaves.update((id(leaf), leaf) for leaf in (node.leaves if node.inputs else (node,)))
+    return not any(
+        leaf.op is ops.BUFFER and np.may_share_memory(leaf.buffer, region) for leaf in leaves.values()
+    )
 
 
 def _reading_in_step(order: list[Node], region: np.ndarray) -> set[int] | None:
