@@ -28,6 +28,7 @@ import numpy as np
 
 # NumPy's bits (``np._core.umath`` FPE_*): what kernels report
 DIVIDE, OVERFLOW, UNDERFLOW, INVALID = 1, 2, 4, 8
+ALL = DIVIDE | OVERFLOW | UNDERFLOW | INVALID
 CATEGORIES = {DIVIDE: "divide", OVERFLOW: "over", UNDERFLOW: "under", INVALID: "invalid"}
 FLAGS_SYMBOL = "dynfuse_float_flags"
 
@@ -42,6 +43,31 @@ FLAGS = array.array("q", [0])
 
 def flags_address() -> int:
     return FLAGS.buffer_info()[0]
+
+
+# Devices whose kernels may have raised flags into their own word since it was last read or cleared
+_unread_devices: dict[int, Any] = {}
+
+
+def note_device_launch(device: Any) -> None:
+    """A kernel that reports into ``device``'s word (``flags_word``) was launched."""
+    _unread_devices[id(device)] = device
+
+
+def device_flags(heeding: Callable[[], bool]) -> int:
+    """The flags devices' kernels raised since the last call: read where ``heeding()`` (reading waits
+    for the device's launches to end), else cleared unread, as no op asked for them."""
+    flags = 0
+    if _unread_devices:
+        devices = list(_unread_devices.values())
+        _unread_devices.clear()
+        read = heeding()
+        for device in devices:
+            if read:
+                flags |= device.take_flags()
+            else:
+                device.clear_flags()
+    return flags
 
 
 def take_flags() -> int:

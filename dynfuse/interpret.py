@@ -185,12 +185,19 @@ def heed_kernel_flags(
     """After a compiled kernel's launch: the floating-point flags it raised taken, and where an op
     of ``nodes()`` (what it computed, inputs first) heeds one, the ops run again by NumPy for what it
     reports (``rerun_for_errors``); ``known()`` gives the values of what they read that are not
-    leaves. Both are asked for only then: a launch without a flag pays one read of the word."""
-    flags = float_errors.take_flags()
-    if flags:
-        order = nodes()
-        if float_errors.heeded(flags, (node.errstate for node in order)):
-            rerun_for_errors(order, None if known is None else known())
+    leaves. Both are asked for only then: a launch without a flag pays one read of the word (and a
+    device's launch, where an op heeds a flag, a wait for the device to read its own word)."""
+    computed: list[Sequence[Node]] = []
+
+    def heeds(flags: int) -> bool:
+        if not computed:
+            computed.append(nodes())
+        return float_errors.heeded(flags, (node.errstate for node in computed[0]))
+
+    # A device's word is read only where an op heeds some flag: reading it waits for the device
+    flags = float_errors.take_flags() | float_errors.device_flags(lambda: heeds(float_errors.ALL))
+    if flags and heeds(flags):
+        rerun_for_errors(computed[0], None if known is None else known())
 
 
 def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = None) -> None:
@@ -215,8 +222,13 @@ def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = N
             needed.add(node)
             pending.extend(child for child in node.inputs if child in inside)
     stats.count("float_error_reruns")
+    rerun = [node for node in order if node in needed]
+    known = dict(known or {})
+    for read in {child for node in rerun for child in node.inputs if child not in needed}:
+        if read.memory is not HOST:  # a device kernel's: NumPy runs on host copies
+            known[read] = move(known.get(read, read.buffer), read.memory, HOST)
     with float_errors.warned_where_asked():
-        run([node for node in order if node in needed], (), known)  # for what NumPy says alone
+        run(rerun, (), known)  # for what NumPy says alone
 
 
 def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:

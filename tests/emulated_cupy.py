@@ -42,6 +42,10 @@ def empty(shape: tuple[int, ...], dtype: Any) -> ndarray:
     return ndarray(np.empty(shape, dtype))
 
 
+def zeros(shape: tuple[int, ...], dtype: Any) -> ndarray:
+    return ndarray(np.zeros(shape, dtype))
+
+
 def ascontiguousarray(value: ndarray) -> ndarray:
     return ndarray(np.ascontiguousarray(value._data))
 
@@ -96,6 +100,7 @@ LIBRARY = _namespace(
     ndarray=ndarray,
     array=array,
     empty=empty,
+    zeros=zeros,
     ascontiguousarray=ascontiguousarray,
     lib=_namespace(stride_tricks=_namespace(as_strided=as_strided)),
     cuda=_namespace(

@@ -370,6 +370,32 @@ def test_stats_and_warnings_are_clean_on_the_device(device):
     assert dynfuse.stats()["fallbacks"] == 0
 
 
+def test_floating_point_errors_of_device_kernels_warn_and_raise_as_numpy(device):
+    """A device keeps no IEEE flags: its kernels judge their values, and NumPy says what it would."""
+    host = np.array([1.0, 0.0, -1.0, 4.0])
+    x = on_device(host, device)
+    with pytest.warns(RuntimeWarning) as expected:
+        np.log(host * 1.0) / (host - 1.0)
+    with pytest.warns(RuntimeWarning) as caught:
+        values = np.log(x * 1.0) / (x - 1.0)
+        dynfuse.evaluate(values)
+    messages = sorted(str(warning.message) for warning in caught)
+    assert messages == sorted(str(warning.message) for warning in expected) and len(messages) == 3
+    assert_on_device(values, device)
+    with np.errstate(all="ignore"):
+        assert_same(values, np.log(host) / (host - 1.0))
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError, match="overflow encountered in exp"):
+        dynfuse.evaluate(np.exp(x * 1000.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            dynfuse.evaluate(np.sqrt(x - 2.0) // 0.0)  # flags no op heeds: not read, and cleared
+        reruns = dynfuse.stats()["float_error_reruns"]
+        dynfuse.evaluate(np.sqrt(x + 2.0) * 3.0)
+    assert dynfuse.stats()["float_error_reruns"] == reruns
+    assert dynfuse.stats()["kernels_launched"] >= 3 and dynfuse.stats()["fallbacks"] == 0
+
+
 def test_explain_plans_a_device_array_for_its_device_backend(device):
     result = np.exp(on_device(data(), device)) + 1
     assert f"plan on backend '{device.name}'" in dynfuse.explain(result)

@@ -88,7 +88,7 @@ def _assert_same_outcome(expected, actual):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "numpy", "groups"])
+@pytest.mark.parametrize("backend", ["cpu", "numpy", "groups", "cuda-emulator"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("name", "program", "inputs"), CASES, ids=[case[0] for case in CASES])
 def test_every_backend_reports_as_numpy(name, program, inputs, mode, backend):

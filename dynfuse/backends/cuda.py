@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from .. import float_errors
 from ..codegen.common import element_strides, param_arguments
 from ..devices import Memory
 from ..kernel import PARAM, CompiledKernel, Kernel, Target
@@ -55,6 +56,18 @@ class Device(Memory, Protocol):
 
     def launch(self, function: Any, grid: int, block: int, arguments: list) -> None:
         """Arguments: the device arrays of pointer parameters, NumPy scalars of the others."""
+        ...
+
+    def flags_word(self) -> Any:
+        """The device's 8-byte word that kernels OR their floating-point errors into."""
+        ...
+
+    def take_flags(self) -> int:
+        """What kernels launched so far ORed into ``flags_word`` (once they are done), cleared."""
+        ...
+
+    def clear_flags(self) -> None:
+        """``flags_word`` cleared after the launches so far, unread."""
         ...
 
 
@@ -106,12 +119,16 @@ class _Launcher:
         for slot in layout.strided:
             arguments += map(np.int64, element_strides(inputs[slot], slot))
         arguments += map(self.register_value, param_arguments(layout.param_uses, params))
+        if layout.reports:
+            arguments.append(self.device.flags_word())
         if not self.split_grid:
             self.device.launch(self.entry, self.grid, self.block, arguments)
-            return
-        states = [self.device.empty((layout.elements * layout.chunks,), dtype) for dtype in layout.states]
-        self.device.launch(self.partial, self.split_grid, self.block, arguments + states)
-        self.device.launch(self.finish, self.grid, self.block, arguments + states)
+        else:
+            states = [self.device.empty((layout.elements * layout.chunks,), dtype) for dtype in layout.states]
+            self.device.launch(self.partial, self.split_grid, self.block, arguments + states)
+            self.device.launch(self.finish, self.grid, self.block, arguments + states)
+        if layout.reports:  # its word is read by ``interpret.heed_kernel_flags``
+            float_errors.note_device_launch(self.device)
 
 
 class CudaBackend:

@@ -178,6 +178,12 @@ static int launch(void (*kernel)(A...), unsigned grid, unsigned block, void** va
 }  // namespace df_emulator
 
 static inline void __syncthreads() { df_emulator::barrier(); }
+// One fiber runs at a time: an atomic read-modify-write is a plain one
+static inline unsigned long long atomicOr(unsigned long long* address, unsigned long long value) {
+  const unsigned long long old = *address;
+  *address = old | value;
+  return old;
+}
 
 template <typename T> static inline T __shfl_down_sync(unsigned, T value, unsigned delta, int width = 32) {
   unsigned lane = threadIdx.x % width;

@@ -179,6 +179,21 @@ class EmulatedDevice:
         self._lock = threading.Lock()
         os.register_at_fork(after_in_child=self._lock._at_fork_reinit)
         self._workspace: np.ndarray | None = None
+        self._flags = EmulatedArray(np.zeros(1, np.uint64))
+
+    def flags_word(self) -> EmulatedArray:
+        return self._flags
+
+    def take_flags(self) -> int:
+        """Launches run to their end before they return: the word is read at once."""
+        word = self._flags._data
+        flags = int(word[0])
+        if flags:
+            word[0] = 0
+        return flags
+
+    def clear_flags(self) -> None:
+        self._flags._data[0] = 0
 
     def unavailable_reason(self) -> str | None:
         """Why kernels cannot run here, or None."""

@@ -73,6 +73,7 @@ class CupyDevice:
     def __init__(self, library: Any = None) -> None:
         self._given = library
         self._properties_of: dict[int, dict[str, Any]] = {}  # by GPU: they do not change while we run
+        self._flags_of: dict[int, Any] = {}  # by GPU: the word its kernels report errors into
 
     @functools.cached_property
     def library(self) -> Any:
@@ -171,6 +172,26 @@ class CupyDevice:
         """On CuPy's current stream: CuPy passes its arrays as their data's address (the first field
         of what it passes), NumPy scalars by value."""
         function((grid,), (block,), tuple(arguments))
+
+    def flags_word(self) -> Any:
+        gpu = self.library.cuda.runtime.getDevice()
+        word = self._flags_of.get(gpu)
+        if word is None:
+            word = self._flags_of[gpu] = self.library.zeros(1, np.uint64)
+        return word
+
+    def take_flags(self) -> int:
+        """Read back once the current stream's launches are done (``get`` waits for them): a launch
+        whose ops can report an error costs that wait, as NumPy reports errors at its line."""
+        word = self.flags_word()
+        flags = int(word.get()[0])
+        if flags:
+            word[...] = 0
+        return flags
+
+    def clear_flags(self) -> None:
+        """A write in stream order: no wait."""
+        self.flags_word()[...] = 0
 
     # ---- memory -------------------------------------------------------------------------------------
 

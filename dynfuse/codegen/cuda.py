@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kernel import Instruction, Kernel, Output
-from ..ops import HALF_POWERS, OpKind
+from ..ops import COMPUTING, HALF_POWERS, OpKind
 from .common import (
     BOOL,
     C_MATH,
@@ -144,6 +144,9 @@ class Layout:
     chunks: int = 0
     states: tuple[np.dtype, ...] = ()
     pack: int = 0  # elementwise: elements a thread takes at once where arrays are aligned (0: one)
+    # Each function's last argument (before a split reduction's states) is the 8-byte word its
+    # threads OR their floating-point errors into (``float_errors``' bits), where an op can report one
+    reports: bool = False
 
 
 def literal(dtype: np.dtype, value: float | int | bool) -> str:
@@ -582,7 +585,13 @@ class _Accumulator:
         if self.arg:
             takes = self.code([self.value, self.index, value, index], self.dtype)
             return [f"if ({takes}) {{ {self.value} = {value}; {self.index} = {index}; }}"]
-        return [f"{self.value} = {self.code([self.value, value], self.dtype)};"]
+        updated = f"{self.value} = {self.code([self.value, value], self.dtype)};"
+        if not (self.facts.arithmetic and self.dtype.kind == "f"):
+            return [updated]
+        was = f"{self.value}_was"
+        read = [(was, self.dtype), (value, self.dtype)]
+        raised = _raised(self.value, self.dtype, read, self.facts.additive)
+        return [f"{{ const {self.type} {was} = {self.value};", f"  {updated}", f"  df_flags |= {raised}; }}"]
 
 
 class _Generator(KernelFacts):
@@ -649,6 +658,7 @@ class _Generator(KernelFacts):
             [self.pass_work(stage) for stage in range(kernel.passes)] if self.reduce_axes else []
         )
         self.cached_loads, self.cached_per_thread = self.row_cache()
+        self.reports = any(self.reports_on(number) for number in range(len(self.instructions)))
 
     # -- arguments --
 
@@ -666,6 +676,8 @@ class _Generator(KernelFacts):
             arguments.append((register_type(use.dtype), f"p{position}"))
             if use.compared:
                 arguments.append(("df_i32", f"p{position}_side"))
+        if self.reports:
+            arguments.append(("df_u64* __restrict__", "float_flags"))
         return arguments
 
     def strides(self, inst: Instruction) -> list[str]:
@@ -739,10 +751,14 @@ class _Generator(KernelFacts):
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
             operand = (f"v{inst.args[0]}", self.instructions[inst.args[0]].dtype)
-            value, _ = self.scalars.apply(
-                scan_step(inst), [(f"scan{number}", inst.dtype), operand], (inst.dtype,) * 3, inst.dtype
-            )
-            return [f"scan{number} = {value};", f"const {t} v{number} = scan{number};"]
+            step = scan_step(inst)
+            running = (f"scan{number}", inst.dtype)
+            value, _ = self.scalars.apply(step, [running, operand], (inst.dtype,) * 3, inst.dtype)
+            lines = [f"scan{number} = {value};", f"const {t} v{number} = scan{number};"]
+            if not self.reports_on(number):
+                return lines
+            read = [(f"scan{number}_was", inst.dtype), operand]
+            return [f"const {t} scan{number}_was = scan{number};", *lines, *self.raised(number, read, step)]
         if kind is OpKind.REDUCTION:  # over no axes (of a 0-d value): each row is one element
             operand = inst.args[0]
             source = self.instructions[operand].dtype
@@ -757,7 +773,8 @@ class _Generator(KernelFacts):
                 value = f"({value} + {literal(inst.dtype, 0)})"
                 if inst.dtype.itemsize == 2:
                     value = f"df_round_half({value})"
-            return [f"const {t} v{number} = {value};"]
+            cast = self.raised(number, [(f"v{operand}", source)], "astype")
+            return [f"const {t} v{number} = {value};", *cast]
         assert kind is OpKind.ELEMENTWISE, inst
         args: list[tuple[str, np.dtype]] = []
         side = None
@@ -777,7 +794,43 @@ class _Generator(KernelFacts):
             sides = [flag if index == position else "0" for index in range(2)]
             decided = f"({sides[0]} {COMPARISONS[inst.op.name]} {sides[1]})"
             value = f"({flag} != 0 ? {decided} : {value})"
-        return [f"const {t} v{number} = {value};"]
+        return [f"const {t} v{number} = {value};", *self.raised(number, args, name)]
+
+    def reports_on(self, number: int) -> bool:
+        """Whether NumPy's loop for instruction ``number`` can report a floating-point error."""
+        inst = self.instructions[number]
+        dtypes = [inst.dtype, *(self.instructions[arg].dtype for arg in inst.args)]
+        return inst.op.kind in COMPUTING and inst.op.reports_float_errors_on(dtypes)
+
+    def raised(self, number: int, operands: list[tuple[str, np.dtype]], name: str) -> list[str]:
+        """The statements that OR into ``df_flags`` what NumPy's loop of op ``name`` computing
+        ``v{number}`` from ``operands`` (expressions and dtypes) could report: an integer division by
+        zero or of the lowest integer by -1, a float cast to integers out of their range, a float
+        value as ``df_raised`` judges it."""
+        if not self.reports_on(number):
+            return []
+        inst = self.instructions[number]
+        loop = self.loops.get(number)
+        if loop is not None and loop[0].kind in "iu" and name in _INTEGER_DIVISION:
+            values = [self.scalars.cast(e, d, to) for (e, d), to in zip(operands, loop[:-1], strict=True)]
+            if name == "reciprocal":
+                return [f"if ({values[0]} == 0) df_flags |= DF_DIVIDE | DF_INVALID;"]
+            x, y = values
+            lines = [f"if ({y} == 0) df_flags |= DF_DIVIDE;"]
+            if loop[0].kind == "i":
+                lowest = literal(loop[0], np.iinfo(loop[0]).min)
+                lines.append(f"if ({x} == {lowest} && {y} == -1) df_flags |= DF_OVERFLOW;")
+            return lines
+        if inst.dtype.kind in "iu" and operands[0][1].kind == "f":  # NumPy's cast checks the range
+            info, x = np.iinfo(inst.dtype), f"(double)({operands[0][0]})"
+            inside = f"{x} >= {float(info.min)!r} && {x} < {float(info.max) + 1.0!r}"
+            return [f"if (!({inside})) df_flags |= DF_INVALID;"]
+        if inst.dtype.kind != "f":
+            return []
+        raised = _raised(f"v{number}", inst.dtype, operands, name in _EXACT)
+        if name in _NAN_INVALID:
+            raised += f" | ({_any_nan(operands)} ? DF_INVALID : 0u)"
+        return [f"df_flags |= {raised};"]
 
     def store(self, position: int, output: Output, address: str, lane: str | None = None) -> str:
         value = self.scalars.cast(f"v{output.value}", self.instructions[output.value].dtype, output.dtype)
@@ -813,6 +866,9 @@ class _Generator(KernelFacts):
 
     def function(self, name: str, parameters: list[tuple[str, str]], body: list[str]) -> str:
         declarations = ",\n    ".join(f"{ctype} {parameter}" for ctype, parameter in parameters)
+        if self.reports:  # each thread's errors, reported once at its end
+            report = "if (df_flags != 0) atomicOr(float_flags, (df_u64)df_flags);"
+            body = ["unsigned df_flags = 0;", *body, report]
         return "\n".join(
             [
                 f'extern "C" __global__ void __launch_bounds__({self.block_threads}) {name}(',
@@ -1202,18 +1258,45 @@ class _Generator(KernelFacts):
             value = literal(inst.dtype, 0)
         else:
             value = self.scalars.cast(accumulator.value, accumulator.dtype, inst.dtype)
+            if accumulator.facts.arithmetic and accumulator.dtype != inst.dtype:  # a cast may overflow
+                read = [(accumulator.value, accumulator.dtype)]
+                cast = self.raised(accumulator.number, read, "astype")
+                return [f"const {t} v{accumulator.number} = {value};", *cast]
         return [f"const {t} v{accumulator.number} = {value};"]
 
     def layout(self) -> Layout:
         loads = tuple(inst.slot for inst in self.loads)
         facts = (loads, self.strided, tuple(self.param_uses))
         if not self.reduce_axes:
-            return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS, pack=self.pack)
+            return Layout(*facts, self.elements, 0, 0, BLOCK_THREADS, pack=self.pack, reports=self.reports)
         shape = (self.rows, self.row_elements, self.threads_per_row, self.block_threads)
-        return Layout(*facts, *shape, self.chunks, tuple(dtype for _, dtype in self.states()))
+        states = tuple(dtype for _, dtype in self.states())
+        return Layout(*facts, *shape, self.chunks, states, reports=self.reports)
 
 
 _SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})
+
+# Integer ops that report: a division by zero, the lowest integer divided by -1
+_INTEGER_DIVISION = frozenset({"floor_divide", "remainder", "fmod", "reciprocal"})
+# Float ops whose values are exact where tiny: they never underflow
+_EXACT = frozenset({"add", "subtract", "fmod", "remainder"})
+# Float ops whose NumPy loop compares its operands first, which a NaN makes invalid
+_NAN_INVALID = frozenset({"logaddexp", "logaddexp2"})
+
+
+def _any_nan(operands: list[tuple[str, np.dtype | None]]) -> str:
+    tests = [f"df_isnan({value})" for value, dtype in operands if dtype is not None and dtype.kind == "f"]
+    return " || ".join(tests) or "false"
+
+
+def _raised(value: str, dtype: np.dtype, operands: list[tuple[str, np.dtype | None]], exact: bool) -> str:
+    """``df_raised`` of float ``value`` (of ``dtype``) computed from ``operands``: integers are finite
+    numbers."""
+    floats = [operand for operand, kind in operands if kind is not None and kind.kind == "f"]
+    finite = " && ".join(f"df_isfinite({operand})" for operand in floats) or "true"
+    nonzero = " && ".join(f"{operand} != 0" for operand, _ in operands) or "true"
+    tiny = literal(dtype, 0 if exact else np.finfo(dtype).tiny)
+    return f"df_raised<{register_type(dtype)}>({value}, {tiny}, {_any_nan(operands)}, {finite}, {nonzero})"
 
 
 def from_memory(raw: str, dtype: np.dtype) -> str:

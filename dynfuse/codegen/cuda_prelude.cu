@@ -167,6 +167,22 @@ __device__ __forceinline__ df_u64 df_truncate_u64(double value) {
 // ---- floats
 __device__ __forceinline__ bool df_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool df_isnan(double x) { return x != x; }
+template <typename T> __device__ __forceinline__ bool df_isfinite(T x) { return x - x == 0; }
+// Floating-point errors: a GPU keeps no IEEE flags, so an op NumPy's loop could report judges its
+// value and its operands': NumPy's bits (float_errors), which each thread ORs into the kernel's
+// word at its end. NaN from numbers is invalid; an infinity from finite numbers a pole or an
+// overflow; a value below ``tiny`` in magnitude (zero included) from finite nonzero numbers an
+// underflow (``tiny`` 0: an exact op, which never underflows). Reporting what NumPy would not costs
+// a rerun by NumPy (interpret.rerun_for_errors), never a wrong report.
+enum { DF_DIVIDE = 1, DF_OVERFLOW = 2, DF_UNDERFLOW = 4, DF_INVALID = 8 };
+template <typename T>
+__device__ __forceinline__ unsigned df_raised(T value, T tiny, bool nan_read, bool finite_read, bool nonzero_read) {
+  unsigned raised = 0;
+  if (df_isnan(value) && !nan_read) raised |= DF_INVALID;
+  if (isinf(value) && finite_read) raised |= DF_DIVIDE | DF_OVERFLOW;
+  if (value < tiny && value > -tiny && finite_read && nonzero_read) raised |= DF_UNDERFLOW;
+  return raised;
+}
 __device__ __forceinline__ bool df_signbit(float x) { return __float_as_int(x) < 0; }
 __device__ __forceinline__ bool df_signbit(double x) { return __double_as_longlong(x) < 0; }
 
