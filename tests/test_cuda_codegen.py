@@ -210,3 +210,20 @@ def test_kernels_of_random_dags_compile(arrays, program, outputs, row_limit):
     kernels = kernels_of(*chosen, target=target)
     if kernels:
         check_compiles(kernels)
+
+
+def test_only_kernels_that_can_report_a_floating_point_error_take_the_flags_word():
+    """A GPU keeps no IEEE flags: a kernel of ops that can report judges their values and takes the
+    device's word to report into; one of comparisons, selects and integer arithmetic takes none."""
+    x = dynfuse.asarray(np.linspace(-1, 1, 1000, dtype=np.float32))
+    i = dynfuse.asarray(np.arange(1000))
+    (quiet,) = kernels_of(np.where((x > 0) & (i + 1 > 3), np.maximum(x, 0.5), -x))
+    (reporting,) = kernels_of(np.log(x * 2) + 1)
+    (dividing,) = kernels_of((i + 1) // (i - 7))
+    assert not cuda.generate(quiet)[1].reports and "float_flags" not in BACKEND.source(quiet)
+    for kernel in (reporting, dividing):
+        source = BACKEND.source(kernel)
+        assert cuda.generate(kernel)[1].reports and "atomicOr(float_flags" in source
+    assert "df_raised<float>" in BACKEND.source(reporting)
+    assert "df_flags |= DF_DIVIDE" in BACKEND.source(dividing)
+    check_compiles([quiet, reporting, dividing])

@@ -59,6 +59,15 @@ CASES = [
     ("float floor_divide by zero", lambda xp, x, y: x // (y + 0.0), [_floats(1.0), _floats(0.0)]),
     ("fmod by zero", lambda xp, x, y: xp.fmod(x, y + 0.0), [_floats(1.0), _floats(0.0)]),
     ("two categories", lambda xp, x, y: xp.log(x * 1.0) + x / (y * 1.0), [_floats(-1.0), _floats(0.0)]),
+    ("float16 overflow", lambda xp, x: x * np.float16(100), [_floats(1000.0, np.float16)]),
+    ("float16 sum overflow", lambda xp, x: (x * np.float16(1)).sum(), [_floats(60000.0, np.float16)]),
+    ("row sums overflow", lambda xp, x: (x.reshape(8, 8) * 1.0).sum(axis=1), [_floats(1e308)]),
+    ("mean overflow", lambda xp, x: (x * 1.0).mean(), [_floats(1e308)]),
+    ("product overflow", lambda xp, x: (x * 1.0).prod(), [_floats(1e100)]),
+    ("cumsum overflow", lambda xp, x: xp.cumsum(x * 1.0), [_floats(1e308)]),
+    ("cumprod underflow", lambda xp, x: xp.cumprod(x * 1.0), [_floats(1e-200)]),
+    ("cast of inf to int", lambda xp, x: (x * 1.0).astype(np.int64), [_floats(np.inf)]),
+    ("logaddexp of nan", lambda xp, x: xp.logaddexp(x * 1.0, x), [_floats(np.nan)]),
 ]
 MODES = ["warn", "raise", "ignore"]
 
