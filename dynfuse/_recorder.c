@@ -1900,6 +1900,8 @@ static int mark_recorded(PyObject *node)
     return site->last == NULL ? -1 : 0;
 }
 
+static int replayed_run(void);
+
 /* Where the calling frame's site is noted and what it recorded is still pending, the program's
    loop has come back to it, carrying what depends on that value into its next run: that is
    computed now (execute.materialize_carried), so each run of the loop is a trace of its own, of
@@ -1914,6 +1916,10 @@ static int end_carried(void)
     PyObject *node = is_site(site, &place) ? pending_referent(site->last) : NULL;
     if (node == NULL)
         return 0;
+    /* the common case, as materialize_carried's materialize starts: the run's kept launch */
+    int replayed = replayed_run();
+    if (replayed != 0)
+        return replayed < 0 ? -1 : 0;
     Py_INCREF(node);
     PyObject *done = PyObject_CallOneArg(S.materialize_carried, node);
     Py_DECREF(node);
@@ -3136,6 +3142,7 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
 }
 
 static PyObject *replay_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *replay_group_now(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The configured backend's name (a new reference) where its kernels run on the host, as
    execute._replayed_in_c asks; NULL without an error elsewhere. */
@@ -3166,14 +3173,11 @@ static PyObject *pending_value_node(PyObject *value)
     return inputs != NULL && PyTuple_CheckExact(inputs) && PyTuple_GET_SIZE(inputs) > 0 ? node : NULL;
 }
 
-/* Whether ``value`` is a pending host lazy array, no view, that the launch its structure kept has
-   now computed (execute.materialize's common case: replay_now, under execute.lock): 1 computed; 0
-   not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
-static int replayed_pending(PyObject *value)
+/* ``replay`` (replay_now, or replay_group_now) of ``members`` by the host backend, under
+   execute.lock: 1 computed, 0 not (no host backend, or no launch kept: the Python path computes
+   it), -1 with an error. */
+static int replayed_under_lock(PyObject *(*replay)(PyObject *, PyObject *const *, Py_ssize_t), PyObject *members)
 {
-    PyObject *pending = pending_value_node(value);
-    if (pending == NULL || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
-        return 0;
     PyObject *backend = host_backend_name();
     if (backend == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -3183,8 +3187,8 @@ static int replayed_pending(PyObject *value)
         return -1;
     }
     Py_DECREF(locked);
-    PyObject *replay_args[3] = {pending, backend, S.replays};
-    PyObject *replayed = replay_now(NULL, replay_args, 3);
+    PyObject *replay_args[3] = {members, backend, S.replays};
+    PyObject *replayed = replay(NULL, replay_args, 3);
     Py_DECREF(backend);
     int computed = replayed == NULL ? -1 : replayed == Py_True;
     Py_XDECREF(replayed);
@@ -3203,6 +3207,30 @@ static int replayed_pending(PyObject *value)
     if (computed > 0 && R.refs != NULL && R.thread == PyThreadState_GetID(PyThreadState_Get())
         && compact_refs(R.refs, refers_to_pending) < 0)
         return -1;
+    return computed;
+}
+
+/* Whether ``value`` is a pending host lazy array, no view, that the launch its structure kept has
+   now computed (execute.materialize's common case: replay_now, under execute.lock): 1 computed; 0
+   not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
+static int replayed_pending(PyObject *value)
+{
+    PyObject *pending = pending_value_node(value);
+    if (pending == NULL || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
+        return 0;
+    return replayed_under_lock(replay_now, pending);
+}
+
+/* Whether the run of the program's loop that this thread has pending was computed by the launch
+   its structure kept (execute.materialize of nothing, while sites' recordings are pending:
+   replay_group_now of no members takes the run): as replayed_pending. */
+static int replayed_run(void)
+{
+    PyObject *none = PyTuple_New(0);
+    if (none == NULL)
+        return -1;
+    int computed = replayed_under_lock(replay_group_now, none);
+    Py_DECREF(none);
     return computed;
 }
 
