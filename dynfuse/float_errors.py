@@ -8,8 +8,9 @@ runs it through NumPy runs it under that state (``restored``).
 
 A compiled kernel does not call NumPy: it reports the IEEE flags its work raised into one word,
 ``FLAGS`` (its address ``flags_address``, which kernels name as ``FLAGS_SYMBOL``), as NumPy's bit
-values; a device's kernel, into the device's own word (``note_device_launch``, ``device_flags``). Where a kernel raised a flag that some op of it does not ignore (``heeded``), its ops that
-can report an error run again by NumPy under their recorded states (``interpret.rerun_for_errors``),
+values; a device's kernel, into the device's own word (``note_device_launch``, ``device_flags``).
+Where a kernel raised a flag that some op of it does not ignore (``heeded``), its ops that can
+report an error run again by NumPy under their recorded states (``interpret.rerun_for_errors``),
 which then warns, raises or calls exactly as NumPy does: a flag is rare, and reporting one too many
 only costs that rerun.
 """

@@ -107,8 +107,9 @@ def test_every_backend_reports_as_numpy(name, program, inputs, mode, backend):
         _assert_same_outcome(expected, _outcome(dnp, program, inputs, mode))
 
 
+@pytest.mark.parametrize("backend", ["cpu", "cuda-emulator"])
 @pytest.mark.parametrize(("name", "program", "inputs"), CASES[:6], ids=[case[0] for case in CASES[:6]])
-def test_call_and_log_modes_reach_the_handler(name, program, inputs):
+def test_call_and_log_modes_reach_the_handler(name, program, inputs, backend):
     calls, logged = [], []
 
     class Log:
@@ -117,11 +118,14 @@ def test_call_and_log_modes_reach_the_handler(name, program, inputs):
 
     for xp in (np, dnp):
         arrays = [xp.asarray(value) for value in inputs]
-        with np.errstate(
-            all="call", call=lambda kind, flag, name=xp.__name__: calls.append((name, kind, flag))
+        with (
+            compiling(backend),
+            np.errstate(
+                all="call", call=lambda kind, flag, name=xp.__name__: calls.append((name, kind, flag))
+            ),
         ):
             np.asarray(program(xp, *arrays))
-        with np.errstate(all="log", call=Log()):
+        with compiling(backend), np.errstate(all="log", call=Log()):
             np.asarray(program(xp, *arrays))
     numpy_calls = [call[1:] for call in calls if call[0] == "numpy"]
     assert numpy_calls and numpy_calls == [call[1:] for call in calls if call[0] != "numpy"]
