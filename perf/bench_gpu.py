@@ -7,6 +7,11 @@ ended by a synchronize of the device: medians and interquartile ranges. Bandwidt
 read once and each output written once, as a fused kernel does. Data stays on the device
 throughout: dynfuse's arrays wrap CuPy's without a copy, torch's share them through DLPack.
 
+dynfuse runs twice: under NumPy's default error state, where each launch of a kernel that can
+raise a floating-point error is followed by a read of the device's error word (a wait for the
+launch), and under ``np.errstate(all="ignore")``, where it is not read: the difference is what
+NumPy's floating-point errors cost on a GPU.
+
 Writes perf/RESULTS-gpu.md's section; with ``--print-only``, writes nothing. On the emulated device
 (``--device cuda-emulator --size tiny``) it runs dynfuse alone, as a check of the script itself.
 
@@ -161,6 +166,7 @@ class Measured:
     traffic: int  # bytes a fused kernel reads and writes
     copy_bandwidth: float | None  # bytes a second of a device-to-device copy, read and written
     host: float | None  # dynfuse's seconds on the host per call (``host_time``)
+    quiet_host: float | None  # the same under ``np.errstate(all="ignore")``: no error word read
 
 
 def run_case(device: Device, name: str, elements: int, side: int, repeats: int) -> Measured:
@@ -170,7 +176,7 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     inputs = [device.put(rng.standard_normal(shape, dtype=np.float32)) for _ in range(count)]
     operands = (inputs * 2)[:2]  # (x, y); y is x where a case reads one input
 
-    contenders = {"dynfuse": evaluated(function, operands)}
+    contenders = {"dynfuse": evaluated(function, operands), QUIET: evaluated(function, operands, quiet=True)}
     for peer, build in device.peers.items():
         made = build(function, operands, rows)
         if made is not None:
@@ -178,8 +184,11 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     expected = device.reference(function, operands)
     timings = checked_timings(device, name, contenders, expected, repeats, copied=inputs[0])
     copy_bandwidth = 2 * inputs[0].nbytes / timings.pop("copy").median if "copy" in timings else None
-    host = host_time(contenders["dynfuse"], device.synchronize) if "dynfuse" in timings else None
-    return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth, host)
+    host, quiet_host = (
+        host_time(contenders[contender], device.synchronize) if contender in timings else None
+        for contender in ("dynfuse", QUIET)
+    )
+    return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth, host, quiet_host)
 
 
 def host_time(call: Callable, synchronize: Callable, calls: int = 10, rounds: int = 7) -> float:
@@ -196,12 +205,18 @@ def host_time(call: Callable, synchronize: Callable, calls: int = 10, rounds: in
     return statistics.median(times)
 
 
-def evaluated(function: Callable, operands: list) -> Callable:
-    """A call of ``function`` recorded by dynfuse on ``operands`` and computed, each time."""
+# dynfuse under ``np.errstate(all="ignore")``: the device's error word is not read after a launch
+QUIET = "dynfuse, errors ignored"
+
+
+def evaluated(function: Callable, operands: list, quiet: bool = False) -> Callable:
+    """A call of ``function`` recorded by dynfuse on ``operands`` and computed, each time; ``quiet``:
+    recorded and computed under ``np.errstate(all="ignore")``."""
 
     def call():
-        result = function(np, *operands)
-        dynfuse.evaluate(result)
+        with np.errstate(all="ignore" if quiet else None):
+            result = function(np, *operands)
+            dynfuse.evaluate(result)
         return result
 
     return call
@@ -293,8 +308,9 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
     peers = [
         peer for peer in ("cupy.fuse", "torch.compile") if any(peer in m.timings for m in results.values())
     ]
-    header = "| case | dynfuse | of it, host | GB/s | of copy's GB/s |" + "".join(
-        f" {peer} | dynfuse speedup |" for peer in peers
+    header = (
+        "| case | dynfuse | of it, host | GB/s | of copy's GB/s | errors ignored | of it, host |"
+        + "".join(f" {peer} | dynfuse speedup |" for peer in peers)
     )
     lines = [
         f"## The CUDA backend on a GPU, measured {datetime.date.today()}",
@@ -302,14 +318,16 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
         f"`python perf/bench_gpu.py --size {size} --repeats {repeats}` on {device.description}: "
         f"the median of {repeats} interleaved rounds (± half the interquartile range), each run ended by a "
         "synchronize. The host's share is dynfuse's time per call issuing calls without waiting for the "
-        "device (recording, finding the replay, launching). "
+        "device (recording, finding the replay, launching; under NumPy's default error state, reading "
+        "the device's floating-point error word after each launch that can raise one, which waits for "
+        "it; not under `errstate(all='ignore')`). "
         "GB/s counts each input read and the output written once; the copy is `cupy.copyto` of the "
         "first input, read and written. Chains have "
         f"{SIZES[size][0]:,} float32 elements; rows are {SIZES[size][1]}x{SIZES[size][1]} float32. "
         f"Python {platform.python_version()}, NumPy {np.__version__}.",
         "",
         header,
-        "| --- |" + " ---: |" * (4 + 2 * len(peers)),
+        "| --- |" + " ---: |" * (6 + 2 * len(peers)),
     ]
     for name, measured in results.items():
         ours = measured.timings.get("dynfuse")
@@ -318,9 +336,14 @@ def table(results: dict, device: Device, size: str, repeats: int) -> str:
             continue
         bandwidth = measured.traffic / ours.median
         fraction = f"{bandwidth / measured.copy_bandwidth:.0%}" if measured.copy_bandwidth else "-"
-        host = f"{measured.host * 1e6:.0f} µs" if measured.host is not None else "-"
+        host, quiet_host = (
+            f"{seconds * 1e6:.0f} µs" if seconds is not None else "-"
+            for seconds in (measured.host, measured.quiet_host)
+        )
+        quiet = measured.timings.get(QUIET)
         row = f"| {name} | {ours.median * 1e3:.3f} ms (±{ours.spread / 2:.0%}) | {host} |"
         row += f" {bandwidth / 1e9:.0f} | {fraction} |"
+        row += f" {quiet.median * 1e3:.3f} ms | {quiet_host} |" if quiet else " - | - |"
         for peer in peers:
             theirs = measured.timings.get(peer)
             row += (
