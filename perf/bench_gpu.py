@@ -184,8 +184,11 @@ def run_case(device: Device, name: str, elements: int, side: int, repeats: int) 
     expected = device.reference(function, operands)
     timings = checked_timings(device, name, contenders, expected, repeats, copied=inputs[0])
     copy_bandwidth = 2 * inputs[0].nbytes / timings.pop("copy").median if "copy" in timings else None
+    # The host's share, on a GPU (the emulator's launches end before they return)
     host, quiet_host = (
-        host_time(contenders[contender], device.synchronize) if contender in timings else None
+        host_time(contenders[contender], device.synchronize)
+        if contender in timings and device.name == "cuda"
+        else None
         for contender in ("dynfuse", QUIET)
     )
     return Measured(timings, count * math.prod(shape) * 4 + expected.nbytes, copy_bandwidth, host, quiet_host)
