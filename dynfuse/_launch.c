@@ -257,6 +257,41 @@ static PyTypeObject KernelCallType = {
     .tp_methods = kernel_call_methods,
 };
 
+/* leased_array(lease, address, shape, dtype): a C-contiguous, writeable ndarray of ``shape`` and
+   ``dtype`` over the memory at ``address``, whose base is ``lease`` (host_pool's: the block stays
+   handed out while the array or a view of it lives), as NumPy makes it from the lease's
+   ``__array_interface__`` but without reading that dict: a pooled output costs what malloc does. */
+static PyObject *leased_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    npy_intp dims[NPY_MAXDIMS];
+    if (nargs != 4 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) > NPY_MAXDIMS || !PyArray_DescrCheck(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "leased_array(lease, address, shape, dtype)");
+        return NULL;
+    }
+    void *address = PyLong_AsVoidPtr(args[1]);
+    if (address == NULL && PyErr_Occurred())
+        return NULL;
+    int ndim = (int)PyTuple_GET_SIZE(args[2]);
+    for (int axis = 0; axis < ndim; axis++) {
+        dims[axis] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[2], axis));
+        if (dims[axis] < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "leased_array: negative dimensions");
+            return NULL;
+        }
+    }
+    PyArray_Descr *dtype = (PyArray_Descr *)args[3];
+    Py_INCREF(dtype); /* PyArray_NewFromDescr steals it */
+    PyObject *array = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, address, NPY_ARRAY_CARRAY, NULL);
+    if (array == NULL)
+        return NULL;
+    if (PyArray_SetBaseObject((PyArrayObject *)array, Py_NewRef(args[0])) < 0) { /* steals the lease */
+        Py_DECREF(array);
+        return NULL;
+    }
+    return array;
+}
+
 /* ---- threads that share a launch --------------------------------------------------------------
    ``run_ranges``: a split launch's ranges (backends.cpu) taken in turn by the calling thread and the
    pool's threads, each with a scratch of its own, until none is left. Between launches a pool thread
@@ -264,8 +299,6 @@ static PyTypeObject KernelCallType = {
    takes tens of microseconds (milliseconds on a busy virtual machine), and in a loop the next launch
    comes within microseconds of the last. Nothing here calls Python: the threads live as long as the
    process, and a forked child starts its own. */
-
-static PyObject *leased_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #ifndef _WIN32
 #include <pthread.h>
@@ -488,56 +521,19 @@ done:
     return result;
 }
 
+#endif
+
 static PyMethodDef module_methods[] = {
     {"leased_array", (PyCFunction)(void (*)(void))leased_array, METH_FASTCALL,
      "leased_array(lease, address, shape, dtype): a C-contiguous array over a pooled block, based on its lease"},
+#ifndef _WIN32
     {"run_ranges", (PyCFunction)(void (*)(void))run_ranges, METH_FASTCALL,
      "run_ranges(entry, cells, scratch, bounds): entry(cells, scratch[taker], bounds[i], bounds[i + 1]) "
      "for every range i, the ranges taken in turn by this thread and len(scratch) - 1 pool threads"},
-    {NULL, NULL, 0, NULL},
-};
-#else
-static PyMethodDef module_methods[] = {
-    {"leased_array", (PyCFunction)(void (*)(void))leased_array, METH_FASTCALL,
-     "leased_array(lease, address, shape, dtype): a C-contiguous array over a pooled block, based on its lease"},
-    {NULL, NULL, 0, NULL},
-};
 #endif
+    {NULL, NULL, 0, NULL},
+};
 
-/* leased_array(lease, address, shape, dtype): a C-contiguous, writeable ndarray of ``shape`` and
-   ``dtype`` over the memory at ``address``, whose base is ``lease`` (host_pool's: the block stays
-   handed out while the array or a view of it lives), as NumPy makes it from the lease's
-   ``__array_interface__`` but without reading that dict: a pooled output costs what malloc does. */
-static PyObject *leased_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    npy_intp dims[NPY_MAXDIMS];
-    if (nargs != 4 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) > NPY_MAXDIMS || !PyArray_DescrCheck(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "leased_array(lease, address, shape, dtype)");
-        return NULL;
-    }
-    void *address = PyLong_AsVoidPtr(args[1]);
-    if (address == NULL && PyErr_Occurred())
-        return NULL;
-    int ndim = (int)PyTuple_GET_SIZE(args[2]);
-    for (int axis = 0; axis < ndim; axis++) {
-        dims[axis] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[2], axis));
-        if (dims[axis] < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "leased_array: negative dimensions");
-            return NULL;
-        }
-    }
-    PyArray_Descr *dtype = (PyArray_Descr *)args[3];
-    Py_INCREF(dtype); /* PyArray_NewFromDescr steals it */
-    PyObject *array = PyArray_NewFromDescr(&PyArray_Type, dtype, ndim, dims, NULL, address, NPY_ARRAY_CARRAY, NULL);
-    if (array == NULL)
-        return NULL;
-    if (PyArray_SetBaseObject((PyArrayObject *)array, Py_NewRef(args[0])) < 0) { /* steals the lease */
-        Py_DECREF(array);
-        return NULL;
-    }
-    return array;
-}
 
 static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT,
