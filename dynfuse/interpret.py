@@ -13,6 +13,7 @@ kept for a plan's step that runs interpreted again and again (``step_recipe``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -187,17 +188,15 @@ def heed_kernel_flags(
     reports (``rerun_for_errors``); ``known()`` gives the values of what they read that are not
     leaves. Both are asked for only then: a launch without a flag pays one read of the word (and a
     device's launch, where an op heeds a flag, a wait for the device to read its own word)."""
-    computed: list[Sequence[Node]] = []
+    computed = functools.cache(nodes)  # asked for once, where a flag needs it
 
     def heeds(flags: int) -> bool:
-        if not computed:
-            computed.append(nodes())
-        return float_errors.heeded(flags, (node.errstate for node in computed[0]))
+        return float_errors.heeded(flags, (node.errstate for node in computed()))
 
     # A device's word is read only where an op heeds some flag: reading it waits for the device
     flags = float_errors.take_flags() | float_errors.device_flags(lambda: heeds(float_errors.ALL))
     if flags and heeds(flags):
-        rerun_for_errors(computed[0], None if known is None else known())
+        rerun_for_errors(computed(), None if known is None else known())
 
 
 def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = None) -> None:
