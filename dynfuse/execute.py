@@ -24,16 +24,15 @@ import os
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import cache, interpret, registry, replay, schedule, stats, tiers, trace, views
+from . import cache, interpret, registry, replay, stats, tiers, trace, views
 from .devices import HOST, Memory, move
 from .kernel import Backend, CompiledKernel, Kernel
 from .launch import launch, leaf_value, library_call, read
 from .ops import OpKind
-from .schedule import KernelStep, LibraryStep, Plan, Source
 from .tiers import Tier, kernel_tier, recording_verdict, repeated_enough, tiny
 from .trace import (
     Node,
@@ -44,6 +43,10 @@ from .trace import (
     references_within,
     topological_order,
 )
+
+if TYPE_CHECKING:  # the planner is imported at the first plan, off ``import dynfuse``'s path
+    from . import schedule
+    from .schedule import KernelStep, Plan, Source
 
 # Materializing mutates nodes shared between arrays; one plan runs at a time. A process forked while
 # another thread held it starts with it free (that thread does not exist there).
@@ -216,6 +219,8 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     if backend is not None and not small and not repeats:
         sighted = key
         if key is None:
+            from . import schedule
+
             numbered = schedule.number_trace(order, [*outputs, *held])
             sighted = (_SIGNATURE, backend.name, numbered.signature)
     interpreted = (
@@ -376,6 +381,8 @@ def run_planned(
     stands for, ``unplanned``: the runs of the trace interpreted before, unplanned
     (``tiers.kernel_tier``); ``into``: where the kernel storing the one output writes it, if it can
     (``materialize_into``); ``numbered``: the trace numbered already (``schedule.number_trace``)."""
+    from . import schedule
+
     computed = [*outputs, *held]
     if numbered is None:
         numbered = schedule.number_trace(order, computed)
@@ -500,6 +507,8 @@ def run_plan(
     array the kernel storing it writes it into, where it can (``Target.in_place_elements``).
     ``launches``: find how C would launch each kernel that ran compiled (``_Run.launched``).
     ``unplanned``: the runs of the trace interpreted before, unplanned (``tiers.kernel_tier``)."""
+    from .schedule import LibraryStep
+
     run = _Run(nodes, backend, compile_small, moved, repeats, given, launches, unplanned)
     stats.count("kernels_planned", len(plan.kernels))
     inside = None
@@ -651,6 +660,8 @@ class _Run:
 
 def explain_plan(outputs: list[Node], backend: Backend) -> tuple[list[Node], Plan]:
     """The numbered trace and the plan that materializing ``outputs`` would run: nothing runs."""
+    from . import schedule
+
     numbered = schedule.number_trace(topological_order(outputs), outputs)
     return numbered.nodes, schedule.plan_for(numbered, backend.target)
 

@@ -7,14 +7,16 @@ kernel that did not join the one before it and for each value stored between ker
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import execute, record, registry, schedule, views
+from . import execute, record, registry, views
 from .devices import HOST
 from .kernel import Backend
 from .ops import OpKind
-from .schedule import KernelStep, LibraryStep, Plan, Reasons
 from .trace import Node, topological_order
+
+if TYPE_CHECKING:
+    from .schedule import KernelStep, Plan, Reasons
 
 
 class Explanation(str):
@@ -78,6 +80,8 @@ def _traffic_op_by_op(order: list[Node]) -> int:
 
 def _traffic_planned(nodes: list[Node], plan: Plan) -> int:
     """Bytes the plan reads and writes: each kernel reads each buffer once and writes its outputs."""
+    from .schedule import LibraryStep
+
     total = 0
     for step in plan.steps:
         if isinstance(step, LibraryStep):
@@ -97,6 +101,8 @@ def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> E
     ``backend`` names the backend to plan for (default: the one that would run them, the arrays'
     device's for arrays on a device); ``source=True`` adds each kernel's generated source.
     """
+    from . import schedule
+
     outputs = _outputs(arrays)
     chosen = _backend(backend, outputs)
     order = topological_order(outputs)
@@ -135,7 +141,7 @@ def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> E
         f"  memory traffic: {_bytes_text(fused)} fused, {_bytes_text(op_by_op)} op by op{ratio}",
     ]
     for position, step in enumerate(plan.steps):
-        if isinstance(step, LibraryStep):
+        if isinstance(step, schedule.LibraryStep):
             node = nodes[step.node]
             arguments = ", ".join(name(child) for child in node.inputs)
             body.append(
@@ -175,6 +181,8 @@ def _kernel_lines(position: int, step: KernelStep, nodes: list[Node], name: Any)
 
 def _reason_lines(reasons: Reasons, plan: Plan, nodes: list[Node], name: Any) -> list[str]:
     """The planner's reasons: why each kernel did not join an earlier one, why values are stored."""
+    from .schedule import KernelStep
+
     lines = []
     for apart in reasons.apart:
         node = "" if apart.node is None else f"{name(nodes[apart.node])} ({nodes[apart.node].op.name})"

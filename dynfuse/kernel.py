@@ -254,6 +254,14 @@ class Target:
 CompiledKernel = Callable[[Sequence[Any], Sequence[Any], Sequence[Any]], None]
 
 
+def element_strides(array: Any, slot: int) -> list[int]:
+    """Operand ``slot``'s strides in elements, as a strided load or output takes them (NumPy's or
+    CuPy's array)."""
+    if any(stride % array.itemsize for stride in array.strides):
+        raise ValueError(f"operand {slot} has strides {array.strides} that are not whole elements")
+    return [stride // array.itemsize for stride in array.strides]
+
+
 class Backend(Protocol):
     """Turns kernel descriptions into code. It knows nothing of traces or lazy arrays."""
 

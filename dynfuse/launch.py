@@ -10,7 +10,7 @@ import contextvars
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,8 +18,10 @@ from . import config, float_errors, pools, stats, views
 from .devices import HOST, Memory, move
 from .kernel import CompiledKernel, Kernel
 from .ops import OpKind
-from .schedule import Source
 from .trace import Node
+
+if TYPE_CHECKING:
+    from .schedule import Source
 
 
 def leaf_value(node: Node, memory: Memory = HOST) -> Any:

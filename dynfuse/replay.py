@@ -24,18 +24,20 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
-from . import cache, config, interpret, schedule, stats, tiers, trace
+from . import cache, config, interpret, stats, tiers, trace
 from .devices import HOST, Memory
 from .kernel import CompiledKernel, Kernel
 from .launch import launch, leaf_value, read
 from .ops import OpKind
-from .schedule import KernelStep, Plan, Source
 from .trace import Node
+
+if TYPE_CHECKING:  # the planner is imported at the first plan, off ``import dynfuse``'s path
+    from .schedule import KernelStep, Plan, Source
 
 _counters = stats.thread_counters
 
@@ -81,6 +83,8 @@ def forget(key: tuple) -> None:
 
 def clear_plans() -> None:
     """Forget every plan, and the replays that stand for them: the next traces are planned again."""
+    from . import schedule
+
     schedule.plans.clear()
     _replays.clear()
 
@@ -140,7 +144,7 @@ class PlanReplay:
         self.take: Callable[[tuple], Any] = take if len(numbers) > 1 else lambda p: (take(p),)
         self.outputs = tuple(number for number, _ in plan.outputs)
         # Whether a run of it as one compiled kernel may be a ``KernelReplay`` (cleared once not)
-        self.launchable = len(plan.steps) == 1 and isinstance(plan.steps[0], KernelStep)
+        self.launchable = len(plan.steps) == 1 and len(plan.kernels) == 1
         # How the trace shares its intermediates, which its structure alone does not say (``t + t``
         # and ``-x + -x``): the first position of each ancestor, and how many distinct ones it has.
         leaves, ancestors = len(node.leaves), node.ancestors
@@ -313,7 +317,7 @@ class KernelReplay:
         from another memory than ``memory``, where the kernel runs, but a converted NumPy scalar,
         which each launch puts there. (The structure holds where each leaf is, so what holds for this trace
         holds for every replay.)"""
-        if len(plan.steps) != 1 or not isinstance(plan.steps[0], KernelStep):
+        if len(plan.steps) != 1 or len(plan.kernels) != 1:
             return None
         if any(
             leaf.memory is not memory and leaf.device is not None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 import cachetools
 
@@ -41,8 +42,10 @@ from . import cache, config, registry, views
 from .devices import HOST
 from .kernel import Backend, Kernel, Target
 from .ops import OpKind
-from .schedule import KernelStep
 from .trace import Node
+
+if TYPE_CHECKING:
+    from .schedule import KernelStep
 
 # A site's first trial after this many runs: a trial costs about what planning and interpreting its
 # trace cost, some 300 us the first time (a 13-op 64x64 heat step), what 20 runs of it by NumPy cost.

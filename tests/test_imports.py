@@ -246,10 +246,12 @@ def test_every_module_imports_only_its_floor_or_below():
     assert not upward, "imports that reach up a floor:\n" + "\n".join(upward)
 
 
-# What only compiling, launching, a GPU, Dask or a rare path needs: ``import dynfuse.numpy`` leaves it
-# to the first call that does, so every program's start-up does not pay for it.
+# What only planning, compiling, launching, a GPU, Dask or a rare path needs: ``import dynfuse.numpy``
+# leaves it to the first call that does, so every program's start-up does not pay for it.
 DEFERRED = (
     "llvmlite",
+    "dynfuse.schedule",
+    "dynfuse.codegen.common",
     "dynfuse.codegen.llvm",
     "dynfuse.codegen.cuda",
     "dynfuse.backends.llvm_host",

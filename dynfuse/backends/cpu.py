@@ -28,9 +28,8 @@ import cachetools
 import numpy as np
 
 from .. import config, pools, stats
-from ..codegen.common import element_strides, range_flag
 from ..devices import HOST
-from ..kernel import PARAM, CompiledKernel, Kernel, Target
+from ..kernel import PARAM, CompiledKernel, Kernel, Target, element_strides
 from ..ops import OpKind
 
 if TYPE_CHECKING:
@@ -261,7 +260,7 @@ class _Launcher:
         for use in self.layout.param_uses:
             value = params[use.slot]
             if use.compared:
-                flag = range_flag(use, value)
+                flag = use.range_flag(value)
                 values += [0 if flag else value, flag]
             else:
                 values.append(value)

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .. import float_errors
-from ..codegen.common import element_strides, param_arguments
 from ..devices import Memory
-from ..kernel import PARAM, CompiledKernel, Kernel, Target
+from ..kernel import PARAM, CompiledKernel, Kernel, Target, element_strides
 from .cuda_emulator import EmulatedDevice
 from .cupy_device import CupyDevice
 
@@ -118,7 +117,7 @@ class _Launcher:
         arguments = [inputs[slot] for slot in layout.loads] + list(outputs)
         for slot in layout.strided:
             arguments += map(np.int64, element_strides(inputs[slot], slot))
-        arguments += map(self.register_value, param_arguments(layout.param_uses, params))
+        arguments += map(self.register_value, layout.param_arguments(params))
         if layout.reports:
             arguments.append(self.device.flags_word())
         if not self.split_grid:

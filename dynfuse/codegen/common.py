@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -143,6 +143,11 @@ class ParamUse:
     # when the value lies below or above the dtype's range, and the comparison is decided by that.
     compared: bool
 
+    def range_flag(self, value: int) -> int:
+        """A compared int's range flag: -1 or 1 when ``value`` lies below or above the dtype, else 0."""
+        limits = np.iinfo(self.dtype)
+        return -1 if value < limits.min else 1 if value > limits.max else 0
+
 
 def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse], dict[tuple[int, int], int]]:
     """Each use of a weak scalar by an op, converted to that op's loop dtype, in the order of the
@@ -159,36 +164,6 @@ def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse],
                 found.append((ParamUse(instructions[arg].slot, dtype, compared), (number, position)))
     found.sort(key=lambda pair: pair[0].slot)  # stable: a slot's uses in instruction order
     return [use for use, _ in found], {where: number for number, (_, where) in enumerate(found)}
-
-
-def range_flag(use: ParamUse, value: int) -> int:
-    """A compared int's range flag: -1 or 1 when ``value`` lies below or above the use's dtype, else 0."""
-    limits = np.iinfo(use.dtype)
-    return -1 if value < limits.min else 1 if value > limits.max else 0
-
-
-def element_strides(array: Any, slot: int) -> list[int]:
-    """Operand ``slot``'s strides in elements, as a strided load or output takes them (NumPy's or
-    CuPy's array)."""
-    if any(stride % array.itemsize for stride in array.strides):
-        raise ValueError(f"operand {slot} has strides {array.strides} that are not whole elements")
-    return [stride // array.itemsize for stride in array.strides]
-
-
-def param_arguments(uses: list[ParamUse] | tuple[ParamUse, ...], params: list) -> list[np.generic]:
-    """The by-value arguments of ``uses``: each Python scalar converted by NumPy to its use's dtype
-    (a float beyond float32's range becomes inf), and after a compared int its range flag (an
-    int32; the value is then 0)."""
-    values: list[np.generic] = []
-    with np.errstate(all="ignore"):
-        for use in uses:
-            value = params[use.slot]
-            if use.compared:
-                flag = range_flag(use, value)
-                values += [use.dtype.type(0 if flag else value), np.int32(flag)]
-            else:
-                values.append(np.array(value, use.dtype)[()])
-    return values
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,21 @@ class Layout:
     # threads OR their floating-point errors into (``float_errors``' bits), where an op can report one
     reports: bool = False
 
+    def param_arguments(self, params: list) -> list[np.generic]:
+        """The by-value arguments of the parameter uses: each Python scalar converted by NumPy to
+        its use's dtype (a float beyond float32's range becomes inf), and after a compared int its
+        range flag (an int32; the value is then 0)."""
+        values: list[np.generic] = []
+        with np.errstate(all="ignore"):
+            for use in self.param_uses:
+                value = params[use.slot]
+                if use.compared:
+                    flag = use.range_flag(value)
+                    values += [use.dtype.type(0 if flag else value), np.int32(flag)]
+                else:
+                    values.append(np.array(value, use.dtype)[()])
+        return values
+
 
 def literal(dtype: np.dtype, value: float | int | bool) -> str:
     """A C literal of ``dtype``'s register type."""
