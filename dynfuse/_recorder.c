@@ -3273,6 +3273,65 @@ static PyObject *update_view_in_place(PyObject *op, PyObject *self, PyObject *ot
     return update_in_place(op, self, other, 1);
 }
 
+/* record.can_rebind: no alias can observe ``array``'s memory (no base, no live view, and where it
+   holds a buffer, neither handed to NumPy nor viewed by a NumPy array), so a write may replace its
+   node. -1 with an error. */
+static int can_rebind(PyObject *array)
+{
+    PyObject *base = ARRAY_SLOT(array, ARRAY_BASE), *refs = ARRAY_SLOT(array, ARRAY_VIEWS);
+    PyObject *node = ARRAY_SLOT(array, ARRAY_NODE);
+    if ((base != NULL && base != Py_None) || node == NULL || !PyObject_TypeCheck(node, S.node_type))
+        return 0;
+    if (refs != NULL && refs != Py_None) {
+        if (!PyList_CheckExact(refs))
+            return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(refs); i++)
+            if (is_alive(PyList_GET_ITEM(refs, i)))
+                return 0;
+    }
+    if (NODE_SLOT(node, OP) != S.buffer_op)
+        return 1;
+    if (NODE_SLOT(node, EXPOSED) != Py_False)
+        return 0;
+    PyObject *viewed = viewed_by_numpy(NULL, node);
+    if (viewed == NULL)
+        return -1;
+    Py_DECREF(viewed);
+    return viewed == Py_False;
+}
+
+/* self op= other, ``other`` pending and ``self`` a whole array no alias can observe: the op
+   recorded as ``self op other`` and ``self`` rebound to it, as record.assign does, so the statement
+   fuses with what reads ``self`` next and its operator runs no Python frame. The array; NULL
+   without an error where this does not apply (a cast, a result of another shape, another device:
+   the Python method then runs and raises or casts as NumPy does), NULL with an error. */
+static PyObject *rebound_in_place(PyObject *op, PyObject *self, PyObject *other)
+{
+    PyObject *pending = pending_value_node(other);
+    if (pending == NULL || !Py_IS_TYPE(self, S.array_type) || is_scalar(self))
+        return NULL;
+    PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
+    if (node == NULL || !PyObject_TypeCheck(node, S.node_type) || NODE_SLOT(node, DEVICE) != NODE_SLOT(pending, DEVICE))
+        return NULL;
+    int rebindable = can_rebind(self);
+    if (rebindable <= 0)
+        return NULL;
+    PyObject *operands[3] = {op, self, other};
+    PyObject *recorded = record_common(NULL, operands, 3);
+    if (recorded == NULL || recorded == Py_None) {
+        Py_XDECREF(recorded);
+        return NULL;
+    }
+    PyObject *value = ARRAY_SLOT(recorded, ARRAY_NODE), *written = ARRAY_SLOT(self, ARRAY_NODE);
+    int same = NODE_SLOT(value, DTYPE) == NODE_SLOT(written, DTYPE);
+    if (same)
+        same = PyObject_RichCompareBool(NODE_SLOT(value, SHAPE), NODE_SLOT(written, SHAPE), Py_EQ);
+    if (same > 0)
+        set_slot(self, S.array_offsets[ARRAY_NODE], Py_NewRef(value));
+    Py_DECREF(recorded);
+    return same > 0 ? Py_NewRef(self) : NULL;
+}
+
 /* Whether a write into ``self`` (a write of ``value``, or an in-place operator by it) goes by the
    C paths once ``value`` is computed: a computed host array, no scalar, and a pending value, one of
    them with fewer elements than direct execution takes (a row of a large array written in a
@@ -4408,6 +4467,8 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
                 updated = update_in_place(op, args[0], args[1], 0);
             else if (replayed == 0 && updated == NULL && !PyErr_Occurred() && through_view)
                 updated = update_view_in_place(op, args[0], args[1]);
+            else if (updated == NULL && !PyErr_Occurred() && !through_view)
+                updated = rebound_in_place(op, args[0], args[1]);
             if (updated != NULL || PyErr_Occurred())
                 return updated;
         } else if (order == ORDER_SETITEM && nargs == 3) {

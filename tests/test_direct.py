@@ -1159,6 +1159,39 @@ def test_an_operator_through_a_view_of_a_small_computed_grid_by_a_statement_runs
     same(fields[0][1], fields[1][1])
 
 
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_whole_arrays_operator_by_a_statement_rebinds_it_in_c(monkeypatch):
+    """``x -= expression`` on a whole small array in a loop: once its sites record, the operator
+    rebinds ``x`` to the recorded update (``record.can_rebind``) with no Python frame of
+    ``record.elementwise``, and each step is one replay of the fused statement; NumPy's values
+    throughout. Where something may observe ``x``'s memory (a view made before, the buffer handed
+    to NumPy), the write is seen there, as NumPy's is."""
+    rng = np.random.default_rng(13)
+    start, gradient = rng.random((60, 60)), rng.random((60, 60))
+    arrays = [(dnp.array(start), dnp.array(gradient)), (start.copy(), gradient.copy())]
+
+    def step():
+        for x, g in arrays:
+            x -= 0.1 * g * (x - 0.5)
+
+    ways, calls = steps_once_replayed(monkeypatch, "elementwise", step)
+    assert ways == [1] * 20 and calls == []
+    same(arrays[0][0], arrays[1][0])
+    for observe in (lambda x: x[2:, :3], lambda x: np.asarray(x)):
+        expected = start.copy()
+        x = dnp.array(expected)
+        seen, seen_expected = observe(x), observe(expected)
+        for _ in range(3):
+            x -= 0.1 * arrays[0][1] * (x - 0.5)
+            expected -= 0.1 * gradient * (expected - 0.5)
+        same(x, expected)
+        np.testing.assert_array_equal(np.asarray(seen), seen_expected, strict=True)
+    integers = dnp.array(np.arange(60 * 60).reshape(60, 60))
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'subtract' output"):
+        integers -= arrays[0][1] * 0.5  # a pending float value into integers: NumPy's casting error
+    same(integers, np.arange(60 * 60).reshape(60, 60))
+
+
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
 
 
