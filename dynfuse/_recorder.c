@@ -46,7 +46,6 @@ static struct {
     PyObject *thread_state;    /* trace._thread: .recording */
     PyObject *start_thread;    /* trace._pending.start_thread */
     PyObject *scalar_op;       /* ops.SCALAR */
-    PyObject *unary;           /* record._UNARY */
     PyObject *common_dtypes;   /* record._common_dtypes */
     PyObject *common_result;   /* record._common_result */
     PyObject *bound_depth;     /* record.bound_depth */
@@ -294,7 +293,7 @@ static void identity_put(IdentityEntry *entry, PyObject *const *parts, PyObject 
     Py_XDECREF(old.value);
 }
 
-/* Structure ids by (op, the inputs' ids) of nodes of at most two inputs and no params, in front of
+/* Structure ids by (op, the inputs' ids) of nodes of at most three inputs and no params, in front of
    trace._structure_ids. An id kept after the table started afresh still names its structure
    alone (ids are never reused): a later lookup may give the structure a new id, which costs a
    replay miss, never a wrong match. */
@@ -457,7 +456,7 @@ static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params
     Py_ssize_t count = PyTuple_GET_SIZE(inputs);
     PyObject *parts[IDENTITY_PARTS] = {op, NULL, NULL, NULL};
     IdentityEntry *entry = NULL;
-    if (count <= 2 && params == S.empty) {
+    if (count < IDENTITY_PARTS && params == S.empty) {
         for (Py_ssize_t i = 0; i < count; i++)
             parts[1 + i] = NODE_SLOT(PyTuple_GET_ITEM(inputs, i), KEY);
         entry = identity_entry(structure_memo, STRUCTURE_MEMO_SIZE, parts);
@@ -1516,7 +1515,7 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
    directly where the op is ``elementwise`` (a library call's gufunc has no such loop). */
 static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t count, int elementwise)
 {
-    PyObject *values[2];
+    PyObject *values[3];
     for (Py_ssize_t i = 0; i < count; i++)
         values[i] = Py_IS_TYPE(operands[i], S.array_type) ? NODE_SLOT(ARRAY_SLOT(operands[i], ARRAY_NODE), BUFFER)
                                                           : operands[i];
@@ -1530,18 +1529,27 @@ static PyObject *run_direct(PyObject *op, PyObject *const *operands, Py_ssize_t 
     return made == NULL ? NULL : direct_result(made);
 }
 
-/* The elements of two shapes broadcast together (of one, ``second`` NULL): an upper bound where
-   they do not broadcast. -1 with an error set. */
-static Py_ssize_t broadcast_size(PyObject *first, PyObject *second)
+/* The most axes among ``count`` shapes. */
+static Py_ssize_t most_axes(PyObject *const *shapes, int count)
 {
-    if (second == NULL)
-        return shape_size(first);
-    Py_ssize_t ndim_first = PyTuple_GET_SIZE(first), ndim_second = PyTuple_GET_SIZE(second);
-    Py_ssize_t ndim = ndim_first > ndim_second ? ndim_first : ndim_second, size = 1;
+    Py_ssize_t ndim = 0;
+    for (int which = 0; which < count; which++)
+        if (PyTuple_GET_SIZE(shapes[which]) > ndim)
+            ndim = PyTuple_GET_SIZE(shapes[which]);
+    return ndim;
+}
+
+/* The elements of ``count`` shapes broadcast together: an upper bound where they do not
+   broadcast. -1 with an error set. */
+static Py_ssize_t broadcast_size(PyObject *const *shapes, int count)
+{
+    if (count == 1)
+        return shape_size(shapes[0]);
+    Py_ssize_t ndim = most_axes(shapes, count), size = 1;
     for (Py_ssize_t axis = 0; axis < ndim; axis++) {
         Py_ssize_t extent = 1;
-        for (int which = 0; which < 2; which++) {
-            PyObject *shape = which ? second : first;
+        for (int which = 0; which < count; which++) {
+            PyObject *shape = shapes[which];
             Py_ssize_t offset = axis - (ndim - PyTuple_GET_SIZE(shape));
             if (offset < 0)
                 continue;
@@ -1556,19 +1564,18 @@ static Py_ssize_t broadcast_size(PyObject *first, PyObject *second)
     return size;
 }
 
-/* The shape ``first`` and ``second`` broadcast to, a new tuple; None where they do not broadcast
-   or it is empty (the general path then raises NumPy's error, or probes the empty operands); NULL
-   with an error set. */
-static PyObject *broadcast_shape(PyObject *first, PyObject *second)
+/* The shape ``count`` shapes broadcast to, a new tuple; None where they do not broadcast or it is
+   empty (the general path then raises NumPy's error, or probes the empty operands); NULL with an
+   error set. */
+static PyObject *broadcast_shape(PyObject *const *shapes, int count)
 {
-    Py_ssize_t ndim_first = PyTuple_GET_SIZE(first), ndim_second = PyTuple_GET_SIZE(second);
-    Py_ssize_t ndim = ndim_first > ndim_second ? ndim_first : ndim_second;
+    Py_ssize_t ndim = most_axes(shapes, count);
     PyObject *shape = PyTuple_New(ndim);
     for (Py_ssize_t axis = 0; shape != NULL && axis < ndim; axis++) {
         Py_ssize_t extent = 1;
         PyObject *item = NULL;
-        for (int which = 0; which < 2; which++) {
-            PyObject *operand = which ? second : first;
+        for (int which = 0; which < count; which++) {
+            PyObject *operand = shapes[which];
             Py_ssize_t offset = axis - (ndim - PyTuple_GET_SIZE(operand)), here;
             if (offset < 0)
                 continue;
@@ -2068,8 +2075,8 @@ static IdentityEntry common_dtype_memo[COMMON_DTYPE_MEMO_SIZE];
 
 static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs);
 
-/* record.record_common(op, first[, second]); while what sites recorded is pending, at the place the
-   program calls it, found once for the checks and notes of its sites. */
+/* record.record_common(op, *operands), of one to three operands; while what sites recorded is
+   pending, at the place the program calls it, found once for the checks and notes of its sites. */
 static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (recent_count == 0 || op_placed)
@@ -2083,22 +2090,20 @@ static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize
 static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
 {
     BIND_CHECK();
-    if (nargs < 2 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "record_common takes 2 or 3 arguments (%zd given)", nargs);
+    if (nargs < 2 || nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "record_common takes 2 to 4 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *op = args[0], *operands[2] = {args[1], nargs == 3 ? args[2] : S.unary};
-    if (operands[1] == S.unary)
-        nargs = 2;
+    PyObject *op = args[0], *operands[3] = {args[1], nargs >= 3 ? args[2] : NULL, nargs == 4 ? args[3] : NULL};
     if (recent_count > 0 && end_carried() < 0)
         return NULL;
     noted_site = NULL;
-    PyObject *nodes[2] = {NULL, NULL}, *kinds[2] = {NULL, NULL}, *result = NULL;
+    PyObject *nodes[3] = {NULL, NULL, NULL}, *kinds[3] = {NULL, NULL, NULL}, *result = NULL;
     PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
     Py_ssize_t count = nargs - 1;
     /* every lazy operand holds a host buffer; NumPy scalars seen; the lazy operands' shapes agree */
-    int computed = 1, numpy_scalars = 0, same_shapes = 1;
-    PyObject *other_shape = NULL; /* borrowed: the first lazy operand's shape, where there are two */
+    int computed = 1, numpy_scalars = 0, same_shapes = 1, shape_count = 0;
+    PyObject *shapes[3]; /* borrowed: the lazy operands' shapes */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *operand = operands[i];
         if (Py_IS_TYPE(operand, S.array_type)) {
@@ -2107,13 +2112,14 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
                 PyErr_SetString(PyExc_AttributeError, "LazyArray has no node");
                 return NULL;
             }
-            if (array != NULL) {
-                other_shape = NODE_SLOT(array, SHAPE);
-                int same = PyObject_RichCompareBool(NODE_SLOT(node, SHAPE), other_shape, Py_EQ);
+            shapes[shape_count] = NODE_SLOT(node, SHAPE);
+            if (shape_count > 0 && same_shapes) {
+                int same = PyObject_RichCompareBool(shapes[shape_count], shapes[0], Py_EQ);
                 if (same < 0)
                     return NULL;
                 same_shapes = same;
             }
+            shape_count++;
             computed &= computed_on_host(node);
             kinds[i] = NODE_SLOT(node, DTYPE);
             array = node;
@@ -2128,7 +2134,7 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
     if (array == NULL) /* scalars alone */
         return Py_NewRef(Py_None);
     if (computed) { /* operands broadcast: NumPy's call raises NumPy's error where they do not */
-        Py_ssize_t size = broadcast_size(NODE_SLOT(array, SHAPE), same_shapes ? NULL : other_shape);
+        Py_ssize_t size = broadcast_size(shapes, same_shapes ? 1 : shape_count);
         if (size == -1)
             return NULL;
         Py_ssize_t limit = direct_limit();
@@ -2139,7 +2145,7 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
     }
     if (numpy_scalars || has_zero_extent(NODE_SLOT(array, SHAPE)))
         return Py_NewRef(Py_None); /* an empty result: the general path probes empty operands */
-    PyObject *shape = same_shapes ? Py_NewRef(NODE_SLOT(array, SHAPE)) : broadcast_shape(other_shape, NODE_SLOT(array, SHAPE));
+    PyObject *shape = same_shapes ? Py_NewRef(shapes[0]) : broadcast_shape(shapes, shape_count);
     if (shape == NULL || shape == Py_None)
         return shape;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -2148,18 +2154,21 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
         else if ((nodes[i] = new_scalar(operands[i])) == NULL)
             goto done;
     }
-    PyObject *inputs = count == 1 ? PyTuple_Pack(1, nodes[0]) : PyTuple_Pack(2, nodes[0], nodes[1]);
-    PyObject *key = NULL, *dtype = NULL;
+    PyObject *inputs = PyTuple_New(count), *key = NULL, *dtype = NULL;
     if (inputs == NULL)
         goto release;
-    PyObject *parts[IDENTITY_PARTS] = {op, kinds[0], count == 1 ? NULL : kinds[1], NULL};
+    for (Py_ssize_t i = 0; i < count; i++)
+        PyTuple_SET_ITEM(inputs, i, Py_NewRef(nodes[i]));
+    PyObject *parts[IDENTITY_PARTS] = {op, kinds[0], count < 2 ? NULL : kinds[1], count < 3 ? NULL : kinds[2]};
     IdentityEntry *entry = identity_entry(common_dtype_memo, COMMON_DTYPE_MEMO_SIZE, parts);
     if ((dtype = identity_get(entry, parts)) != NULL) {
         Py_INCREF(dtype);
     } else {
-        key = count == 1 ? PyTuple_Pack(2, op, kinds[0]) : PyTuple_Pack(3, op, kinds[0], kinds[1]);
-        if (key == NULL)
+        if ((key = PyTuple_New(count + 1)) == NULL)
             goto release;
+        PyTuple_SET_ITEM(key, 0, Py_NewRef(op));
+        for (Py_ssize_t i = 0; i < count; i++)
+            PyTuple_SET_ITEM(key, i + 1, Py_NewRef(kinds[i]));
         dtype = PyDict_GetItemWithError(S.common_dtypes, key);
         if (dtype != NULL) {
             Py_INCREF(dtype);
@@ -2179,15 +2188,23 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
     PyObject *node = new_node(op, inputs, S.empty, shape, dtype);
     if (node != NULL && mark_recorded(node) < 0)
         Py_CLEAR(node);
+    int scalar = PyTuple_GET_SIZE(shape) == 0; /* NumPy's scalar, unless the op gives 0-d arrays (where) */
+    if (node != NULL && scalar) {
+        PyObject *gives = PyObject_GetAttrString(op, "scalar_results");
+        scalar = gives == NULL ? -1 : PyObject_IsTrue(gives);
+        Py_XDECREF(gives);
+        if (scalar < 0)
+            Py_CLEAR(node);
+    }
     if (node != NULL)
-        result = new_array(node, NULL, PyTuple_GET_SIZE(shape) == 0);
+        result = new_array(node, NULL, scalar);
 release:
     Py_XDECREF(dtype);
     Py_XDECREF(key);
     Py_XDECREF(inputs);
 done:
-    Py_XDECREF(nodes[0]);
-    Py_XDECREF(nodes[1]);
+    for (Py_ssize_t i = 0; i < count; i++)
+        Py_XDECREF(nodes[i]);
     Py_DECREF(shape);
     return result;
 }
@@ -4339,7 +4356,8 @@ static PyObject *power_now(PyObject *self, PyObject *exponent, int *records)
         if (scalar != 1)
             return NULL;
     }
-    Py_ssize_t size = broadcast_size(NODE_SLOT(node, SHAPE), other_shape);
+    PyObject *shapes[2] = {NODE_SLOT(node, SHAPE), other_shape};
+    Py_ssize_t size = broadcast_size(shapes, other_shape == NULL ? 1 : 2);
     Py_ssize_t limit = size < 0 ? -1 : direct_limit();
     if (limit < 0 || size >= limit || (*records = site_records()))
         return NULL;
@@ -4434,16 +4452,16 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
         Py_DECREF(recorded);
         return PyObject_Vectorcall(general, args, nargs, kwnames);
     }
-    PyObject *operands[3] = {op, NULL, NULL};
+    PyObject *operands[4] = {op, NULL, NULL, NULL};
     Py_ssize_t count = 0;
     if (keywords == 0) {
         if (order == ORDER_UNARY && nargs == 1) {
             operands[1] = args[0];
             count = 2;
-        } else if (order == ORDER_FORWARD && nargs == 2) {
-            operands[1] = args[0];
-            operands[2] = args[1];
-            count = 3;
+        } else if (order == ORDER_FORWARD && (nargs == 2 || nargs == 3)) { /* ``np.where``: three */
+            for (Py_ssize_t i = 0; i < nargs; i++)
+                operands[1 + i] = args[i];
+            count = 1 + nargs;
         } else if (order == ORDER_REFLECTED && nargs == 2) {
             operands[1] = args[1];
             operands[2] = args[0];
@@ -4488,7 +4506,7 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
             return made;
         count = 0;
     }
-    if (count > 0 && order != ORDER_UFUNC) { /* scalars alone: NumPy's scalar math, as NumPy runs it */
+    if (count > 0 && count <= 3 && order != ORDER_UFUNC) { /* scalars alone: NumPy's scalar math, as NumPy runs it */
         int scalars = 1;
         for (Py_ssize_t i = 1; i < count && scalars == 1; i++)
             scalars = PySet_Contains(S.scalars, (PyObject *)Py_TYPE(operands[i]));
@@ -5387,7 +5405,6 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"thread_state", &S.thread_state, NULL},
         {"start_thread", &S.start_thread, NULL},
         {"scalar_op", &S.scalar_op, NULL},
-        {"unary", &S.unary, NULL},
         {"common_dtypes", &S.common_dtypes, &PyDict_Type},
         {"common_result", &S.common_result, NULL},
         {"bound_depth", &S.bound_depth, NULL},

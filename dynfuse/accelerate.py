@@ -107,7 +107,6 @@ def _load() -> ModuleType | None:
             thread_state=trace._thread,
             start_thread=trace._pending.start_thread,
             scalar_op=ops.SCALAR,
-            unary=record._UNARY,
             common_dtypes=record._common_dtypes,
             common_result=record._common_result,
             bound_depth=record.bound_depth,

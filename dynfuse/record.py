@@ -147,16 +147,16 @@ def _unsupported(nodes: Iterable[Node]) -> bool:
 # (op, dtype or scalar type of each operand) -> result dtype, or False where the common case below
 # does not apply (an unsupported dtype, an op that checks values).
 _common_dtypes: dict[tuple, np.dtype | bool] = {}
-_UNARY = object()  # ``second`` of a one-operand op
 
 
-def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
+def record_common(op: ops.Op, first: Any, *rest: Any) -> Any:
     """The common case, recorded in as few steps as Python allows (it runs for every operator): one
-    or two operands, lazy arrays of shapes that broadcast and supported dtypes or Python floats,
-    bools and small ints, no keywords. None when anything else is involved: the general path then records it.
-    Computed operands of few elements run at once instead (``direct``): NumPy scalars among them."""
+    to three operands (``where``'s), lazy arrays of shapes that broadcast and supported dtypes or
+    Python floats, bools and small ints, no keywords. None when anything else is involved: the
+    general path then records it. Computed operands of few elements run at once instead
+    (``direct``): NumPy scalars among them."""
     lazy = LazyArray
-    operands = (first,) if second is _UNARY else (first, second)
+    operands = (first, *rest)
     array = None  # the node whose shape the result has
     computed = True  # every lazy operand holds a host buffer
     numpy_scalars = False  # NumPy scalars among the operands: only run at once
@@ -183,7 +183,8 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
     if numpy_scalars:
         return None
     try:
-        shape = array.shape if shapes[0] == shapes[-1] else views.broadcast_shapes(op.name, *shapes)
+        same = all(shape == shapes[0] for shape in shapes)
+        shape = array.shape if same else views.broadcast_shapes(op.name, *shapes)
     except ValueError:  # the general path raises it
         return None
     if 0 in shape:  # empty: the general path probes the empty operands
@@ -194,7 +195,7 @@ def record_common(op: ops.Op, first: Any, second: Any = _UNARY) -> Any:
         dtype = _common_dtypes[key] = _common_result(op, inputs)
     if dtype is False:
         return None
-    return new_array(Node(op, inputs, (), shape, dtype))
+    return new_array(Node(op, inputs, (), shape, dtype), scalar=None if op.scalar_results else False)
 
 
 def _common_result(op: ops.Op, nodes: tuple[Node, ...]) -> np.dtype | bool:
@@ -205,7 +206,7 @@ def _common_result(op: ops.Op, nodes: tuple[Node, ...]) -> np.dtype | bool:
 
 
 def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()) -> Any:
-    if out is None and not params and 1 <= len(operands) <= 2:
+    if out is None and not params and 1 <= len(operands) <= 3:
         recorded = record_common(op, *operands)
         if recorded is not None:
             return recorded

@@ -7,6 +7,7 @@ program both ways and compare what was built, and check what only the C side can
 
 import contextlib
 import gc
+import itertools
 import subprocess
 import sys
 import time
@@ -101,22 +102,22 @@ OPERANDS = [
 SCALARS = [2, 0, 127, 128, -1, 2.5, True, 1j, 2**70, "x", None]
 
 
-@pytest.mark.parametrize("name", ["add", "multiply", "less", "right_shift", "divide", "negative", "sqrt"])
+@pytest.mark.parametrize(
+    "name", ["add", "multiply", "less", "right_shift", "divide", "negative", "sqrt", "where"]
+)
 def test_the_common_case_gives_what_the_reference_gives(name):
     """Each operand combination record_common takes or declines: same result either way."""
     op = ops.elementwise_op(name)
     arrays = [dynfuse.asarray(value) for value in OPERANDS]
     candidates = arrays + SCALARS
-    if getattr(np, name).nin == 1:
-        operand_lists = [(a,) for a in candidates]
-    else:
-        operand_lists = [(a, b) for a in candidates for b in candidates]
-    for operands in operand_lists:
+    arity = 3 if name == "where" else getattr(np, name).nin
+    for operands in itertools.product(candidates, repeat=arity):
         got = outcome(op, operands)
         with accelerate.pure_python():
             expected = outcome(op, operands)
         if isinstance(got, dynfuse.LazyArray) and isinstance(expected, dynfuse.LazyArray):
             assert describe([got._node]) == describe([expected._node]), operands
+            assert got._scalar == expected._scalar, operands  # where's 0-d result is an array
             assert got._base is None and got._views is None
         else:
             assert got == expected, operands

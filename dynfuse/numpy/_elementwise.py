@@ -87,6 +87,9 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     return record.elementwise(ops.ELEMENTWISE["where"], (condition, x, y))
 
 
+where.fast_path = (ops.ELEMENTWISE["where"], "forward")  # three operands, recorded in C
+
+
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     result = record.astype(x, dtype, copy=copy)
     return result if device is None else result.to(device)
