@@ -3317,19 +3317,26 @@ static int can_rebind(PyObject *array)
     return viewed == Py_False;
 }
 
-/* self op= other, ``other`` pending and ``self`` a whole array no alias can observe: the op
-   recorded as ``self op other`` and ``self`` rebound to it, as record.assign does, so the statement
-   fuses with what reads ``self`` next and its operator runs no Python frame. The array; NULL
-   without an error where this does not apply (a cast, a result of another shape, another device:
-   the Python method then runs and raises or casts as NumPy does), NULL with an error. */
+/* self op= other where ``self`` is a whole array no alias can observe and the operator did not
+   write it in place (``self`` or ``other`` pending, ``self`` large, or read by pending nodes): the
+   op recorded as ``self op other`` (or run at once, as that records it) and ``self`` rebound to
+   it, as record.assign does, so the statement fuses with what reads ``self`` next and its
+   operator runs no Python frame. The array; NULL without an error where this does not apply (a
+   cast, a result of another shape, another device, an operand record_common declines: the Python
+   method then runs and raises or casts as NumPy does), NULL with an error. */
 static PyObject *rebound_in_place(PyObject *op, PyObject *self, PyObject *other)
 {
-    PyObject *pending = pending_value_node(other);
-    if (pending == NULL || !Py_IS_TYPE(self, S.array_type) || is_scalar(self))
+    if (!Py_IS_TYPE(self, S.array_type) || is_scalar(self))
         return NULL;
     PyObject *node = ARRAY_SLOT(self, ARRAY_NODE);
-    if (node == NULL || !PyObject_TypeCheck(node, S.node_type) || NODE_SLOT(node, DEVICE) != NODE_SLOT(pending, DEVICE))
+    if (node == NULL || !PyObject_TypeCheck(node, S.node_type))
         return NULL;
+    if (Py_IS_TYPE(other, S.array_type)) {
+        PyObject *other_node = ARRAY_SLOT(other, ARRAY_NODE);
+        if (other_node == NULL || !PyObject_TypeCheck(other_node, S.node_type)
+            || NODE_SLOT(node, DEVICE) != NODE_SLOT(other_node, DEVICE))
+            return NULL;
+    }
     int rebindable = can_rebind(self);
     if (rebindable <= 0)
         return NULL;

@@ -1192,6 +1192,29 @@ def test_a_whole_arrays_operator_by_a_statement_rebinds_it_in_c(monkeypatch):
     same(integers, np.arange(60 * 60).reshape(60, 60))
 
 
+@pytest.mark.parametrize("size", [50, 200_000])
+def test_a_whole_arrays_operator_by_a_scalar_is_recorded_where_not_written_in_place(size, recorder):
+    """``x op= scalar`` on a pending array, a large computed one, or a small one a pending value
+    reads: ``x`` is rebound to the recorded update (no ufunc writes its memory), so a value made
+    before keeps the old values; NumPy's values, dtypes and casting errors throughout."""
+    values = np.linspace(-3.0, 3.0, size)
+    for make in (lambda: dnp.asarray(values) * 2.0, lambda: dnp.array(values * 2.0)):
+        x, expected = make(), values * 2.0
+        before, expected_before = x + 0.0, expected + 0.0  # pending, reading x's memory
+        x *= 3.0
+        x -= 1
+        x /= np.float64(4.0)
+        expected *= 3.0
+        expected -= 1
+        expected /= np.float64(4.0)
+        same(x, expected)
+        same(before, expected_before)
+    integers = dnp.asarray(np.arange(size)) * 2
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'multiply' output"):
+        integers *= 0.5
+    same(integers, np.arange(size) * 2)
+
+
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
 
 
