@@ -2073,21 +2073,38 @@ static PyObject *set_site_trials(PyObject *module, PyObject *const *args, Py_ssi
 enum { COMMON_DTYPE_MEMO_SIZE = 256 };
 static IdentityEntry common_dtype_memo[COMMON_DTYPE_MEMO_SIZE];
 
-static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs);
+static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyObject *into);
 
-/* record.record_common(op, *operands), of one to three operands; while what sites recorded is
-   pending, at the place the program calls it, found once for the checks and notes of its sites. */
-static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* record_common_here while what sites recorded is pending, at the place the program calls it,
+   found once for the checks and notes of its sites. */
+static PyObject *record_common_placed(PyObject *const *args, Py_ssize_t nargs, PyObject *into)
 {
     if (recent_count == 0 || op_placed)
-        return record_common_here(args, nargs);
+        return record_common_here(args, nargs, into);
     op_placed = calling_place(&op_place);
-    PyObject *result = record_common_here(args, nargs);
+    PyObject *result = record_common_here(args, nargs, into);
     op_placed = 0;
     return result;
 }
 
-static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
+/* record.record_common(op, *operands), of one to three operands. */
+static PyObject *record_common(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return record_common_placed(args, nargs, NULL);
+}
+
+/* Whether a result of ``dtype`` and ``shape`` is what an in-place operator may rebind ``into``
+   (a LazyArray) to: its own dtype and shape. -1 with an error. */
+static int fits_into(PyObject *dtype, PyObject *shape, PyObject *into)
+{
+    PyObject *written = ARRAY_SLOT(into, ARRAY_NODE);
+    return dtype == NODE_SLOT(written, DTYPE) ? PyObject_RichCompareBool(shape, NODE_SLOT(written, SHAPE), Py_EQ) : 0;
+}
+
+/* ``op(*operands)``, recorded or run at once; with ``into`` (the array an in-place operator
+   writes), None without recording anything where the result would not fit it (``fits_into``),
+   so that the operator's general path records the cast instead. */
+static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyObject *into)
 {
     BIND_CHECK();
     if (nargs < 2 || nargs > 4) {
@@ -2140,8 +2157,17 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t limit = direct_limit();
         if (limit == -1 && PyErr_Occurred())
             return NULL;
-        if (size < limit && (numpy_scalars || !site_records()))
-            return run_direct(op, operands, count, 1);
+        if (size < limit && (numpy_scalars || !site_records())) {
+            PyObject *made = run_direct(op, operands, count, 1);
+            if (made == NULL || into == NULL)
+                return made;
+            PyObject *node = Py_IS_TYPE(made, S.array_type) ? ARRAY_SLOT(made, ARRAY_NODE) : NULL;
+            int fits = node == NULL ? 0 : fits_into(NODE_SLOT(node, DTYPE), NODE_SLOT(node, SHAPE), into);
+            if (fits == 1)
+                return made;
+            Py_DECREF(made);
+            return fits < 0 ? NULL : Py_NewRef(Py_None);
+        }
     }
     if (numpy_scalars || has_zero_extent(NODE_SLOT(array, SHAPE)))
         return Py_NewRef(Py_None); /* an empty result: the general path probes empty operands */
@@ -2181,7 +2207,10 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs)
         }
         identity_put(entry, parts, dtype);
     }
-    if (dtype == Py_False) {
+    int fits = dtype == Py_False ? 0 : into == NULL ? 1 : fits_into(dtype, shape, into);
+    if (fits < 0)
+        goto release;
+    if (fits == 0) {
         result = Py_NewRef(Py_None);
         goto release;
     }
@@ -3341,19 +3370,14 @@ static PyObject *rebound_in_place(PyObject *op, PyObject *self, PyObject *other)
     if (rebindable <= 0)
         return NULL;
     PyObject *operands[3] = {op, self, other};
-    PyObject *recorded = record_common(NULL, operands, 3);
+    PyObject *recorded = record_common_placed(operands, 3, self);
     if (recorded == NULL || recorded == Py_None) {
         Py_XDECREF(recorded);
         return NULL;
     }
-    PyObject *value = ARRAY_SLOT(recorded, ARRAY_NODE), *written = ARRAY_SLOT(self, ARRAY_NODE);
-    int same = NODE_SLOT(value, DTYPE) == NODE_SLOT(written, DTYPE);
-    if (same)
-        same = PyObject_RichCompareBool(NODE_SLOT(value, SHAPE), NODE_SLOT(written, SHAPE), Py_EQ);
-    if (same > 0)
-        set_slot(self, S.array_offsets[ARRAY_NODE], Py_NewRef(value));
+    set_slot(self, S.array_offsets[ARRAY_NODE], Py_NewRef(ARRAY_SLOT(recorded, ARRAY_NODE)));
     Py_DECREF(recorded);
-    return same > 0 ? Py_NewRef(self) : NULL;
+    return Py_NewRef(self);
 }
 
 /* Whether a write into ``self`` (a write of ``value``, or an in-place operator by it) goes by the
@@ -4527,7 +4551,7 @@ static PyObject *fast_method_call(MethodObject *method, PyObject *const *args, P
         }
     }
     if (count > 0) {
-        PyObject *recorded = record_common(NULL, operands, count);
+        PyObject *recorded = record_common_placed(operands, count, NULL);
         if (recorded != Py_None)
             return recorded;  /* the new array, or NULL with the error set */
         Py_DECREF(recorded);
