@@ -190,6 +190,10 @@ class Target:
     persistent_row_elements: int = 32768
     # Kernels with fewer elements always run interpreted: a compiled launch would not be faster.
     tiny_elements: int = 0
+    # Ops on computed host arrays of fewer elements (at least ``tiny_elements``) run at once, by
+    # NumPy, unless the place in the program that calls them records (a site, ``tiers``): a loop's
+    # statement records once a trial shows its compiled replay pays, a one-off costs NumPy's call.
+    direct_elements: int = 0
     # The least that getting a kernel's code costs, in the work of interpreting it: loading it where
     # the backend keeps it, or the fixed part of a compile (``Backend.compile_work`` says what the
     # whole compile costs). A kernel runs interpreted until the work of its signature's runs reaches

@@ -155,13 +155,14 @@ def _sighted(key: Hashable, amount: float = 1) -> float:
 
 def direct_elements() -> int:
     """Operations on computed host arrays of fewer elements than this run at once, by NumPy
-    (``direct``): the chosen backend's ``Target.tiny_elements``, below which it would interpret them
-    anyway. 0 (never) with ``DYNFUSE_DIRECT=0``, with the tiers off (every kernel compiles, to test a
-    backend), and with the reference executor (the oracle for recorded traces)."""
+    (``direct``), unless their site records: the chosen backend's ``Target.direct_elements``, and at
+    least its ``tiny_elements``, below which it would interpret them anyway. 0 (never) with
+    ``DYNFUSE_DIRECT=0``, with the tiers off (every kernel compiles, to test a backend), and with the
+    reference executor (the oracle for recorded traces)."""
     backend = registry.BACKENDS[registry.backend]
     if not (config.direct and config.tiers) or backend is None or backend.memory is not HOST:
         return 0
-    return backend.target.tiny_elements
+    return max(backend.target.direct_elements, backend.target.tiny_elements)
 
 
 def tiny(order: list[Node], backend: Backend) -> bool:

@@ -131,7 +131,7 @@ def test_a_kernel_is_not_asked_its_cost_before_its_work_reaches_the_least_compil
     monkeypatch.setattr(registry, "backend", "cpu")
     monkeypatch.setattr(tiers, "_sightings", {})
     replay.clear_kernels()  # a kernel this process compiled would be launched without asking
-    x = dynfuse.asarray(np.ones(1 << 15))
+    x = dynfuse.asarray(np.ones(1 << 17))
     kernel = kernel_of(np.exp(x) * 3)
     key = (cpu.BACKEND.name, kernel.signature)
     least = cpu.BACKEND.least_compile_work(kernel) + cpu.BACKEND.target.start_work
@@ -144,7 +144,7 @@ def test_a_kernel_is_not_asked_its_cost_before_its_work_reaches_the_least_compil
     monkeypatch.setattr(cpu.CpuBackend, "compile_work", ask)
     compiled = dynfuse.stats()["kernels_compiled"]
     for _ in range(10_000):
-        np.testing.assert_allclose(np.asarray(np.exp(x) * 3), np.exp(np.ones(1 << 15)) * 3)
+        np.testing.assert_allclose(np.asarray(np.exp(x) * 3), np.exp(np.ones(1 << 17)) * 3)
         seen.append(tiers._sightings.get(key, 0.0))
         if asked:
             break

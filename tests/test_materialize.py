@@ -147,7 +147,7 @@ def test_a_plan_step_interpreted_again_keeps_its_recipe_and_no_node(monkeypatch)
     monkeypatch.setattr(dynfuse.config, "tiers", True)
     monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
     interpret._step_recipes.clear()
-    values = np.linspace(0.0, 1.0, 200 * 200).reshape(200, 200)
+    values = np.linspace(0.0, 1.0, 300 * 300).reshape(300, 300)  # above the direct size
     a = dynfuse.asarray(values)
     expected = (values[1:-1, 1:-1] + values[:-2, 1:-1]) * 0.5 - values[2:, 1:-1] / 3.0
     dynfuse.reset_stats()

@@ -458,7 +458,7 @@ def test_computed_leaves_run_at_once_where_small_and_are_recorded_in_c_otherwise
     called = []
     reference = record.getitem
     monkeypatch.setattr(record, "getitem", lambda *args: called.append(args) or reference(*args))
-    small, large = dynfuse.asarray(np.arange(6.0)), dynfuse.asarray(np.arange(20000.0))
+    small, large = dynfuse.asarray(np.arange(6.0)), dynfuse.asarray(np.arange(100000.0))
     assert small[1:]._node.inputs and large[1:]._node.inputs
     monkeypatch.setattr(config, "tiers", True)
     monkeypatch.setattr(registry, "backend", "cpu")

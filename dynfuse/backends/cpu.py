@@ -423,9 +423,18 @@ class CpuBackend:
     # replay in C and a copy, which that saves from about 2^16 float64 (a Jacobi statement, in
     # place against copied: 200² 73 against 64 µs, 256² 81 against 82, 300² 65 against 77, 400²
     # 92 against 122, 512² 125 against 180).
+    # Ops on computed arrays below 2**16 elements run at once, by NumPy, until their site records
+    # (``direct_elements``). Recorded from 2**14, a statement costs its recording and interpreted runs
+    # until its kernels pay their compiles: a 161² lid-driven cavity's first run took 3-4x NumPy's
+    # time, by sites 0.8-0.85x; steady, sites record its statements as fused replays at 3.8-4.0x
+    # NumPy's speed against 1.5-1.8x (heat 3-D on 30³: 6.4x against 4.3x). The bound is
+    # ``in_place_elements``: from there a write's value is computed into its region on a Python path
+    # whose replay a site's trial does not find paying, so a site over a 400² Jacobi statement never
+    # records (0.28x NumPy's speed with sites to 2**18).
     target = Target(
         name,
         tiny_elements=1 << 14,
+        direct_elements=1 << 16,
         first_sight_work=1 << 22,
         start_work=3 << 25,
         plan_node_work=1 << 18,
