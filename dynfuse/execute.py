@@ -164,8 +164,13 @@ class _Verdict:
 
     def __exit__(self, *exception: object) -> None:
         if self.counters is not None and exception[0] is None:
-            changes = [self.counters[name] - was for name, was in zip(_VERDICT, self.before, strict=True)]
-            verdict = recording_verdict(*changes) if self.possible else -1
+            kernels, fused, interpreted = (
+                self.counters[name] - was for name, was in zip(_VERDICT, self.before, strict=True)
+            )
+            # Each op counted by what fusing it saves, as a replay's launch counts it
+            ops = [node for node in self.nodes if node.inputs and node.op.kind is not OpKind.VIEW]
+            saves = tiers.paying_ops(ops) / len(ops) if ops else 1.0
+            verdict = recording_verdict(kernels, fused * saves, interpreted * saves) if self.possible else -1
             if verdict > 0 and not self._kernel_kept():
                 verdict = 0
             tiers.settle_sites(verdict, self.nodes)

@@ -694,6 +694,29 @@ def test_a_statement_whose_recording_does_not_pay_runs_at_once():
     assert all(later - earlier >= 2 * tiers.SITE_TRIAL_AT for earlier, later in itertools.pairwise(trials))
 
 
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_short_statement_over_a_large_region_is_recorded_once_that_pays():
+    """``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` on 150x150 computed arrays, below the direct
+    size: two recorded ops (the update writes the region as NumPy's operator), too few for
+    recording to pay on small arrays, but each over 22,350 elements counts twice
+    (``tiers.paying_ops``), so its site records once its replay is compiled (its trials' runs
+    paying for the compile: some 4,000 runs). NumPy's values throughout."""
+    rng = np.random.default_rng(5)
+    ey, hz = rng.random((150, 150)), rng.random((150, 150))
+    lazy_ey, lazy_hz = dnp.asarray(ey.copy()), dnp.asarray(hz.copy())
+
+    def program():
+        lazy_ey[1:, :] -= 0.5 * (lazy_hz[1:, :] - lazy_hz[:-1, :])
+        dynfuse.evaluate(lazy_ey)
+
+    ways = runs_of(program, 5000)
+    for _ in range(5000):
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+    same(lazy_ey[...], ey)
+    assert ways[: tiers.SITE_TRIAL_AT - 1] == ["direct"] * (tiers.SITE_TRIAL_AT - 1)
+    assert ways[-500:] == ["replayed"] * 500
+
+
 def carried_loop(runs: int) -> tuple[list[int], list[int]]:
     """``x = x + 0.1 * (x * x - 1)`` ``runs`` times, checked against NumPy: the ops recorded and the
     replays of each run."""
