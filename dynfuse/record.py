@@ -679,6 +679,9 @@ def permute(array: Any, axes: tuple[int, ...]) -> Any:
 
 def expand_dims(value: Any, axis: Any) -> Any:
     array = lazy(value)
+    made = direct.view_op(array, np.expand_dims, axis)  # NumPy's view, checks and errors
+    if made is not direct.DECLINED:
+        return made
     return reshape(array, np.expand_dims(views.shape_stand_in(array.shape), axis).shape)
 
 
