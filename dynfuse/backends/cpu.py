@@ -426,8 +426,8 @@ class CpuBackend:
     # Ops on computed arrays below 2**16 elements run at once, by NumPy, until their site records
     # (``direct_elements``). Recorded from 2**14, a statement costs its recording and interpreted runs
     # until its kernels pay their compiles: a 161² lid-driven cavity's first run took 3-4x NumPy's
-    # time, by sites 0.8-0.85x; steady, sites record its statements as fused replays at 3.8-4.0x
-    # NumPy's speed against 1.5-1.8x (heat 3-D on 30³: 6.4x against 4.3x). The bound is
+    # time, by sites 0.8-0.85x; steady, sites record its statements as fused replays at 3.5-4.3x
+    # NumPy's speed against 1.5-2.0x (heat 3-D on 30³: 6.5-7.7x against 4.3-4.5x). The bound is
     # ``in_place_elements``: from there a write's value is computed into its region on a Python path
     # whose replay a site's trial does not find paying, so a site over a 400² Jacobi statement never
     # records (0.28x NumPy's speed with sites to 2**18).
