@@ -1,9 +1,9 @@
 """Direct execution: small work on computed arrays is NumPy's own call, at once.
 
 With the tiers on (as users run), an op whose operands are computed host arrays below the backend's
-tiny size runs NumPy now: results, dtypes, scalars, warnings and errors are NumPy's exactly, nothing
-is recorded, and writes keep NumPy's aliasing. Pending operands and large work are recorded as
-before; which path an op takes depends only on the program.
+direct size runs NumPy now (unless its site records): results, dtypes, scalars, warnings and errors
+are NumPy's exactly, nothing is recorded, and writes keep NumPy's aliasing. Pending operands and
+large work are recorded as before; which path an op takes depends only on the program.
 """
 
 import contextlib
