@@ -2101,6 +2101,55 @@ static int fits_into(PyObject *dtype, PyObject *shape, PyObject *into)
     return dtype == NODE_SLOT(written, DTYPE) ? PyObject_RichCompareBool(shape, NODE_SLOT(written, SHAPE), Py_EQ) : 0;
 }
 
+/* The lazy operands' nodes and the scalars' stand-ins, as a tuple: the inputs of their node. */
+static PyObject *operand_nodes(PyObject *const *operands, Py_ssize_t count)
+{
+    PyObject *inputs = PyTuple_New(count);
+    for (Py_ssize_t i = 0; inputs != NULL && i < count; i++) {
+        PyObject *node = Py_IS_TYPE(operands[i], S.array_type) ? Py_NewRef(ARRAY_SLOT(operands[i], ARRAY_NODE))
+                                                                : new_scalar(operands[i]);
+        if (node == NULL)
+            Py_CLEAR(inputs);
+        else
+            PyTuple_SET_ITEM(inputs, i, node);
+    }
+    return inputs;
+}
+
+/* record._common_dtypes' answer for ``op`` on operands of ``kinds`` (dtypes, or the weak scalars'
+   types), memoized by identity: a dtype, or False where the common case does not apply. ``inputs``
+   (their nodes) is made from ``operands`` where NULL and needed. A new reference; NULL with an
+   error. */
+static PyObject *common_dtype(PyObject *op, PyObject *const *operands, PyObject *const *kinds, Py_ssize_t count,
+                              PyObject *inputs)
+{
+    PyObject *parts[IDENTITY_PARTS] = {op, kinds[0], count < 2 ? NULL : kinds[1], count < 3 ? NULL : kinds[2]};
+    IdentityEntry *entry = identity_entry(common_dtype_memo, COMMON_DTYPE_MEMO_SIZE, parts);
+    PyObject *dtype = identity_get(entry, parts);
+    if (dtype != NULL)
+        return Py_NewRef(dtype);
+    PyObject *key = PyTuple_New(count + 1);
+    if (key == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(op));
+    for (Py_ssize_t i = 0; i < count; i++)
+        PyTuple_SET_ITEM(key, i + 1, Py_NewRef(kinds[i]));
+    dtype = PyDict_GetItemWithError(S.common_dtypes, key);
+    if (dtype != NULL) {
+        Py_INCREF(dtype);
+    } else if (!PyErr_Occurred()) {
+        PyObject *nodes = inputs != NULL ? Py_NewRef(inputs) : operand_nodes(operands, count);
+        dtype = nodes == NULL ? NULL : PyObject_CallFunctionObjArgs(S.common_result, op, nodes, NULL);
+        Py_XDECREF(nodes);
+        if (dtype != NULL && PyDict_SetItem(S.common_dtypes, key, dtype) < 0)
+            Py_CLEAR(dtype);
+    }
+    Py_DECREF(key);
+    if (dtype != NULL)
+        identity_put(entry, parts, dtype);
+    return dtype;
+}
+
 /* ``op(*operands)``, recorded or run at once; with ``into`` (the array an in-place operator
    writes), None without recording anything where the result would not fit it (``fits_into``),
    so that the operator's general path records the cast instead. */
@@ -2115,7 +2164,7 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyO
     if (recent_count > 0 && end_carried() < 0)
         return NULL;
     noted_site = NULL;
-    PyObject *nodes[3] = {NULL, NULL, NULL}, *kinds[3] = {NULL, NULL, NULL}, *result = NULL;
+    PyObject *kinds[3] = {NULL, NULL, NULL}, *result = NULL;
     PyObject *array = NULL; /* borrowed: the operand node whose shape the result has */
     Py_ssize_t count = nargs - 1;
     /* every lazy operand holds a host buffer; NumPy scalars seen; the lazy operands' shapes agree */
@@ -2158,15 +2207,20 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyO
         if (limit == -1 && PyErr_Occurred())
             return NULL;
         if (size < limit && (numpy_scalars || !site_records())) {
-            PyObject *made = run_direct(op, operands, count, 1);
-            if (made == NULL || into == NULL)
-                return made;
-            PyObject *node = Py_IS_TYPE(made, S.array_type) ? ARRAY_SLOT(made, ARRAY_NODE) : NULL;
-            int fits = node == NULL ? 0 : fits_into(NODE_SLOT(node, DTYPE), NODE_SLOT(node, SHAPE), into);
-            if (fits == 1)
-                return made;
-            Py_DECREF(made);
-            return fits < 0 ? NULL : Py_NewRef(Py_None);
+            if (into != NULL) { /* what would not fit is not run: the general path runs the cast */
+                if (numpy_scalars)
+                    return Py_NewRef(Py_None);
+                PyObject *dtype = common_dtype(op, operands, kinds, count, NULL);
+                PyObject *shape = dtype == NULL ? NULL
+                                  : same_shapes ? Py_NewRef(shapes[0])
+                                                : broadcast_shape(shapes, shape_count);
+                int fits = shape == NULL ? -1 : shape == Py_None || dtype == Py_False ? 0 : fits_into(dtype, shape, into);
+                Py_XDECREF(dtype);
+                Py_XDECREF(shape);
+                if (fits <= 0)
+                    return fits < 0 ? NULL : Py_NewRef(Py_None);
+            }
+            return run_direct(op, operands, count, 1);
         }
     }
     if (numpy_scalars || has_zero_extent(NODE_SLOT(array, SHAPE)))
@@ -2174,39 +2228,9 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyO
     PyObject *shape = same_shapes ? Py_NewRef(shapes[0]) : broadcast_shape(shapes, shape_count);
     if (shape == NULL || shape == Py_None)
         return shape;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (Py_IS_TYPE(operands[i], S.array_type))
-            nodes[i] = Py_NewRef(ARRAY_SLOT(operands[i], ARRAY_NODE));
-        else if ((nodes[i] = new_scalar(operands[i])) == NULL)
-            goto done;
-    }
-    PyObject *inputs = PyTuple_New(count), *key = NULL, *dtype = NULL;
-    if (inputs == NULL)
+    PyObject *inputs = operand_nodes(operands, count), *dtype = NULL;
+    if (inputs == NULL || (dtype = common_dtype(op, operands, kinds, count, inputs)) == NULL)
         goto release;
-    for (Py_ssize_t i = 0; i < count; i++)
-        PyTuple_SET_ITEM(inputs, i, Py_NewRef(nodes[i]));
-    PyObject *parts[IDENTITY_PARTS] = {op, kinds[0], count < 2 ? NULL : kinds[1], count < 3 ? NULL : kinds[2]};
-    IdentityEntry *entry = identity_entry(common_dtype_memo, COMMON_DTYPE_MEMO_SIZE, parts);
-    if ((dtype = identity_get(entry, parts)) != NULL) {
-        Py_INCREF(dtype);
-    } else {
-        if ((key = PyTuple_New(count + 1)) == NULL)
-            goto release;
-        PyTuple_SET_ITEM(key, 0, Py_NewRef(op));
-        for (Py_ssize_t i = 0; i < count; i++)
-            PyTuple_SET_ITEM(key, i + 1, Py_NewRef(kinds[i]));
-        dtype = PyDict_GetItemWithError(S.common_dtypes, key);
-        if (dtype != NULL) {
-            Py_INCREF(dtype);
-        } else {
-            if (PyErr_Occurred())
-                goto release;
-            dtype = PyObject_CallFunctionObjArgs(S.common_result, op, inputs, NULL);
-            if (dtype == NULL || PyDict_SetItem(S.common_dtypes, key, dtype) < 0)
-                goto release;
-        }
-        identity_put(entry, parts, dtype);
-    }
     int fits = dtype == Py_False ? 0 : into == NULL ? 1 : fits_into(dtype, shape, into);
     if (fits < 0)
         goto release;
@@ -2229,11 +2253,7 @@ static PyObject *record_common_here(PyObject *const *args, Py_ssize_t nargs, PyO
         result = new_array(node, NULL, scalar);
 release:
     Py_XDECREF(dtype);
-    Py_XDECREF(key);
     Py_XDECREF(inputs);
-done:
-    for (Py_ssize_t i = 0; i < count; i++)
-        Py_XDECREF(nodes[i]);
     Py_DECREF(shape);
     return result;
 }

@@ -1255,6 +1255,22 @@ def test_a_whole_arrays_operator_by_a_scalar_is_recorded_where_not_written_in_pl
     same(integers, np.arange(size) * 2)
 
 
+def test_an_update_that_casts_a_small_read_array_runs_its_op_once(recorder):
+    """``x op= y`` on a small computed array a pending value reads, where the result's dtype is
+    not ``x``'s: NumPy's ufunc runs once, so a warning it raises comes once, and the cast as NumPy's."""
+    x, expected = dnp.zeros(10, dtype=np.float32), np.zeros(10, dtype=np.float32)
+    before = x * (dnp.asarray(np.ones(100_000, dtype=np.float32)) * 2)[:10]  # pending, reading x's memory
+    assert before._node.inputs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x /= dnp.asarray(np.zeros(10))  # float64 into float32: NumPy's same-kind cast
+    with np.errstate(invalid="ignore"):
+        expected /= np.zeros(10)
+    assert [str(warning.message) for warning in caught] == ["invalid value encountered in divide"]
+    same(x, expected)
+    same(before, np.zeros(10, dtype=np.float32))
+
+
 _REDUCED_DTYPES = ["float64", "float32", "float16", "complex128", "int64", "int32", "int8", "uint64", "bool"]
 
 
