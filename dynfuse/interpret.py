@@ -4,9 +4,9 @@ It is the correctness oracle for every backend and the path for work too small t
 Each node runs its op's NumPy reference on its inputs' values, weak scalars passed as the Python
 scalars they are, so results follow NumPy exactly. An intermediate is dropped as soon as its
 last consumer has run, or, from ``host_pool.INTERPRETED_MIN_BYTES``, that consumer, a ufunc of its
-dtype and shape, computes into it; a large elementwise result is computed into an array of the
-host's pool (``host_pool``), as a compiled kernel's is, not into fresh pages that fault at every
-run. Each op runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns
+dtype and shape, computes into it; a large elementwise result or roll is computed into an array
+of the host's pool (``host_pool``), as a compiled kernel's is, not into fresh pages that fault at
+every run. Each op runs under NumPy's error state when it was recorded (``Node.errstate``), so it warns
 or raises as it would have then. A run follows a ``Recipe`` worked out from the trace's structure,
 kept for a plan's step that runs interpreted again and again (``step_recipe``).
 """
@@ -233,29 +233,26 @@ def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = N
 def _reusable(order: Sequence[Node], wanted: Collection[Node]) -> set[Node]:
     """Intermediates whose memory the last op reading them may write its result into, as NumPy's own
     ``var`` squares in place: a fresh array of a large intermediate then costs its page faults
-    again at every run. Not an output, nor a library call's result (a leaf then), and read only by
-    elementwise ops and reductions, which never keep a view of what they read."""
+    again at every run. Not an output, nor a library call's result (a leaf then): an elementwise
+    op's, a reduction's or a roll's, read only by such ops, which never keep a view of what they
+    read."""
+    copying = (OpKind.ELEMENTWISE, OpKind.REDUCTION, OpKind.MOVE)
     readers_ok: dict[Node, bool] = {}
     for node in order:
-        keeps_no_view = node.op.kind in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
+        keeps_no_view = node.op.kind in copying
         for child in node.inputs:
             readers_ok[child] = readers_ok.get(child, True) and keeps_no_view
-    return {
-        node
-        for node in order
-        if readers_ok.get(node)
-        and node not in wanted
-        and node.op.kind in (OpKind.ELEMENTWISE, OpKind.REDUCTION)
-    }
+    return {node for node in order if readers_ok.get(node) and node not in wanted and node.op.kind in copying}
 
 
 def _pool_candidate(node: Node) -> bool:
-    """Whether ``node``, a ufunc of one result or a cast on the host, computes a result of
+    """Whether ``node``, an elementwise ufunc of one result or an op that fills ``out``
+    (``Op.fills_out``: a cast, a roll) on the host, computes a result of
     ``host_pool.INTERPRETED_MIN_BYTES`` or more: one it may compute into the pool's memory."""
     op = node.op
-    if op.kind is not OpKind.ELEMENTWISE or not _large(node):
+    if node.device is not HOST or not _large(node):
         return False
-    return node.device is HOST and ((op.computes_into and not node.params) or op.name == "astype")
+    return op.fills_out or (op.kind is OpKind.ELEMENTWISE and op.computes_into and not node.params)
 
 
 def _large(node: Node) -> bool:

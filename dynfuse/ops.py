@@ -77,6 +77,9 @@ class Op:
     # the params take work to turn into the reference's (a getitem's index): what a replay applies
     # to each new leaf. Without it, the reference is partially applied.
     bind: Callable[..., Callable[[Any], Any]] | None = None
+    # Whether its reference, not a ufunc, takes ``out``: a fresh C-contiguous array of the result's
+    # shape and dtype, which it fills (the reference executor gives it one of the host's pool).
+    fills_out: bool = False
 
     def __repr__(self) -> str:
         return self.name
@@ -316,7 +319,7 @@ for _exponent, _name in HALF_POWERS.items():
     ELEMENTWISE[_name] = Op(_name, OpKind.ELEMENTWISE, _power_by(_exponent), cost=3.0, reproducible=False)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip, signed_zeros=False)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
-ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype)
+ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype, fills_out=True)
 
 # Elementwise ops that are never recorded: a code generator computes one in place of a recorded op
 # where the kernel knows more than the trace. ``power_by_one_value`` is a float32/64 power whose
@@ -443,12 +446,15 @@ VIEWS: dict[str, Op] = {
 }
 
 
-def _roll(array: np.ndarray, shifts: tuple[tuple[int, int], ...]) -> np.ndarray:
+def _roll(
+    array: np.ndarray, shifts: tuple[tuple[int, int], ...], out: np.ndarray | None = None
+) -> np.ndarray:
     """``numpy.roll`` by normalized params: (axis, shift) pairs, each axis once, 0 < shift < extent.
-    Its blocks copied into an array of the operand's layout, as NumPy's does, without the work NumPy's
-    Python function does first to normalize what it is given (most of its time on small arrays)."""
+    Its blocks copied into an array of the operand's layout (or ``out``), as NumPy's does, without
+    the work NumPy's Python function does first to normalize what it is given (most of its time on
+    small arrays)."""
     array = np.asarray(array)
-    result = np.empty_like(array)
+    result = np.empty_like(array) if out is None else out
     moves = dict(shifts)
     pieces: list[tuple[tuple[slice, ...], tuple[slice, ...]]] = [((), ())]
     for axis in range(max(moves, default=-1) + 1):  # the axes after the last that moves: whole
@@ -462,7 +468,7 @@ def _roll(array: np.ndarray, shifts: tuple[tuple[int, int], ...]) -> np.ndarray:
     return result
 
 
-MOVES: dict[str, Op] = {"roll": Op("roll", OpKind.MOVE, _roll)}
+MOVES: dict[str, Op] = {"roll": Op("roll", OpKind.MOVE, _roll, fills_out=True)}
 
 
 def _concatenate(*arrays: np.ndarray, **params: Any) -> np.ndarray:

@@ -124,6 +124,25 @@ def test_the_reference_executor_pools_its_values_from_where_malloc_maps_them(nby
     assert (pool_counts()[0] > 0) == pooled
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_reference_executor_fills_a_large_roll_from_the_pool_in_numpys_layout(transposed, monkeypatch):
+    """A roll's value (copied blocks, as NumPy's) fills an array of the pool where NumPy's would be
+    C-ordered, and the op reading it last may compute into it; of another layout it is NumPy's own
+    array, with NumPy's strides."""
+    monkeypatch.setattr(registry, "backend", "numpy")
+    x = data(1 << 16).reshape(256, 256)
+    x = x.T if transposed else x
+    for _ in range(3):
+        rolled, expected = np.asarray(np.roll(dynfuse.asarray(x), 3, axis=1)), np.roll(x, 3, axis=1)
+        np.testing.assert_array_equal(rolled, expected)
+        assert rolled.strides == expected.strides
+        assert (type(lease_of(rolled)).__name__ == "_Lease") == (not transposed)
+        summed = np.asarray(np.roll(dynfuse.asarray(x), -5, axis=0) * 2 + x)
+        np.testing.assert_array_equal(summed, np.roll(x, -5, axis=0) * 2 + x)
+        del rolled, summed
+    assert (pool_counts()[0] > 0) == (not transposed)
+
+
 def test_small_arrays_and_a_disabled_pool_are_numpy_s_own(monkeypatch):
     assert host_pool.empty((1000,), np.dtype(np.float64)).base is None
     monkeypatch.setattr(config, "pool_memory", 0)
