@@ -17,7 +17,7 @@ exactly): a mismatch or an error is reported FAIL and not timed. Then:
 - steady state: each namespace in a process of its own (``timing.measure_in_processes``), warmed
   up (dynfuse's kernels compiled, tiers settled), timed in interleaved rounds, medians;
 - first run (medium size): one call in a fresh process with an empty kernel cache, compiling
-  included, against NumPy's first call in that process.
+  included, against NumPy's first call in that process; the medians of ``FIRST_RUNS`` processes.
 The Jacobi statement is also timed alone, per statement, at 150², 350² and 1000².
 
 Writes the "programs" section of perf/RESULTS.md; with ``--print-only`` or ``--only``, writes nothing.
@@ -31,6 +31,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -467,13 +468,21 @@ def _serve_here(name: str, label: str) -> None:
     serve_warmed(run, counters)
 
 
+# A first run is one call, as long as a short program's: the medians of this many fresh processes
+FIRST_RUNS = 3
+
+
 def first_run(program: Program) -> dict[str, float]:
-    """One call of each namespace in a fresh process with an empty kernel cache, compiling included."""
-    with tempfile.TemporaryDirectory() as cache:
-        environment = {**os.environ, "DYNFUSE_CACHE_DIR": cache}
-        command = [sys.executable, __file__, "--first-run", program.label]
-        done = subprocess.run(command, env=environment, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """One call of each namespace in a fresh process with an empty kernel cache, compiling included:
+    the medians of ``FIRST_RUNS`` processes."""
+    runs = []
+    for _ in range(FIRST_RUNS):
+        with tempfile.TemporaryDirectory() as cache:
+            environment = {**os.environ, "DYNFUSE_CACHE_DIR": cache}
+            command = [sys.executable, __file__, "--first-run", program.label]
+            done = subprocess.run(command, env=environment, capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: statistics.median(run[name] for run in runs) for name in runs[0]}
 
 
 def _first_run_here(label: str) -> None:
@@ -615,8 +624,9 @@ def section(
             "script runs (what else ran in a process changes where NumPy's temporaries come from), warmed",
             "up until its tiers settle; medians of interleaved rounds. First run: one call in a",
             "fresh process with an empty kernel cache (compiling included) against NumPy's first call",
-            "there. Speed is NumPy's time over dynfuse's: above 1, dynfuse is faster. Counters are",
-            "`dynfuse.stats()` deltas per timed call. The machine is shared: read ratios, not times.",
+            f"there, the medians of {FIRST_RUNS} processes. Speed is NumPy's time over dynfuse's: above 1,",
+            "dynfuse is faster. Counters are `dynfuse.stats()` deltas per timed call. The machine is",
+            "shared: read ratios, not times.",
             "",
             table(rows),
             "",
