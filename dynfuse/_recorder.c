@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 13
+#define INTERFACE_VERSION 14
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -327,10 +327,11 @@ static PyObject *intern_structure(PyObject *description)
    them to its own (``tallies``) and resets them with its own. The GIL orders the increments. */
 enum {
     TALLY_DIRECT_OPS, TALLY_DIRECT_LOOPS, TALLY_OPS_RECORDED, TALLY_REPLAYS, TALLY_KERNELS_LAUNCHED, TALLY_FUSED_OPS,
-    TALLY_MATERIALIZATIONS, TALLIES
+    TALLY_MATERIALIZATIONS, TALLY_STRIP_RUNS, TALLIES
 };
 static const char *const tally_names[TALLIES] = {
     "direct_ops", "direct_loops", "ops_recorded", "replays", "kernels_launched", "fused_ops", "materializations",
+    "strip_runs",
 };
 static Py_ssize_t tallies[TALLIES];
 
@@ -1086,20 +1087,25 @@ static inline void clear_float_flags(void)
     if (control & FLOAT_FLAGS)
         _mm_setcsr(control & ~(unsigned int)FLOAT_FLAGS);
 }
-static inline int float_flags_raised(void)
+/* The flags raised, as fenv's FE_* bits: both units' status bits are those bits */
+static inline int float_status(void)
 {
-    return ((x87_status() | _mm_getcsr()) & FLOAT_FLAGS) != 0;
+    return (int)((x87_status() | _mm_getcsr()) & FLOAT_FLAGS);
 }
 #else
 static inline void clear_float_flags(void)
 {
     feclearexcept(FLOAT_FLAGS);
 }
-static inline int float_flags_raised(void)
+static inline int float_status(void)
 {
-    return fetestexcept(FLOAT_FLAGS) != 0;
+    return fetestexcept(FLOAT_FLAGS);
 }
 #endif
+static inline int float_flags_raised(void)
+{
+    return float_status() != 0;
+}
 
 static int plain_type(int type_num)
 {
@@ -1389,9 +1395,11 @@ static inline int common_scalar_kind(PyObject *value)
 /* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
    ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
    NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
-static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
+/* Whether numpy.ufunc and ops.WALK_INDEPENDENT_UFUNCS are at hand (found when first asked):
+   without them NumPy's dispatch runs every call. */
+static int loops_ready(void)
 {
-    static int ready; /* 1: the names below found; -1: not found (NumPy's dispatch runs every call) */
+    static int ready; /* 1: found; -1: not found */
     if (ready == 0) {
         PyObject *numpy = PyImport_ImportModule("numpy"), *ops = PyImport_ImportModule("dynfuse.ops");
         walk_independent = ops == NULL ? NULL : PyObject_GetAttrString(ops, "WALK_INDEPENDENT_UFUNCS");
@@ -1401,7 +1409,12 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
         ready = walk_independent != NULL && ufunc_type != NULL ? 1 : -1;
         PyErr_Clear();
     }
-    if (ready < 0 || !Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)
+    return ready > 0;
+}
+
+static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
+{
+    if (!loops_ready() || !Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)
         return NULL;
     int nin = (int)count, kinds[2], strides[3] = {0, 0, STRIDE_ITEM}, order = 0;
     PyArrayObject *shaped = NULL; /* the first operand of one or more axes: the operation's shape */
@@ -1508,6 +1521,273 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
         return NULL;
     }
     tallies[TALLY_DIRECT_LOOPS]++;
+    return result;
+}
+
+/* ---- Strips: a step of elementwise ops run a block of elements at a time -----------------------
+
+   The reference executor runs a step op by op, each NumPy ufunc over the whole shape: a pass over
+   memory and a temporary of the whole shape per op. ``run_strips`` calls the loops NumPy resolves
+   for the same dtypes on a block of a row at a time, every op on one block before the next (strip
+   mining, as numexpr's virtual machine runs an expression): intermediates stay in buffers of a
+   block, which the cache holds, and each operand is read once a block. Only ops whose every loop
+   gives each element its exact or correctly rounded value (ops.WALK_INDEPENDENT_UFUNCS) run so,
+   so the result is NumPy's bit for bit however the elements are walked. */
+
+enum { STRIP_ELEMENTS = 1024, STRIP_MOST_SLOTS = 64, STRIP_MOST_STEPS = 128, STRIP_ITEM_BYTES = 16 };
+
+typedef struct {
+    PyObject *capsule;             /* strong reference, holding ``info``: the memo may drop its own */
+    UfuncCallInfo *info;
+    int nin, slots[3];             /* the inputs' slots, then the output's */
+    npy_intp items[3];             /* a temporary's itemsize at this step (its dtype may change) */
+    ScalarValue scalars[2];        /* a Python scalar input, as the loop's dtype */
+} StripStep;
+
+typedef struct {
+    int kind;                      /* a dtype's number, a KIND_PYTHON_*, or -1: a temporary not yet written */
+    int temporary;                 /* 1: a block's buffer, written by a step before it is read */
+    char *data;                    /* an array's first element, or the temporary's buffer */
+    npy_intp itemsize;             /* a temporary's, as the last step planned so far wrote it */
+    npy_intp strides[NPY_MAXDIMS]; /* an array's, broadcast to the shape (0 along a broadcast axis) */
+} StripSlot;
+
+/* FE_* bits as NumPy's FPE bits (float_errors: divide 1, overflow 2, underflow 4, invalid 8). */
+static long numpy_float_flags(int raised)
+{
+    return (raised & FE_DIVBYZERO ? 1 : 0) | (raised & FE_OVERFLOW ? 2 : 0) | (raised & FE_UNDERFLOW ? 4 : 0)
+           | (raised & FE_INVALID ? 8 : 0);
+}
+
+/* An operand or output array as a slot of ``shape`` (``ndim`` axes): its strides broadcast to the
+   shape; an output must be of the shape itself and writeable. An operand of more than one element
+   must be laid out in C order (the magnitudes of its strides shrinking along its axes of more than
+   one element), as NumPy then lays out its results in C order, as the caller's outputs are. 0
+   where it does not apply. */
+static int strip_array(StripSlot *slot, PyArrayObject *array, int ndim, const npy_intp *shape, int output)
+{
+    int own = PyArray_NDIM(array);
+    if (!plain_array(array) || own > ndim || (output && (own != ndim || !PyArray_ISWRITEABLE(array))))
+        return 0;
+    npy_intp outer = NPY_MAX_INTP;
+    for (int axis = 0; axis < own && !output; axis++) {
+        npy_intp stride = PyArray_STRIDE(array, axis), magnitude = stride < 0 ? -stride : stride;
+        if (PyArray_DIM(array, axis) == 1)
+            continue;
+        if (magnitude == 0 || magnitude >= outer)
+            return 0;
+        outer = magnitude;
+    }
+    for (int axis = 0; axis < ndim; axis++) {
+        int at = axis - (ndim - own);
+        npy_intp extent = at < 0 ? 1 : PyArray_DIM(array, at);
+        if (extent == shape[axis])
+            slot->strides[axis] = shape[axis] == 1 || at < 0 ? 0 : PyArray_STRIDE(array, at);
+        else if (extent == 1 && !output)
+            slot->strides[axis] = 0;
+        else
+            return 0;
+    }
+    slot->kind = PyArray_TYPE(array);
+    slot->temporary = 0;
+    slot->data = PyArray_BYTES(array);
+    return 1;
+}
+
+/* run_strips(steps, slots, shape): each step a tuple (ufunc, output slot, input slots...), run in
+   order over ``shape``, a block at a time. A slot is an array (an operand broadcast to the shape,
+   or an output of the shape), a Python or NumPy scalar, or None: a temporary, a block's buffer.
+   The floating-point flags raised (NumPy's bits), or None where NumPy's own calls must run it
+   (an op or operand this cannot run exactly as NumPy would, or whose results NumPy would lay out
+   otherwise than in C order: nothing is written then). */
+static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || !PyList_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "run_strips takes a tuple of steps, a list of slots and a shape");
+        return NULL;
+    }
+    PyObject *steps = args[0], *values = args[1], *shape_tuple = args[2];
+    Py_ssize_t step_count = PyTuple_GET_SIZE(steps), slot_count = PyList_GET_SIZE(values);
+    int ndim = (int)PyTuple_GET_SIZE(shape_tuple);
+    if (!loops_ready() || step_count == 0 || step_count > STRIP_MOST_STEPS || slot_count > STRIP_MOST_SLOTS
+        || ndim < 1 || ndim > NPY_MAXDIMS)
+        Py_RETURN_NONE;
+    npy_intp shape[NPY_MAXDIMS];
+    for (int axis = 0; axis < ndim; axis++) {
+        shape[axis] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_tuple, axis));
+        if (shape[axis] <= 0) {
+            PyErr_Clear();
+            Py_RETURN_NONE; /* an empty shape: NumPy's calls, which compute nothing */
+        }
+    }
+    StripSlot slots[STRIP_MOST_SLOTS];
+    StripStep plan[STRIP_MOST_STEPS];
+    PyObject *held[STRIP_MOST_SLOTS] = {NULL}; /* NumPy scalars as 0-d arrays */
+    char *buffers = NULL;
+    PyObject *result = NULL;
+    int outputs[STRIP_MOST_SLOTS] = {0};
+    Py_ssize_t planned_count = 0; /* the steps holding a capsule */
+    for (Py_ssize_t i = 0; i < step_count; i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i);
+        if (PyTuple_CheckExact(step) && PyTuple_GET_SIZE(step) >= 3) {
+            PyObject *out = PyTuple_GET_ITEM(step, 1);
+            Py_ssize_t at = PyLong_Check(out) ? PyLong_AsSsize_t(out) : -1;
+            if (at >= 0 && at < slot_count)
+                outputs[at] = 1;
+        }
+    }
+    PyErr_Clear();
+    for (Py_ssize_t i = 0; i < slot_count; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        StripSlot *slot = &slots[i];
+        memset(slot->strides, 0, sizeof slot->strides);
+        slot->temporary = 0;
+        slot->data = NULL;
+        slot->itemsize = 0;
+        if (value == Py_None) {
+            slot->temporary = 1, slot->kind = -1;
+        } else if (PyArray_CheckExact(value)) {
+            if (!strip_array(slot, (PyArrayObject *)value, ndim, shape, outputs[i]))
+                goto declined;
+        } else if (outputs[i]) {
+            goto declined;
+        } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
+            slot->kind = PyFloat_CheckExact(value) ? KIND_PYTHON_FLOAT : KIND_PYTHON_INT;
+        } else if (PyArray_IsScalar(value, Generic)) {
+            held[i] = PyArray_FromScalar(value, NULL);
+            if (held[i] == NULL)
+                goto done;
+            if (!strip_array(slot, (PyArrayObject *)held[i], ndim, shape, 0))
+                goto declined;
+        } else {
+            goto declined;
+        }
+    }
+    int temporaries = 0;
+    for (Py_ssize_t i = 0; i < step_count; i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i), *ufunc;
+        plan[i].capsule = NULL;
+        Py_ssize_t size = PyTuple_CheckExact(step) ? PyTuple_GET_SIZE(step) : 0;
+        if (size < 3 || size > 4 || !Py_IS_TYPE(ufunc = PyTuple_GET_ITEM(step, 0), ufunc_type)
+            || PySet_Contains(walk_independent, ufunc) != 1)
+            goto declined;
+        StripStep *planned = &plan[i];
+        int nin = (int)size - 2, kinds[2], strides[3] = {STRIDE_OTHER, STRIDE_OTHER, STRIDE_OTHER};
+        planned->nin = nin;
+        for (int k = 0; k <= nin; k++) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, k == nin ? 1 : k + 2));
+            if (at < 0 || at >= slot_count)
+                goto declined;
+            planned->slots[k] = (int)at;
+            planned->items[k] = slots[at].itemsize;
+            if (k < nin && (kinds[k] = slots[at].kind) < 0)
+                goto declined; /* a temporary read before a step writes it */
+        }
+        LoopMemo *memo = loop_for(ufunc, 0, nin, kinds, strides);
+        if (memo == NULL)
+            goto done;
+        if (memo->info == NULL)
+            goto declined;
+        planned->capsule = Py_NewRef(memo->capsule);
+        planned_count = i + 1;
+        planned->info = memo->info;
+        for (int k = 0; k < nin; k++) {
+            if (kinds[k] >= KIND_PYTHON_FLOAT) {
+                if (!python_scalar_as(PyList_GET_ITEM(values, planned->slots[k]), memo->descrs[k], &planned->scalars[k]))
+                    goto declined;
+            } else if (kinds[k] != memo->descrs[k]->type_num) {
+                goto declined; /* NumPy would cast this operand */
+            }
+        }
+        StripSlot *written = &slots[planned->slots[nin]];
+        int made = memo->descrs[nin]->type_num;
+        if (written->temporary) { /* a buffer taken again may hold another dtype from here on */
+            temporaries += written->kind < 0;
+            written->itemsize = planned->items[nin] = PyDataType_ELSIZE(memo->descrs[nin]);
+            if (written->itemsize > STRIP_ITEM_BYTES)
+                goto declined;
+            written->kind = made;
+        } else if (written->kind != made) {
+            goto declined; /* NumPy would cast into it */
+        }
+    }
+    /* A buffer of a block for each temporary */
+    if (temporaries > 0 && (buffers = PyMem_Malloc((size_t)slot_count * STRIP_ELEMENTS * STRIP_ITEM_BYTES)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < slot_count; i++)
+        if (slots[i].temporary)
+            slots[i].data = buffers + i * STRIP_ELEMENTS * STRIP_ITEM_BYTES;
+    /* The last two axes as one, while every array walks them as one */
+    while (ndim > 1) {
+        int joined = 1;
+        for (Py_ssize_t i = 0; i < slot_count && joined; i++)
+            if (!slots[i].temporary && slots[i].data != NULL)
+                joined = slots[i].strides[ndim - 2] == shape[ndim - 1] * slots[i].strides[ndim - 1];
+        if (!joined)
+            break;
+        shape[ndim - 2] *= shape[ndim - 1];
+        for (Py_ssize_t i = 0; i < slot_count; i++)
+            slots[i].strides[ndim - 2] = slots[i].strides[ndim - 1];
+        ndim--;
+    }
+    npy_intp inner = shape[ndim - 1], rows = 1, index[NPY_MAXDIMS] = {0};
+    for (int axis = 0; axis < ndim - 1; axis++)
+        rows *= shape[axis];
+    int failed = 0, raised = 0;
+    clear_float_flags();
+    Py_BEGIN_ALLOW_THREADS
+    char *row[STRIP_MOST_SLOTS];
+    for (npy_intp done_rows = 0; done_rows < rows && !failed; done_rows++) {
+        for (Py_ssize_t i = 0; i < slot_count; i++) {
+            row[i] = slots[i].data;
+            if (!slots[i].temporary && row[i] != NULL)
+                for (int axis = 0; axis < ndim - 1; axis++)
+                    row[i] += index[axis] * slots[i].strides[axis];
+        }
+        for (npy_intp start = 0; start < inner && !failed; start += STRIP_ELEMENTS) {
+            npy_intp count = inner - start < STRIP_ELEMENTS ? inner - start : STRIP_ELEMENTS;
+            for (Py_ssize_t s = 0; s < step_count && !failed; s++) {
+                StripStep *planned = &plan[s];
+                char *data[3];
+                npy_intp steps_of[3];
+                for (int k = 0; k <= planned->nin; k++) {
+                    StripSlot *slot = &slots[planned->slots[k]];
+                    if (slot->temporary) {
+                        data[k] = slot->data, steps_of[k] = planned->items[k];
+                    } else if (slot->data == NULL) { /* a Python scalar */
+                        data[k] = planned->scalars[k].bytes, steps_of[k] = 0;
+                    } else {
+                        steps_of[k] = slot->strides[ndim - 1];
+                        data[k] = row[planned->slots[k]] + start * steps_of[k];
+                    }
+                }
+                failed = planned->info->loop(planned->info->context, data, &count, steps_of, planned->info->auxdata) != 0;
+                raised |= float_status(); /* read after each loop: some clear the flags they end with */
+            }
+        }
+        for (int axis = ndim - 2; axis >= 0 && ++index[axis] == shape[axis]; axis--)
+            index[axis] = 0;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "a NumPy loop failed in run_strips");
+        goto done;
+    }
+    result = PyLong_FromLong(numpy_float_flags(raised));
+    tallies[TALLY_STRIP_RUNS]++;
+    goto done;
+declined:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(buffers);
+    for (Py_ssize_t i = 0; i < slot_count; i++)
+        Py_XDECREF(held[i]);
+    for (Py_ssize_t i = 0; i < planned_count; i++)
+        Py_XDECREF(plan[i].capsule);
     return result;
 }
 
@@ -5622,6 +5902,8 @@ static PyMethodDef methods[] = {
     {"fresh", fresh, METH_O, "direct.fresh in C."},
     {"viewed_by_numpy", viewed_by_numpy, METH_O, "direct.viewed_by_numpy in C."},
     {"numpy_call", (PyCFunction)(void (*)(void))numpy_call, METH_FASTCALL, "direct.numpy_call in C."},
+    {"run_strips", (PyCFunction)(void (*)(void))run_strips, METH_FASTCALL,
+     "run_strips(steps, slots, shape): elementwise steps run a block at a time by NumPy's loops."},
     {"direct_elements", direct_elements, METH_NOARGS, "tiers.direct_elements in C."},
     {"view", (PyCFunction)(void (*)(void))view, METH_FASTCALL, "direct.view in C."},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_VARARGS | METH_KEYWORDS,

@@ -34,6 +34,7 @@ from . import (
     execute,
     float_errors,
     host_pool,
+    interpret,
     ops,
     record,
     registry,
@@ -45,7 +46,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 13
+INTERFACE_VERSION = 14
 LAUNCH_INTERFACE_VERSION = 3
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -241,5 +242,6 @@ if _extension is not None:
     if not config.pure_python:
         _install(_accelerated)
         tiers.forget_sites()
+        interpret.run_strips = _extension.run_strips
 if not config.pure_python:
     cpu.KernelCall, cpu.run_ranges, host_pool.leased_array = _load_launch()

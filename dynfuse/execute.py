@@ -237,7 +237,7 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
     with _Verdict(repeats, order, pays, key):
         if interpreted:
-            results = interpret.run(order, [*outputs, *held], moved)
+            results = interpret.run(order, [*outputs, *held], moved, into, strips=backend is not None)
         else:
             unplanned = tiers.unplanned_runs(sighted)
             results = run_planned(
@@ -649,7 +649,8 @@ class _Run:
             recipe = interpret.step_recipe(step, order, stores)
             buffers, nodes = self.buffers, self.nodes
             read = [buffers[n] if n in buffers else nodes[n].buffer for n in recipe.numbers(nodes)]
-            values = recipe.run(order, read)
+            given = self.given[1] if self.given is not None and step.stores[:1] == (self.given[0],) else None
+            values = recipe.run(order, read, given)
             for number, position in zip(step.stores, recipe.stored, strict=True):
                 self.buffers[number] = values[position]
             return

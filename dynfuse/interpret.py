@@ -25,21 +25,28 @@ import numpy as np
 
 from . import config, float_errors, host_pool, stats
 from .devices import HOST, move
-from .ops import OpKind
+from .ops import WALK_INDEPENDENT_UFUNCS, OpKind
 from .trace import Node
 
 
 def run(
-    order: Sequence[Node], outputs: Collection[Node], known: Mapping[Node, Any] | None = None
+    order: Sequence[Node],
+    outputs: Sequence[Node],
+    known: Mapping[Node, Any] | None = None,
+    into: np.ndarray | None = None,
+    strips: bool = False,
 ) -> dict[Node, np.ndarray]:
     """Compute every node of ``order`` (inputs first); return the values of ``outputs``.
 
     ``known`` holds values computed earlier for nodes that are not materialized yet, and host
-    copies of leaves that live on a device: it runs on host arrays only.
+    copies of leaves that live on a device: it runs on host arrays only. ``into``: an array the
+    first output's op may compute into (``Recipe.run``). ``strips``: elementwise ops may run a
+    block at a time (``Recipe``), where a backend's tier runs the trace interpreted; the reference
+    executor itself, the oracle, and the reruns that give NumPy's warnings call NumPy op by op.
     """
-    recipe = Recipe(order, outputs)
+    recipe = Recipe(order, outputs, strips)
     known = known or {}
-    values = recipe.run(order, [known.get(node, node.buffer) for node in recipe.externals])
+    values = recipe.run(order, [known.get(node, node.buffer) for node in recipe.externals], into)
     return {
         node: known[node] if position is None else values[position]
         for node, position in zip(outputs, recipe.stored, strict=True)
@@ -50,9 +57,14 @@ class Recipe:
     """How the reference executor runs a trace's nodes, worked out once from its structure (what
     each node reads, which intermediate the op reading it last may compute into, where it is
     freed), so a plan's step interpreted again and again, each time over new nodes of the same
-    structure (``step_recipe``), pays only for its NumPy calls and a few checks of its arrays."""
+    structure (``step_recipe``), pays only for its NumPy calls and a few checks of its arrays.
 
-    def __init__(self, order: Sequence[Node], outputs: Collection[Node]) -> None:
+    With ``strips``, a run whose ops are NumPy ufuncs over one shape (and views of what it reads)
+    calls their loops a block of elements at a time (``_strip_program``, ``run_strips``): every op
+    on a block while it is in the cache, no temporary of the whole shape, and each operand read
+    once, where NumPy's calls make a pass over memory per op."""
+
+    def __init__(self, order: Sequence[Node], outputs: Collection[Node], strips: bool = False) -> None:
         wanted = set(outputs)
         reusable = _reusable(order, wanted)
         computed = set(order)
@@ -85,6 +97,15 @@ class Recipe:
         ]
         # Each output's place (None: not computed here, but known)
         self.stored = [places[node] if node in computed else None for node in outputs]
+        # Where the first output is the last node computed, by an op that fills ``out``: its step,
+        # which may compute into a given array (``run``'s ``into``), as no later op reads it
+        first = next(iter(outputs), None)
+        self.last_fills = (
+            first is order[-1] and (first.op.fills_out or (first.op.computes_into and not first.params))
+            if order
+            else False
+        )
+        self.strips = _strip_program(order, outputs, places) if strips and run_strips is not None else None
         self._numbers: list[int] | None = None
 
     def numbers(self, nodes: Sequence[Node]) -> list[int]:
@@ -96,30 +117,40 @@ class Recipe:
             self.externals = []  # the nodes of that run: held no longer
         return self._numbers
 
-    def run(self, order: Sequence[Node], externals: list[Any]) -> list[Any]:
+    def run(self, order: Sequence[Node], externals: list[Any], given: np.ndarray | None = None) -> list[Any]:
         """The values of the nodes it reads from outside (``externals``), then of ``order``'s nodes
-        (those freed, None): the places ``stored`` names."""
+        (those freed, None): the places ``stored`` names. ``given``: an array of the first
+        output's dtype and shape (a write's region), which that output is computed into where its
+        op, the last, fills ``out``: NumPy's ufunc writes the region, no temporary and no copy
+        (overlap with what it reads is NumPy's to handle, as for its own ``out=``)."""
         values: list[Any] = [*externals, *itertools.repeat(None, len(order))]
+        if self.strips is not None and self._run_strips(order, values, len(externals), given):
+            stats.count("interpreted_ops", len(order))
+            return values
         place = len(externals)
         now = float_errors.current()
-        for node, (reference, params, read, over, pool, barrier, freed) in zip(
-            order, self.steps, strict=True
+        last = len(order) - 1 if given is not None and self.last_fills else -1
+        for position, (node, (reference, params, read, over, pool, barrier, freed)) in enumerate(
+            zip(order, self.steps, strict=True)
         ):
             args = read(values)
             into = None
-            for argument in over:
-                value = args[argument]
-                if (
-                    type(value) is np.ndarray
-                    and value.dtype == node.dtype
-                    and value.shape == node.shape
-                    and value.flags.writeable
-                    and host_pool.owns_memory(value)
-                ):
-                    into = value
-                    break
-            if into is None and pool:
-                into = _pooled(node, args)
+            if position == last and given.dtype == node.dtype and given.shape == node.shape:
+                into = given
+            else:
+                for argument in over:
+                    value = args[argument]
+                    if (
+                        type(value) is np.ndarray
+                        and value.dtype == node.dtype
+                        and value.shape == node.shape
+                        and value.flags.writeable
+                        and host_pool.owns_memory(value)
+                    ):
+                        into = value
+                        break
+                if into is None and pool:
+                    into = _pooled(node, args)
             token = None if node.errstate is now else float_errors.enter(node.errstate)
             try:
                 # asarray: NumPy returns scalars for 0-d results, and a view of a scalar would be a copy.
@@ -140,6 +171,136 @@ class Recipe:
             place += 1
         stats.count("interpreted_ops", len(order))
         return values
+
+    def _run_strips(
+        self, order: Sequence[Node], values: list[Any], first: int, given: np.ndarray | None
+    ) -> bool:
+        """``run``'s values, the stored nodes' by ``run_strips`` (the views they read by NumPy
+        first), into ``given`` where the first output is the last node, else into C-ordered arrays;
+        whether it ran them (not where an operand or a loop would make NumPy's calls compute
+        otherwise: an operand that NumPy casts, a Python int beyond the dtype, operands whose
+        layout would make NumPy lay out its results otherwise)."""
+        program = self.strips
+        for position in program.views:
+            step = self.steps[position]
+            values[first + position] = step.reference(*step.read(values), **step.params)
+        slots: list[Any] = [None] * program.slots
+        for slot, place in program.reads:
+            slots[slot] = values[place]
+        for number, (slot, place) in enumerate(program.stored):
+            node = order[place - first]
+            if (
+                number == 0
+                and given is not None
+                and program.given_fits
+                and given.dtype == node.dtype
+                and given.shape == node.shape
+            ):
+                slots[slot] = given
+            else:
+                slots[slot] = host_pool.empty(node.shape, node.dtype, host_pool.INTERPRETED_MIN_BYTES)
+        flags = run_strips(program.steps, slots, program.shape)
+        if flags is None:
+            return False
+        for slot, place in program.stored:
+            values[place] = slots[slot]
+        if flags and float_errors.heeded(flags, (node.errstate for node in order)):
+            computed = set(order)
+            read = dict.fromkeys(child for node in order for child in node.inputs if child not in computed)
+            rerun_for_errors(order, dict(zip(read, values, strict=False)))
+        return True
+
+
+# Set by ``accelerate`` where the C recorder is built: ``_recorder.run_strips(steps, slots,
+# shape)``, which runs elementwise steps a block at a time by NumPy's loops; None: op by op.
+run_strips: Callable[[tuple, list, tuple], int | None] | None = None
+
+# At most this many ops, and operands and values, a strip program holds (``_recorder.c``'s bounds)
+STRIP_MOST_STEPS = 128
+STRIP_MOST_SLOTS = 64
+
+
+class _StripProgram(NamedTuple):
+    """A recipe's elementwise ops as ``run_strips`` runs them. Slots number the operands (values
+    the run reads: a leaf's, or a view's), the stored nodes' arrays, and the temporaries (a
+    block's buffer, taken again once the op reading it last has run)."""
+
+    steps: tuple[tuple, ...]  # (ufunc, output slot, input slots...) per elementwise node, in order
+    reads: tuple[tuple[int, int], ...]  # (slot, place in the run's values) of each operand
+    stored: tuple[tuple[int, int], ...]  # (slot, place) of each output, in the outputs' order
+    views: tuple[int, ...]  # the positions of the views computed first, by NumPy
+    slots: int
+    shape: tuple[int, ...]
+    given_fits: bool  # the first output is the last node: no op reads a given array after it
+
+
+def _strip_program(
+    order: Sequence[Node], outputs: Collection[Node], places: Mapping[Node, int]
+) -> _StripProgram | None:
+    """How ``run_strips`` runs ``order``, where its nodes are NumPy ufuncs without parameters whose
+    every element is exact however the elements are walked (``ops.WALK_INDEPENDENT_UFUNCS``), of
+    one shape, on the host, and views of what the run reads, and its outputs are such ufuncs'
+    values; None otherwise, or where one op is all there is."""
+    computed = [node for node in order if node.op.kind is OpKind.ELEMENTWISE]
+    if len(computed) < 2 or len(order) > STRIP_MOST_STEPS or not computed[0].shape:
+        return None
+    shape, inside, wanted = computed[0].shape, set(computed), set(outputs)
+    if not wanted <= inside:
+        return None
+    views = []
+    for position, node in enumerate(order):
+        if node.op.kind is OpKind.VIEW:
+            if node in wanted or any(child in inside for child in node.inputs):
+                return None
+            views.append(position)
+        elif (
+            node.op.kind is not OpKind.ELEMENTWISE
+            or node.op.reference not in WALK_INDEPENDENT_UFUNCS
+            or node.params
+            or node.shape != shape
+            or node.device is not HOST
+            or not 1 <= len(node.inputs) <= 2
+        ):
+            return None
+    last_reader = {child: position for position, node in enumerate(order) for child in node.inputs}
+    slot_of: dict[Node, int] = {}
+    read_slots: dict[int, int] = {}  # a place in the run's values: its slot
+    free: list[int] = []
+    steps = []
+    count = 0
+    for position, node in enumerate(order):
+        if node.op.kind is not OpKind.ELEMENTWISE:
+            continue
+        reading = []
+        for child in node.inputs:
+            if child in slot_of:
+                reading.append(slot_of[child])
+                continue
+            if places[child] not in read_slots:
+                read_slots[places[child]] = count
+                count += 1
+            reading.append(read_slots[places[child]])
+        for child in dict.fromkeys(node.inputs):  # a temporary read last here: its buffer taken again
+            if child in slot_of and child not in wanted and last_reader[child] == position:
+                free.append(slot_of[child])
+        if free and node not in wanted:
+            slot_of[node] = free.pop()
+        else:
+            slot_of[node] = count
+            count += 1
+        steps.append((node.op.reference, slot_of[node], *reading))
+    if count > STRIP_MOST_SLOTS:
+        return None
+    stored = tuple(dict.fromkeys((slot_of[node], places[node]) for node in outputs))
+    return _StripProgram(
+        tuple(steps),
+        tuple((slot, place) for place, slot in read_slots.items()),
+        stored,
+        tuple(views),
+        count,
+        shape,
+        next(iter(outputs)) is order[-1],
+    )
 
 
 class _Step(NamedTuple):
@@ -171,11 +332,12 @@ _step_recipes: cachetools.LRUCache = cachetools.LRUCache(maxsize=4 * config.kern
 
 def step_recipe(step: Any, order: Sequence[Node], outputs: Sequence[Node]) -> Recipe:
     """The recipe of a plan's step (``order``: its nodes, ``outputs``: those it stores), kept for
-    the step's next runs: the same plan's nodes have the same structure at every run."""
+    the step's next runs: the same plan's nodes have the same structure at every run. A backend's
+    step interpreted: its elementwise ops may run a block at a time (``Recipe``'s ``strips``)."""
     known = _step_recipes.get(id(step))
     if known is not None and known[0] is step:
         return known[1]
-    recipe = Recipe(order, outputs)
+    recipe = Recipe(order, outputs, strips=True)
     _step_recipes[id(step)] = (step, recipe)
     return recipe
 

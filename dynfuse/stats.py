@@ -27,6 +27,7 @@ _COUNTER_NAMES = (
     "interpreted_ops",
     "direct_ops",
     "direct_loops",
+    "strip_runs",
     "fallbacks",
     "float_error_reruns",
     "writes_in_place",
