@@ -1538,11 +1538,37 @@ enum { STRIP_ELEMENTS = 1024, STRIP_MOST_SLOTS = 64, STRIP_MOST_STEPS = 128, STR
 
 typedef struct {
     PyObject *capsule;             /* strong reference, holding ``info``: the memo may drop its own */
-    UfuncCallInfo *info;
-    int nin, slots[3];             /* the inputs' slots, then the output's */
-    npy_intp items[3];             /* a temporary's itemsize at this step (its dtype may change) */
-    ScalarValue scalars[2];        /* a Python scalar input, as the loop's dtype */
+    UfuncCallInfo *info;           /* NULL: a select (``where``) of ``selected`` bytes an element */
+    npy_intp selected;
+    int nin, slots[4];             /* the inputs' slots, then the output's */
+    npy_intp items[4];             /* a temporary's itemsize at this step (its dtype may change) */
+    ScalarValue scalars[3];        /* a Python scalar input, as the loop's dtype */
 } StripStep;
+
+/* ``where``'s elements: each chosen by its bool, copied as it is (NaN's bits too, as NumPy's),
+   without a branch (a mask of random bools would mispredict every other one). */
+#define SELECT_AS(type)                                                                                 \
+    for (npy_intp i = 0; i < count; i++) {                                                              \
+        type chosen, other, mask = (type)0 - (type)(data[0][i * steps[0]] != 0);                        \
+        memcpy(&chosen, data[1] + i * steps[1], sizeof(type));                                          \
+        memcpy(&other, data[2] + i * steps[2], sizeof(type));                                           \
+        chosen = (chosen & mask) | (other & (type)~mask);                                               \
+        memcpy(data[3] + i * steps[3], &chosen, sizeof(type));                                          \
+    }
+static void select_elements(npy_intp count, char *const *data, const npy_intp *steps, npy_intp size)
+{
+    switch (size) {
+    case 1: SELECT_AS(uint8_t) break;
+    case 2: SELECT_AS(uint16_t) break;
+    case 4: SELECT_AS(uint32_t) break;
+    case 8: SELECT_AS(uint64_t) break;
+    default:
+        for (npy_intp i = 0; i < count; i++)
+            memcpy(data[3] + i * steps[3], data[0][i * steps[0]] ? data[1] + i * steps[1] : data[2] + i * steps[2],
+                   (size_t)size);
+    }
+}
+#undef SELECT_AS
 
 typedef struct {
     int kind;                      /* a dtype's number, a KIND_PYTHON_*, or -1: a temporary not yet written */
@@ -1594,8 +1620,9 @@ static int strip_array(StripSlot *slot, PyArrayObject *array, int ndim, const np
     return 1;
 }
 
-/* run_strips(steps, slots, shape): each step a tuple (ufunc, output slot, input slots...), run in
-   order over ``shape``, a block at a time. A slot is an array (an operand broadcast to the shape,
+/* run_strips(steps, slots, shape): each step a tuple (ufunc, output slot, input slots...), or a
+   select's (its dtype, output slot, bool, chosen and other slots), run in order over ``shape``, a
+   block at a time. A slot is an array (an operand broadcast to the shape,
    or an output of the shape), a Python or NumPy scalar, or None: a temporary, a block's buffer.
    The floating-point flags raised (NumPy's bits), or None where NumPy's own calls must run it
    (an op or operand this cannot run exactly as NumPy would, or whose results NumPy would lay out
@@ -1666,13 +1693,17 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
     int temporaries = 0;
     for (Py_ssize_t i = 0; i < step_count; i++) {
         PyObject *step = PyTuple_GET_ITEM(steps, i), *ufunc;
-        plan[i].capsule = NULL;
-        Py_ssize_t size = PyTuple_CheckExact(step) ? PyTuple_GET_SIZE(step) : 0;
-        if (size < 3 || size > 4 || !Py_IS_TYPE(ufunc = PyTuple_GET_ITEM(step, 0), ufunc_type)
-            || PySet_Contains(walk_independent, ufunc) != 1)
-            goto declined;
         StripStep *planned = &plan[i];
-        int nin = (int)size - 2, kinds[2], strides[3] = {STRIDE_OTHER, STRIDE_OTHER, STRIDE_OTHER};
+        planned->capsule = NULL;
+        planned->info = NULL;
+        Py_ssize_t size = PyTuple_CheckExact(step) ? PyTuple_GET_SIZE(step) : 0;
+        /* A ufunc's step: (ufunc, output, inputs...); a select's: (dtype, output, bool, chosen, other) */
+        int selects = size == 5 && PyArray_DescrCheck(PyTuple_GET_ITEM(step, 0));
+        if (!selects
+            && (size < 3 || size > 4 || !Py_IS_TYPE(ufunc = PyTuple_GET_ITEM(step, 0), ufunc_type)
+                || PySet_Contains(walk_independent, ufunc) != 1))
+            goto declined;
+        int nin = (int)size - 2, kinds[3], strides[3] = {STRIDE_OTHER, STRIDE_OTHER, STRIDE_OTHER};
         planned->nin = nin;
         for (int k = 0; k <= nin; k++) {
             Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, k == nin ? 1 : k + 2));
@@ -1683,27 +1714,43 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
             if (k < nin && (kinds[k] = slots[at].kind) < 0)
                 goto declined; /* a temporary read before a step writes it */
         }
-        LoopMemo *memo = loop_for(ufunc, 0, nin, kinds, strides);
-        if (memo == NULL)
-            goto done;
-        if (memo->info == NULL)
-            goto declined;
-        planned->capsule = Py_NewRef(memo->capsule);
+        PyArray_Descr *const *descrs; /* the inputs' dtypes the step takes, then the output's */
+        PyArray_Descr *selected[4];
+        if (selects) {
+            PyArray_Descr *descr = (PyArray_Descr *)PyTuple_GET_ITEM(step, 0);
+            if (kinds[0] != NPY_BOOL || !plain_type(descr->type_num) || !PyArray_ISNBO(descr->byteorder))
+                goto declined; /* NumPy would test each element for truth */
+            static PyArray_Descr *bools; /* NumPy's bool dtype, kept */
+            if (bools == NULL && (bools = PyArray_DescrFromType(NPY_BOOL)) == NULL)
+                goto done;
+            selected[0] = bools;
+            selected[1] = selected[2] = selected[3] = descr;
+            planned->selected = PyDataType_ELSIZE(descr);
+            descrs = selected;
+        } else {
+            LoopMemo *memo = loop_for(ufunc, 0, nin, kinds, strides);
+            if (memo == NULL)
+                goto done;
+            if (memo->info == NULL)
+                goto declined;
+            planned->capsule = Py_NewRef(memo->capsule);
+            planned->info = memo->info;
+            descrs = memo->descrs;
+        }
         planned_count = i + 1;
-        planned->info = memo->info;
         for (int k = 0; k < nin; k++) {
             if (kinds[k] >= KIND_PYTHON_FLOAT) {
-                if (!python_scalar_as(PyList_GET_ITEM(values, planned->slots[k]), memo->descrs[k], &planned->scalars[k]))
+                if (!python_scalar_as(PyList_GET_ITEM(values, planned->slots[k]), descrs[k], &planned->scalars[k]))
                     goto declined;
-            } else if (kinds[k] != memo->descrs[k]->type_num) {
+            } else if (kinds[k] != descrs[k]->type_num) {
                 goto declined; /* NumPy would cast this operand */
             }
         }
         StripSlot *written = &slots[planned->slots[nin]];
-        int made = memo->descrs[nin]->type_num;
+        int made = descrs[nin]->type_num;
         if (written->temporary) { /* a buffer taken again may hold another dtype from here on */
             temporaries += written->kind < 0;
-            written->itemsize = planned->items[nin] = PyDataType_ELSIZE(memo->descrs[nin]);
+            written->itemsize = planned->items[nin] = PyDataType_ELSIZE(descrs[nin]);
             if (written->itemsize > STRIP_ITEM_BYTES)
                 goto declined;
             written->kind = made;
@@ -1750,8 +1797,8 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
             npy_intp count = inner - start < STRIP_ELEMENTS ? inner - start : STRIP_ELEMENTS;
             for (Py_ssize_t s = 0; s < step_count && !failed; s++) {
                 StripStep *planned = &plan[s];
-                char *data[3];
-                npy_intp steps_of[3];
+                char *data[4];
+                npy_intp steps_of[4];
                 for (int k = 0; k <= planned->nin; k++) {
                     StripSlot *slot = &slots[planned->slots[k]];
                     if (slot->temporary) {
@@ -1762,6 +1809,10 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
                         steps_of[k] = slot->strides[ndim - 1];
                         data[k] = row[planned->slots[k]] + start * steps_of[k];
                     }
+                }
+                if (planned->info == NULL) {
+                    select_elements(count, data, steps_of, planned->selected);
+                    continue;
                 }
                 failed = planned->info->loop(planned->info->context, data, &count, steps_of, planned->info->auxdata) != 0;
                 raised |= float_status(); /* read after each loop: some clear the flags they end with */

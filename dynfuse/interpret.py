@@ -25,7 +25,7 @@ import numpy as np
 
 from . import config, float_errors, host_pool, stats
 from .devices import HOST, move
-from .ops import WALK_INDEPENDENT_UFUNCS, OpKind
+from .ops import ELEMENTWISE, WALK_INDEPENDENT_UFUNCS, OpKind
 from .trace import Node
 
 
@@ -238,9 +238,9 @@ def _strip_program(
     order: Sequence[Node], outputs: Collection[Node], places: Mapping[Node, int]
 ) -> _StripProgram | None:
     """How ``run_strips`` runs ``order``, where its nodes are NumPy ufuncs without parameters whose
-    every element is exact however the elements are walked (``ops.WALK_INDEPENDENT_UFUNCS``), of
-    one shape, on the host, and views of what the run reads, and its outputs are such ufuncs'
-    values; None otherwise, or where one op is all there is."""
+    every element is exact however the elements are walked (``ops.WALK_INDEPENDENT_UFUNCS``) and
+    selects (``where``), of one shape, on the host, and views of what the run reads, and its
+    outputs are such ops' values; None otherwise, or where one op is all there is."""
     computed = [node for node in order if node.op.kind is OpKind.ELEMENTWISE]
     if len(computed) < 2 or len(order) > STRIP_MOST_STEPS or not computed[0].shape:
         return None
@@ -253,14 +253,7 @@ def _strip_program(
             if node in wanted or any(child in inside for child in node.inputs):
                 return None
             views.append(position)
-        elif (
-            node.op.kind is not OpKind.ELEMENTWISE
-            or node.op.reference not in WALK_INDEPENDENT_UFUNCS
-            or node.params
-            or node.shape != shape
-            or node.device is not HOST
-            or not 1 <= len(node.inputs) <= 2
-        ):
+        elif _strip_head(node) is None or node.shape != shape or node.device is not HOST:
             return None
     last_reader = {child: position for position, node in enumerate(order) for child in node.inputs}
     slot_of: dict[Node, int] = {}
@@ -288,7 +281,7 @@ def _strip_program(
         else:
             slot_of[node] = count
             count += 1
-        steps.append((node.op.reference, slot_of[node], *reading))
+        steps.append((_strip_head(node), slot_of[node], *reading))
     if count > STRIP_MOST_SLOTS:
         return None
     stored = tuple(dict.fromkeys((slot_of[node], places[node]) for node in outputs))
@@ -301,6 +294,22 @@ def _strip_program(
         shape,
         next(iter(outputs)) is order[-1],
     )
+
+
+def _strip_head(node: Node) -> np.ufunc | np.dtype | None:
+    """What heads ``node``'s step in a strip program: its ufunc (one of
+    ``ops.WALK_INDEPENDENT_UFUNCS``, of one or two operands, without parameters), or for a
+    ``where`` the dtype it selects; None where it cannot run in strips: a complex value read or
+    made (complex products and quotients are not correctly rounded, and NumPy's vector and scalar
+    loops for them may round differently)."""
+    op = node.op
+    if op.kind is not OpKind.ELEMENTWISE or node.params:
+        return None
+    if any(value.dtype is not None and value.dtype.kind == "c" for value in (node, *node.inputs)):
+        return None
+    if op is ELEMENTWISE["where"]:
+        return node.dtype
+    return op.reference if op.reference in WALK_INDEPENDENT_UFUNCS and len(node.inputs) <= 2 else None
 
 
 class _Step(NamedTuple):

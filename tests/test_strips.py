@@ -85,6 +85,27 @@ def test_views_broadcasts_and_scalars_are_read_where_numpy_reads_them():
     assert strip_runs() == before + 3
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_])
+def test_a_select_copies_what_numpy_s_where_copies(dtype):
+    """``where`` of two values, an array and a Python number, or a NumPy scalar of another dtype
+    (which NumPy casts): in strips where NumPy casts nothing (a bool compared with an int is
+    compared as ints)."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((20, 1100)) * 8).astype(dtype)
+    lazy = dynfuse.asarray(x)
+    numbers = dtype is not np.bool_
+    choices = [
+        (lambda m, a: m.where(a > 0, a, a * a), numbers),
+        (lambda m, a: m.where(a == 0, 1, a), numbers),
+        (lambda m, a: m.where(a != 1, a, np.float64(2.5)), dtype is np.float64),
+    ]
+    for choose, in_strips in choices:
+        before = strip_runs()
+        (value,), _ = computed([choose(dynfuse.numpy, lazy)], strips=True)
+        assert_identical(value, choose(np, x))
+        assert strip_runs() == before + in_strips
+
+
 def test_several_outputs_and_intermediates_they_share():
     x = np.random.default_rng(3).random((50, 60))
     lazy = dynfuse.asarray(x)
@@ -162,6 +183,7 @@ def test_a_write_s_value_is_computed_into_its_region(monkeypatch):
 BINARY = [np.add, np.subtract, np.multiply, np.divide, np.floor_divide, np.less, np.equal, np.greater_equal]
 BINARY += [np.logical_and, np.bitwise_xor, np.bitwise_or]
 UNARY = [np.negative, np.absolute, np.square, np.logical_not, np.sqrt]
+SELECTS = [np.where]
 DTYPES = [np.float64, np.float32, np.int64, np.int32, np.int8, np.uint8, np.bool_]
 
 
@@ -198,9 +220,8 @@ def operands(draw):
 
 
 # A program: each step a choice of op and of two values made before (the operands first)
-STEPS = st.lists(
-    st.tuples(st.integers(0, 20), st.integers(0, 10), st.integers(0, 10)), min_size=2, max_size=8
-)
+INDEX = st.integers(0, 10)
+STEPS = st.lists(st.tuples(st.integers(0, 20), INDEX, INDEX, INDEX), min_size=2, max_size=8)
 
 
 @given(operands(), STEPS)
@@ -209,17 +230,18 @@ def test_random_programs_in_strips_are_numpy_s(found, program):
     values = list(found)
     with np.errstate(all="warn"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for choice, first, second in program:
-            ops = UNARY + BINARY
-            ufunc = ops[choice % len(ops)]
-            arguments = [values[first % len(values)], values[second % len(values)]][: ufunc.nin]
+        for choice, *chosen in program:
+            ops = UNARY + BINARY + SELECTS
+            function = ops[choice % len(ops)]
+            operand_count = 3 if function is np.where else function.nin
+            arguments = [values[which % len(values)] for which in chosen][:operand_count]
             try:
-                expected = ufunc(*(numpy_value for numpy_value, _ in arguments))
+                expected = function(*(numpy_value for numpy_value, _ in arguments))
             except (TypeError, OverflowError):
                 continue
             if np.ndim(expected) == 0:
                 continue
-            values.append((expected, ufunc(*(lazy_value for _, lazy_value in arguments))))
+            values.append((expected, function(*(lazy_value for _, lazy_value in arguments))))
     results = values[len(found) :]
     assume(len(results) >= 2)
     outputs = [results[-1], results[len(results) // 2]]
