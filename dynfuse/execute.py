@@ -19,7 +19,6 @@ device's library (CuPy's), or on host copies where that library cannot make it
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import threading
 import warnings
@@ -639,7 +638,7 @@ class _Run:
         position = step.stores.index(number)
         if step.kernel.output_layouts[position][0] != array.shape:
             return step, None
-        return dataclasses.replace(step, kernel=step.kernel.storing_into(position)), (position, array)
+        return step._replace(kernel=step.kernel.storing_into(position)), (position, array)
 
     def interpret(self, step: KernelStep) -> None:
         """The step's nodes by the reference executor: on host copies where the run is elsewhere."""

@@ -39,10 +39,8 @@ by type only. A loop that rebuilds the same trace, with changing scalars, plans 
 from __future__ import annotations
 
 import enum
-import functools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -53,23 +51,24 @@ from .ops import OpKind
 from .trace import Node, buffer_key
 from .views import IndexMap
 
+# A plan's parts are named tuples, not frozen dataclasses: making this module's classes is a
+# program's first plan's cost, and a frozen dataclass takes about 1 ms to make, a named tuple 0.3.
 
-@dataclass(frozen=True)
-class Source:
+
+class Source(NamedTuple):
     """A buffer as a step reads it: a node that holds one, through view nodes applied to it."""
 
     node: int
     views: tuple[int, ...] = ()  # view nodes, innermost first
     index_map: IndexMap | None = None  # for kernel loads: where the iteration index reads it
 
-    @functools.cached_property
+    @property
     def reads_in_place(self) -> bool:
         """The index map is the identity: a buffer of the iteration's shape is read as it is."""
         return self.index_map == views.identity_map(len(self.index_map.rows)) if self.index_map else False
 
 
-@dataclass(frozen=True)
-class KernelStep:
+class KernelStep(NamedTuple):
     kernel: Kernel
     loads: tuple[Source, ...]  # one per load slot
     params: tuple[int, ...]  # the scalar node of each parameter slot
@@ -77,8 +76,7 @@ class KernelStep:
     nodes: tuple[int, ...]  # the trace nodes it computes, in order: what an interpreter would run
 
 
-@dataclass(frozen=True)
-class LibraryStep:
+class LibraryStep(NamedTuple):
     node: int
     inputs: tuple[Source, ...]
 
@@ -138,8 +136,7 @@ class Reasons(NamedTuple):
     stored: tuple[Stored, ...]  # by node
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     steps: tuple[Step, ...]
     outputs: tuple[tuple[int, Source], ...]  # each requested node and where its value is
     release: tuple[tuple[int, ...], ...]  # per step: stored nodes nothing reads after it
@@ -152,13 +149,12 @@ class Plan:
 # ---- the trace, numbered ------------------------------------------------------------------------
 
 
-@dataclass
-class Trace:
+class Trace(NamedTuple):
     """The nodes that materializing ``outputs`` needs, numbered inputs first, and its signature."""
 
     nodes: list[Node]
     outputs: tuple[int, ...]
-    signature: Signature = field(repr=False)
+    signature: Signature
 
 
 def number_trace(order: list[Node], outputs: list[Node]) -> Trace:
@@ -230,15 +226,17 @@ def _contiguous_stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides)
 
 
-@dataclass
 class _Group:
     """Stored nodes that one kernel computes, over one iteration space."""
 
-    shape: tuple[int, ...]
-    axes: tuple[int, ...]
-    roots: list[int] = field(default_factory=list)
-    row_roots: set[int] = field(default_factory=set)  # reductions, and values per row
-    sources: set[int] = field(default_factory=set)  # the buffers its roots read, and the roots
+    __slots__ = ("axes", "roots", "row_roots", "shape", "sources")
+
+    def __init__(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.axes = axes
+        self.roots: list[int] = []
+        self.row_roots: set[int] = set()  # reductions, and values per row
+        self.sources: set[int] = set()  # the buffers its roots read, and the roots
 
 
 def reasons(trace: Trace, target: Target) -> Reasons:

@@ -429,8 +429,10 @@ class Row:
 
 
 def call(program: Program, namespace) -> Callable[[], object]:
-    """One call of the program on arguments made once, its result materialized."""
+    """One call of the program on arguments made once, and computed before it, as NumPy's are (a
+    first run then times the program, not its inputs' making), its result materialized."""
     arguments = program.setup(namespace)
+    dynfuse.evaluate(*(argument for argument in arguments if isinstance(argument, dynfuse.LazyArray)))
     return lambda: materialize(program.run(namespace, *arguments))
 
 
