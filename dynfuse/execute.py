@@ -236,7 +236,9 @@ def _materialize(nodes: Sequence[Node], repeats: int, into: Any = None) -> None:
     moved = {} if place is HOST and memory is HOST else moved_leaves(order, place)
     with _Verdict(repeats, order, pays, key):
         if interpreted:
-            results = interpret.run(order, [*outputs, *held], moved, into, strips=backend is not None)
+            # strips where the recipe's making pays (a tiny trace's is made at each run)
+            strips = backend is not None and not small
+            results = interpret.run(order, [*outputs, *held], moved, into, strips=strips)
         else:
             unplanned = tiers.unplanned_runs(sighted)
             results = run_planned(

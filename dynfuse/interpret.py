@@ -248,12 +248,15 @@ def _strip_program(
     if not wanted <= inside:
         return None
     views = []
+    heads = {}
     for position, node in enumerate(order):
         if node.op.kind is OpKind.VIEW:
             if node in wanted or any(child in inside for child in node.inputs):
                 return None
             views.append(position)
-        elif _strip_head(node) is None or node.shape != shape or node.device is not HOST:
+            continue
+        head = heads[node] = _strip_head(node)
+        if head is None or node.shape != shape or node.device is not HOST:
             return None
     last_reader = {child: position for position, node in enumerate(order) for child in node.inputs}
     slot_of: dict[Node, int] = {}
@@ -281,7 +284,7 @@ def _strip_program(
         else:
             slot_of[node] = count
             count += 1
-        steps.append((_strip_head(node), slot_of[node], *reading))
+        steps.append((heads[node], slot_of[node], *reading))
     if count > STRIP_MOST_SLOTS:
         return None
     stored = tuple(dict.fromkeys((slot_of[node], places[node]) for node in outputs))
