@@ -2,6 +2,7 @@
 (``interpret.Recipe``'s ``strips``, ``_recorder.run_strips``), against NumPy's op-by-op calls: the
 same values bit for bit, the same dtypes and layouts, the same warnings and errors."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import dynfuse
-from dynfuse import config, interpret
+from dynfuse import config, interpret, registry
 from dynfuse.trace import topological_order
 
 pytestmark = pytest.mark.skipif(interpret.run_strips is None, reason="the C recorder is not built")
@@ -176,6 +177,45 @@ def test_a_write_s_value_is_computed_into_its_region(monkeypatch):
     np.testing.assert_array_equal(np.asarray(lazy_a), a)
     np.testing.assert_array_equal(np.asarray(lazy_b), b)
     assert strip_runs() > before
+
+
+def test_the_reference_executor_and_a_tiny_first_sight_run_op_by_op(monkeypatch):
+    """The oracle stays NumPy's calls; a tiny trace interpreted unplanned, whose recipe is made at
+    each run, does not pay for a strip program's making."""
+    x = np.random.default_rng(7).random((300, 300))
+    monkeypatch.setattr(registry, "backend", "numpy")
+    before = strip_runs()
+    np.testing.assert_array_equal(np.asarray((dynfuse.asarray(x) + 1) * 2), (x + 1) * 2)
+    assert strip_runs() == before
+    monkeypatch.setattr(registry, "backend", "cpu")
+    monkeypatch.setattr(config, "tiers", True)
+    monkeypatch.setattr(config, "direct", False)  # recorded, then interpreted unplanned
+    small = x[:10, :10].copy()
+    interpreted = dynfuse.stats()["interpreted_ops"]
+    lazy = (dynfuse.asarray(small) + 1) * 2 - small
+    np.testing.assert_array_equal(np.asarray(lazy), (small + 1) * 2 - small)
+    assert dynfuse.stats()["interpreted_ops"] == interpreted + 3
+    assert strip_runs() == before
+
+
+def test_threads_recording_while_a_strip_program_runs():
+    """A strip program runs without the GIL: other threads record and compute meanwhile."""
+    x = np.random.default_rng(8).random((200, 2000))
+    lazy = dynfuse.asarray(x)
+    results: dict[int, np.ndarray] = {}
+
+    def work(seed: int) -> None:
+        for _ in range(5):
+            (value,), _ = computed([(lazy * seed + 1) * lazy - seed], strips=True)
+            results[seed] = value
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for seed, value in results.items():
+        assert_identical(value, (x * seed + 1) * x - seed)
 
 
 # ---- random programs --------------------------------------------------------------------------
