@@ -304,8 +304,11 @@ def materialize_into(node: Node, destination: Any, reads_destination: bool = Fal
 
 
 def _write_into(destination: Any, value: Any) -> None:
-    """``value`` into ``destination``, unless a kernel wrote it there (then they are one array)."""
-    if destination is not None and views.place(value) != views.place(destination):
+    """``value`` into ``destination``, unless a kernel or the interpreter wrote it there (then they
+    are one array, or views of the same elements)."""
+    if destination is None or value is destination:
+        return
+    if views.place(value) != views.place(destination):
         np.copyto(destination, value)
 
 
