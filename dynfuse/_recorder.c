@@ -1392,9 +1392,6 @@ static inline int common_scalar_kind(PyObject *value)
                                           : -1;
 }
 
-/* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
-   ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
-   NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 /* Whether numpy.ufunc and ops.WALK_INDEPENDENT_UFUNCS are at hand (found when first asked):
    without them NumPy's dispatch runs every call. */
 static int loops_ready(void)
@@ -1412,6 +1409,9 @@ static int loops_ready(void)
     return ready > 0;
 }
 
+/* ``ufunc(*values, out=out)`` (out NULL: a fresh array) by NumPy's loop called here; values are
+   ndarrays and Python and NumPy scalars. The result (a new reference); NULL without an error where
+   NumPy's dispatch must run it, ``out`` as it was; NULL with an error only where memory ran out. */
 static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t count, PyArrayObject *out)
 {
     if (!loops_ready() || !Py_IS_TYPE(ufunc, ufunc_type) || count < 1 || count > 2)

@@ -69,9 +69,7 @@ class Recipe:
         reusable = _reusable(order, wanted)
         computed = set(order)
         # The nodes it reads from outside, then ``order``'s: the places of their values in ``run``
-        self.externals = list(
-            dict.fromkeys(child for node in order for child in node.inputs if child not in computed)
-        )
+        self.externals = _read_from_outside(order, computed)
         places = {node: place for place, node in enumerate([*self.externals, *order])}
         last_reader: dict[Node, int] = {}
         for position, node in enumerate(order):
@@ -205,10 +203,15 @@ class Recipe:
         for slot, place in program.stored:
             values[place] = slots[slot]
         if flags and float_errors.heeded(flags, (node.errstate for node in order)):
-            computed = set(order)
-            read = dict.fromkeys(child for node in order for child in node.inputs if child not in computed)
+            read = _read_from_outside(order, set(order))  # this run's nodes at the externals' places
             rerun_for_errors(order, dict(zip(read, values, strict=False)))
         return True
+
+
+def _read_from_outside(order: Sequence[Node], computed: Collection[Node]) -> list[Node]:
+    """The nodes ``order`` reads that it does not compute (``computed``), in the order first read:
+    a run's values start with theirs."""
+    return list(dict.fromkeys(child for node in order for child in node.inputs if child not in computed))
 
 
 # Set by ``accelerate`` where the C recorder is built: ``_recorder.run_strips(steps, slots,

@@ -17,7 +17,8 @@ exactly): a mismatch or an error is reported FAIL and not timed. Then:
 - steady state: each namespace in a process of its own (``timing.measure_in_processes``), warmed
   up (dynfuse's kernels compiled, tiers settled), timed in interleaved rounds, medians;
 - first run (medium size): one call in a fresh process with an empty kernel cache, compiling
-  included, against NumPy's first call in that process; the medians of ``FIRST_RUNS`` processes.
+  included, against NumPy's first call in that process, each on inputs computed before it; the
+  medians of ``FIRST_RUNS`` processes.
 The Jacobi statement is also timed alone, per statement, at 150², 350² and 1000².
 
 Writes the "programs" section of perf/RESULTS.md; with ``--print-only`` or ``--only``, writes nothing.
@@ -626,7 +627,8 @@ def section(
             "script runs (what else ran in a process changes where NumPy's temporaries come from), warmed",
             "up until its tiers settle; medians of interleaved rounds. First run: one call in a",
             "fresh process with an empty kernel cache (compiling included) against NumPy's first call",
-            f"there, the medians of {FIRST_RUNS} processes. Speed is NumPy's time over dynfuse's: above 1,",
+            f"there (each on inputs computed before it), the medians of {FIRST_RUNS} processes. Speed is",
+            "NumPy's time over dynfuse's: above 1,",
             "dynfuse is faster. Counters are `dynfuse.stats()` deltas per timed call. The machine is",
             "shared: read ratios, not times.",
             "",
