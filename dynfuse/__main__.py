@@ -36,6 +36,17 @@ def main(argv: list[str] | None = None) -> int:
         "--report", choices=runner.REPORT_FORMATS, default="text", help="the report printed to stderr at exit"
     )
     run.add_argument("--report-file", metavar="PATH", help="also write the report to PATH, as JSON")
+    run.add_argument(
+        "--profile",
+        action="store_true",
+        help="attribute what dynfuse did to the script's lines: a table by time to stderr at exit, and "
+        "the lines, fallbacks, recompiles and kernels in --report-file's JSON",
+    )
+    run.add_argument(
+        "--profile-html",
+        metavar="PATH",
+        help="profile (as --profile) and write the profile to PATH as a web page",
+    )
     # One REMAINDER, not a SCRIPT positional before it: argparse would drop a `--` meant for the script.
     run.add_argument(
         "command_line",
@@ -114,7 +125,14 @@ def _run(arguments: argparse.Namespace) -> int:
         arguments.usage_error("the following arguments are required: SCRIPT")
     if arguments.backend is not None:
         registry.set_backend(arguments.backend)
-    return runner.run(command_line[0], command_line[1:], arguments.report, arguments.report_file)
+    return runner.run(
+        command_line[0],
+        command_line[1:],
+        arguments.report,
+        arguments.report_file,
+        profile=arguments.profile or arguments.profile_html is not None,
+        profile_html=arguments.profile_html,
+    )
 
 
 def _fuzz(arguments: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 14
+#define INTERFACE_VERSION 15
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -480,6 +480,36 @@ static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params
 }
 
 /* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
+/* The profiler's hook (dynfuse.profiler), called with (0, node) for each op recorded and (1, None) for
+   each op run at once; NULL while nothing is profiled. While it is set, the replays C would run
+   without Python's execute.materialize decline (replayed_pending, replayed_run), so that every
+   materialization is the profiler's to time. A fault of the hook's is reported, never raised. */
+static PyObject *profile_hook;
+
+static void profiled(int kind, PyObject *node)
+{
+    PyObject *kind_object = PyLong_FromLong(kind);
+    PyObject *result = kind_object == NULL ? NULL : PyObject_CallFunctionObjArgs(profile_hook, kind_object, node, NULL);
+    Py_XDECREF(kind_object);
+    if (result == NULL)
+        PyErr_WriteUnraisable(profile_hook);
+    Py_XDECREF(result);
+}
+
+/* An op run at once: counted, and told to the profiler */
+static void ran_at_once(void)
+{
+    tallies[TALLY_DIRECT_OPS]++;
+    if (profile_hook != NULL)
+        profiled(1, Py_None);
+}
+
+static PyObject *set_profile_hook(PyObject *module, PyObject *hook)
+{
+    Py_XSETREF(profile_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+    Py_RETURN_NONE;
+}
+
 static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape,
                      PyObject *dtype, PyObject *known_key)
 {
@@ -572,7 +602,12 @@ static int init_node(PyObject *self, PyObject *op, PyObject *inputs, PyObject *p
     }
     set_node_slots(self, op, inputs, params, shape, dtype, Py_None, device, depth_object, key, leaves, ancestors,
                    errstate);
-    return count > 0 ? register_pending(self) : 0;
+    if (count == 0)
+        return 0;
+    int registered = register_pending(self);
+    if (registered == 0 && profile_hook != NULL)
+        profiled(0, self);
+    return registered;
 }
 
 static PyObject *new_node(PyObject *op, PyObject *inputs, PyObject *params, PyObject *shape, PyObject *dtype)
@@ -862,7 +897,7 @@ static PyObject *leaf_array(PyObject *made, int exposed)
 /* direct.result: NumPy's fresh result (stolen) as a lazy array over a leaf, a scalar as it is. */
 static PyObject *direct_result(PyObject *made)
 {
-    tallies[TALLY_DIRECT_OPS]++;
+    ran_at_once();
     if (!PyArray_Check(made))
         return made;
     PyObject *lazy = leaf_array(made, 0);
@@ -878,7 +913,7 @@ static PyObject *direct_view(PyObject *array, PyObject *viewed, int keeps_scalar
     PyObject *base = ARRAY_SLOT(array, ARRAY_BASE);
     if (base == NULL || base == Py_None)
         base = array;
-    tallies[TALLY_DIRECT_OPS]++;
+    ran_at_once();
     PyObject *node = host_leaf(viewed);
     /* Not registered with its base: NumPy's view holds the base's buffer, which viewed_by_numpy reads */
     int scalar = keeps_scalar && is_scalar(array) && PyArray_NDIM((PyArrayObject *)viewed) == 0;
@@ -2958,7 +2993,7 @@ static PyObject *update_in_place(PyObject *op, PyObject *self, PyObject *other, 
     if (made == NULL)
         return NULL;
     Py_DECREF(made);
-    tallies[TALLY_DIRECT_OPS]++;
+    ran_at_once();
     return Py_NewRef(self);
 }
 
@@ -3612,7 +3647,7 @@ static int replayed_under_lock(PyObject *(*replay)(PyObject *, PyObject *const *
    not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
 static int replayed_pending(PyObject *value)
 {
-    PyObject *pending = pending_value_node(value);
+    PyObject *pending = profile_hook != NULL ? NULL : pending_value_node(value);
     if (pending == NULL || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
         return 0;
     return replayed_under_lock(replay_now, pending);
@@ -3623,6 +3658,8 @@ static int replayed_pending(PyObject *value)
    replay_group_now of no members takes the run): as replayed_pending. */
 static int replayed_run(void)
 {
+    if (profile_hook != NULL)
+        return 0;
     PyObject *none = PyTuple_New(0);
     if (none == NULL)
         return -1;
@@ -4614,7 +4651,7 @@ static PyObject *numpy_now(PyObject *function, PyObject *const *args, Py_ssize_t
             return NULL;
         }
     }
-    tallies[TALLY_DIRECT_OPS]++;
+    ran_at_once();
     PyObject *wrapped = as_lazy(made, &handed, 0);
     if (wrapped != NULL && large) { /* of NumPy's arrays and numbers alone: final, its memory counted */
         PyObject *noted = PyObject_CallOneArg(S.large_made, made);
@@ -5984,6 +6021,8 @@ static PyMethodDef methods[] = {
      "execute.materialize's common case in C for several nodes: their group's kept launch."},
     {"launch_replay", (PyCFunction)(void (*)(void))launch_replay, METH_FASTCALL,
      "replay.KernelReplay.materialize's launch on one thread, in C."},
+    {"set_profile_hook", set_profile_hook, METH_O,
+     "set_profile_hook(hook or None): called with (0, node) for each op recorded, (1, None) for each run at once."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,7 +46,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 14
+INTERFACE_VERSION = 15
 LAUNCH_INTERFACE_VERSION = 3
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -198,6 +198,14 @@ def accelerated(namespace: ModuleType, name: str, function: Any) -> Any:
     bound = fast if in_use() else function
     setattr(namespace, name, bound)
     return bound
+
+
+def set_profile_hook(hook: Callable[[int, Any], None] | None) -> None:
+    """Tell ``hook`` of each op recorded, (0, its node), and each run at once, (1, None), by the
+    Python recorder and the C one (``dynfuse.profiler``); None: tell nobody."""
+    trace.profile_hook = hook
+    if _extension is not None:
+        _extension.set_profile_hook(hook)
 
 
 def in_use() -> bool:

@@ -475,7 +475,8 @@ class LazyArray:
         if out is not None:
             kwargs["out"] = out
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
-        return record.fallback(name, getattr(ufunc, method), inputs, kwargs)
+        why = "a ufunc method or keywords dynfuse does not record"
+        return record.fallback(name, getattr(ufunc, method), inputs, kwargs, why)
 
     # What ``accelerate`` needs to record this method's common case in C (as for the operators)
     __array_ufunc__.fast_path = (ops.UFUNC_OPS, "ufunc")
@@ -491,7 +492,8 @@ class LazyArray:
         handler = record.HANDLED_FUNCTIONS.get(func)
         if handler is not None:
             return handler(*args, **kwargs)
-        return record.fallback(record.function_name(func), func, args, kwargs)
+        why = "a NumPy function dynfuse does not record"
+        return record.fallback(record.function_name(func), func, args, kwargs, why)
 
     # ---- operators ---------------------------------------------------------------------------------
 
@@ -569,7 +571,9 @@ class LazyArray:
 
     def reshape(self, *shape: Any, order: str = "C") -> Any:
         if order != "C":
-            return record.fallback("reshape", np.reshape, (self, shape), {"order": order})
+            return record.fallback(
+                "reshape", np.reshape, (self, shape), {"order": order}, "order= other than 'C'"
+            )
         return record.reshape(self, shape[0] if len(shape) == 1 else shape)
 
     reshape.fast_path = (None, "reshape")
@@ -625,6 +629,9 @@ class LazyArray:
         return numpy_namespace.repeat(self, repeats, axis)
 
 
+_UNRECORDED_ATTRIBUTE = "an ndarray attribute dynfuse does not record"
+
+
 def _falling_back(name: str) -> Any:
     """An ndarray attribute that LazyArray does not record: NumPy's, on the materialized array,
     counted as ``ndarray.<name>`` (a method that writes into the array, such as ``sort``, is
@@ -633,11 +640,12 @@ def _falling_back(name: str) -> Any:
     counted = f"ndarray.{name}"
     if not callable(attribute):
         return property(
-            lambda self: record.fallback(counted, attribute.__get__, (self,), {}), doc=attribute.__doc__
+            lambda self: record.fallback(counted, attribute.__get__, (self,), {}, _UNRECORDED_ATTRIBUTE),
+            doc=attribute.__doc__,
         )
 
     def method(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
-        return record.fallback(counted, attribute, (self, *args), kwargs)
+        return record.fallback(counted, attribute, (self, *args), kwargs, _UNRECORDED_ATTRIBUTE)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = attribute.__doc__

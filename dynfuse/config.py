@@ -24,6 +24,8 @@ DYNFUSE_THREADS      threads a large kernel is split across (default: every core
                      kernel at once, never on a background thread
 DYNFUSE_KERNEL_CACHE compiled kernels kept in memory, one per kernel signature (default 1024)
 DYNFUSE_PURE_PYTHON  1: record and launch kernels in Python even where the C extensions are built
+DYNFUSE_PROFILE      1: profile the whole process line by line (``dynfuse.profile``), the table printed
+                     to stderr at exit
 """
 
 from __future__ import annotations
@@ -64,3 +66,5 @@ threads: int = _int_from_environment("DYNFUSE_THREADS", os.cpu_count() or 1)
 # Record and launch in Python even where the C extensions are built (dynfuse.accelerate): to compare,
 # or to debug.
 pure_python: bool = os.environ.get("DYNFUSE_PURE_PYTHON", "0").strip() not in ("", "0")
+# Profile the whole process line by line, the table printed at exit (``dynfuse.profiler``)
+profile: bool = os.environ.get("DYNFUSE_PROFILE", "0").strip() not in ("", "0")

@@ -47,6 +47,13 @@ SCALARS = frozenset(
 )
 
 
+def _ran_at_once() -> None:
+    """An op run at once: counted, and told to a profile (``trace.profile_hook``)."""
+    stats.count("direct_ops")
+    if trace.profile_hook is not None:
+        trace.profile_hook(1, None)
+
+
 def host_value(value: Any) -> Any:
     """``value`` as NumPy takes it, if it is computed and on the host: a lazy array's buffer, an
     ndarray, a Python or NumPy scalar; ``DECLINED`` otherwise (pending, on a device, a list...)."""
@@ -91,7 +98,7 @@ def broadcast_size(shapes: Sequence[tuple[int, ...]]) -> int:
 def result(value: Any) -> Any:
     """NumPy's fresh result as dynfuse gives it: an array as a lazy array over its buffer; a NumPy
     scalar as it is, as NumPy gives it."""
-    stats.count("direct_ops")
+    _ran_at_once()
     return fresh(value) if isinstance(value, np.ndarray) else value
 
 
@@ -153,7 +160,7 @@ def call_into(
     with execute.lock:
         execute.materialize_readers(buffer)
         function(*values, out=buffer, **kwargs)
-    stats.count("direct_ops")
+    _ran_at_once()
     return target
 
 
@@ -188,7 +195,7 @@ def view(array: Any, viewed: np.ndarray, keeps_scalar: bool = True) -> Any:
     ``array``'s base as a recorded view is. A scalar's 0-d view is a scalar where ``keeps_scalar``
     (a method's: ``s.T``), an array where not (NumPy's ``s[...]``)."""
     base = array._base if array._base is not None else array
-    stats.count("direct_ops")
+    _ran_at_once()
     made = LazyArray(
         Node.leaf(viewed, exposed=False), base, keeps_scalar and array._scalar and not viewed.ndim
     )
@@ -330,7 +337,7 @@ def numpy_call(function: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     large = _large(made, limit)
     if large and any(lazy is not None for _, lazy in handed):
         return DECLINED  # a lazy array's broadcast view or tiling: recorded, so what reads it fuses
-    stats.count("direct_ops")
+    _ran_at_once()
     wrapped = _as_lazy(made, handed)
     if large:
         large_made(made)

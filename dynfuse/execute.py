@@ -401,7 +401,7 @@ def run_planned(
         raise
     except Exception as error:  # a fault of the scheduler's: the trace still runs, op by op
         _warn_fault("planning", error)
-        stats.count_fallback("plan")
+        stats.count_fallback("plan", f"planning failed ({type(error).__name__}: {error})")
         return _on(backend.memory, interpret.run(order, computed, moved_leaves(order, HOST)))
     kept = None
     # A replay reads its leaves where they are: none may have been moved but a converted NumPy
@@ -613,7 +613,9 @@ class _Run:
                 raise
             except Exception as error:  # a fault of dynfuse's own code: never a wrong answer
                 _warn_fault(f"a {self.backend.name} kernel", error)
-                stats.count_fallback(f"kernel:{self.backend.name}")
+                stats.count_fallback(
+                    f"kernel:{self.backend.name}", f"a kernel failed ({type(error).__name__}: {error})"
+                )
                 compiled = None
         if compiled is None:
             self.interpret(planned)

@@ -93,7 +93,7 @@ def library_call(node: Node, arguments: list, memory: Memory) -> Any:
             value = None
         if memory.owns(value) and value.shape == node.shape and value.dtype == node.dtype:
             return value
-        stats.count_fallback(f"{node.op.name} on the host")
+        stats.count_fallback(f"{node.op.name} on the host", "the device's library has no such call")
         arguments = [move(argument, memory, HOST) for argument in arguments]
     split = config.threads > 1 and views.size_of(node.shape) >= SPLIT_ELEMENTS
     with float_errors.restored(node.errstate):

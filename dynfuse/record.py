@@ -144,6 +144,20 @@ def _unsupported(nodes: Iterable[Node]) -> bool:
     return any(node.dtype is not None and not dtypes.is_supported(node.dtype) for node in nodes)
 
 
+def _unrecorded(nodes: Iterable[Node], out: Any = None) -> str:
+    """Why a call over ``nodes`` (and ``out``) is not recorded: the dtypes it does not take, or ``out``."""
+    found = sorted(
+        {str(node.dtype) for node in nodes if node.dtype is not None and not dtypes.is_supported(node.dtype)}
+    )
+    if found:
+        return f"dtype {', '.join(found)} is not recorded"
+    return (
+        "its out= is not a dynfuse array"
+        if out is not None and not is_lazy(out)
+        else "its arguments are not recorded"
+    )
+
+
 # (op, dtype or scalar type of each operand) -> result dtype, or False where the common case below
 # does not apply (an unsupported dtype, an op that checks values).
 _common_dtypes: dict[tuple, np.dtype | bool] = {}
@@ -225,7 +239,7 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
     nodes = [as_node(value) for value in operands]
     kwargs = dict(params) if out is None else {**dict(params), "out": out}
     if _unsupported(nodes) or (out is not None and not is_lazy(out)):
-        return fallback(op.name, op.reference, operands, kwargs)
+        return fallback(op.name, op.reference, operands, kwargs, _unrecorded(nodes, out))
     shape = views.broadcast_shapes(op.name, *(node.shape for node in nodes))
     described = _describe(nodes)
     if out is not None:
@@ -239,7 +253,9 @@ def elementwise(op: ops.Op, operands: tuple, out: Any = None, params: tuple = ()
         dtypes.check_output_cast(op, described, params, out.dtype)
     dtype = dtypes.result_dtype(op, described, params, empty=0 in shape)
     if not dtypes.is_supported(dtype):
-        return fallback(op.name, op.reference, operands, kwargs)
+        return fallback(
+            op.name, op.reference, operands, kwargs, f"its result's dtype {dtype} is not recorded"
+        )
     if op.value_check is not None:
         op.value_check(dtype, nodes, host_value)
     node = Node(op, tuple(nodes), params, shape, dtype)
@@ -271,7 +287,11 @@ def ufunc_call(op: ops.Op, inputs: tuple, out: Any, kwargs: dict) -> Any:
         if "dtype" in given:
             given["dtype"] = np.dtype(given["dtype"])
         return elementwise(op, inputs, out=out, params=tuple(sorted(given.items())))
-    return fallback(op.name, op.reference, inputs, kwargs if out is None else {**kwargs, "out": out})
+    unrecorded = (
+        ", ".join(f"{key}=" for key in sorted(set(given) - {"dtype", "casting"})) or "several outputs"
+    )
+    why = f"{unrecorded} not recorded"
+    return fallback(op.name, op.reference, inputs, kwargs if out is None else {**kwargs, "out": out}, why)
 
 
 def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -> Any:
@@ -284,7 +304,8 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
     if made is not direct.DECLINED:
         return made
     if _unsupported([node]) or not dtypes.is_supported(dtype):
-        return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {})
+        why = _unrecorded([node]) if _unsupported([node]) else f"dtype {dtype} is not recorded"
+        return fallback("astype", ops.ELEMENTWISE["astype"].reference, (value, dtype), {}, why)
     return new_array(_cast_node(node, dtype), scalar=is_scalar(value))
 
 
@@ -344,7 +365,16 @@ def reduction(
         or _unsupported([node])
         or (dtype is not None and not dtypes.is_supported(np.dtype(dtype)))
     ):
-        return fallback(name, op.reference, (value,), kwargs)
+        why = (
+            _unrecorded([node], out)
+            if out is not None or _unsupported([node])
+            else f"{', '.join(f'{key}=' for key in unsupported_kwargs)} not recorded"
+            if unsupported_kwargs
+            else "a Python scalar's reduction is not recorded"
+            if node.op is ops.SCALAR
+            else f"dtype {np.dtype(dtype)} is not recorded"
+        )
+        return fallback(name, op.reference, (value,), kwargs, why)
     ndim = len(node.shape)
     if ndim == 0 and _integer(axis) in (0, -1):
         if name in ops.SINGLE_AXIS_REDUCTIONS:
@@ -371,7 +401,9 @@ def reduction(
     params.append(("keepdims", bool(keepdims)))
     result_dtype = dtypes.reduction_dtype(op, node.dtype, node.shape, tuple(params))
     if not dtypes.is_supported(result_dtype):
-        return fallback(name, op.reference, (value,), kwargs)
+        return fallback(
+            name, op.reference, (value,), kwargs, f"its result's dtype {result_dtype} is not recorded"
+        )
     if op.expand is not None:
         warned = Emitter.warnings
         result = op.expand(Emitter, node, axes, bool(keepdims), dtype, ddof)
@@ -540,7 +572,8 @@ def barrier(
         node = _barrier_node(op, nodes, static, out)
     if node is None:
         kwargs = params if out is None else {**params, "out": out}
-        return fallback(op.name, op.reference, tuple(operands), kwargs)
+        why = "an argument given as an array is not recorded" if static is None else _unrecorded(nodes, out)
+        return fallback(op.name, op.reference, tuple(operands), kwargs, why)
     if out is None:
         return new_array(node)
     if out.shape != node.shape:
@@ -608,7 +641,7 @@ def roll(value: Any, shift: Any, axis: Any = None) -> Any:
     takes them: broadcast together, an axis named twice moving by the sum; with no axis, the
     flattened array's elements move. A shift given as a lazy array is NumPy's to run."""
     if is_lazy(shift) or is_lazy(axis):
-        return fallback("roll", np.roll, (value, shift, axis), {})
+        return fallback("roll", np.roll, (value, shift, axis), {}, "a shift or axis given as a lazy array")
     array = lazy(value)
     if axis is None and array.ndim == 0:
         return roll(array, shift, ())
@@ -714,7 +747,8 @@ def getitem(value: Any, index: Any) -> Any:
     if made is not direct.DECLINED:
         return made
     if not views.is_basic_index(index):
-        return fallback("getitem", operator.getitem, (array, index), {})
+        why = "an index of integer arrays or masks (advanced indexing) is not recorded"
+        return fallback("getitem", operator.getitem, (array, index), {}, why)
     normalized, shape, is_view = views.basic_index(array.shape, index)
     return view(array, "getitem", (("index", normalized),), shape, is_view)
 
@@ -1214,15 +1248,16 @@ def _one_device(function: Callable, arrays: list[Any]) -> devices.Memory:
     return found.pop() if found else HOST
 
 
-def fallback(name: str, function: Callable, args: tuple, kwargs: dict) -> Any:
-    """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name; on small
+def fallback(name: str, function: Callable, args: tuple, kwargs: dict, why: str) -> Any:
+    """What dynfuse does not record: NumPy runs it on materialized inputs, counted by name, with
+    ``why`` (``stats()['fallback_reasons']``, a profile's fallbacks); on small
     computed arrays NumPy's call at once, as any direct op, which is no fallback (nothing there is
     recorded, whichever op it is)."""
     result = direct.numpy_call(function, args, kwargs)
     if result is not direct.DECLINED:
         return result
     result = call_numpy(function, args, kwargs, _written_by(function, args))
-    stats.count_fallback(name)
+    stats.count_fallback(name, why)
     return result
 
 

@@ -39,6 +39,15 @@ written as JSON to ``--report-file PATH`` if asked. Its keys:
     materializations            times lazy values were computed
     fallbacks                   {function name: calls} that ran through NumPy, unrecorded
     stats                       every counter of ``dynfuse.stats()`` at exit
+    fallback_reasons            {function name: why it ran through NumPy (the last time)}
+    profile                     with ``--profile``: what dynfuse did for each line of the script
+                                (``dynfuse.profiler``): ``wall_seconds``; ``lines``, each line's ops
+                                recorded and how they ran (fused, interpreted, library), ops run at
+                                once, materializations with their seconds by phase and reasons, and
+                                fallbacks, by time; ``fallbacks`` by line, function and reason;
+                                ``recompiles``, lines whose kernels were built again and again, with
+                                what changed in their signatures; ``kernels``, each compiled kernel's
+                                lines, launches, seconds and compile seconds
     workers                     {address: {kernels_compiled, kernels_reused_from_disk,
                                 kernels_launched, ops_fused}} of each worker of the script's Dask
                                 ``distributed`` client, if it is still connected at exit; else {}
@@ -65,7 +74,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import registry
+from . import config, registry
 from .stats import reset_stats, stats
 
 REPORT_FORMATS = ("text", "json", "none")
@@ -79,9 +88,16 @@ _STARTER_MODULES = frozenset(("runpy", __name__))
 
 
 def run(
-    script: str, arguments: Sequence[str] = (), report: str = "text", report_file: str | None = None
+    script: str,
+    arguments: Sequence[str] = (),
+    report: str = "text",
+    report_file: str | None = None,
+    profile: bool = False,
+    profile_html: str | None = None,
 ) -> int:
-    """Run ``script`` as ``python script *arguments`` would, report, and return the exit status."""
+    """Run ``script`` as ``python script *arguments`` would, report, and return the exit status.
+    ``profile``: attribute what dynfuse did to the script's lines (``dynfuse.profiler``), printed
+    after the report and added to the JSON's keys; ``profile_html``: that profile as a page, there."""
     if report not in REPORT_FORMATS:
         raise ValueError(f"run: report must be one of {', '.join(REPORT_FORMATS)}, not {report!r}")
     path = os.path.abspath(script)
@@ -89,8 +105,9 @@ def run(
         try:
             with open(path, "rb"):  # as python does: a script it cannot read is status 2, not run
                 pass
-            destination = (
-                cleanup.enter_context(open(report_file, "w", encoding="utf-8")) if report_file else None
+            destination, page = (
+                cleanup.enter_context(open(name, "w", encoding="utf-8")) if name else None
+                for name in (report_file, profile_html)
             )
         except OSError as error:
             print(f"dynfuse run: can't open file {error.filename!r}: {error.strerror}", file=sys.stderr)
@@ -99,6 +116,7 @@ def run(
         sys.argv = [path, *arguments]
         sys.path[:1] = [os.path.dirname(os.path.realpath(path))]
         reset_stats()
+        profiled = _profiling(profile or page is not None)
         started = time.perf_counter()
         status = _INTERRUPTED  # unless the script ends otherwise
         try:
@@ -106,8 +124,24 @@ def run(
                 status = _run_as_main(path)
         finally:  # an interrupt goes on, reported: Python then exits by SIGINT, as for ``python SCRIPT``
             summary = make_report(script, status, time.perf_counter() - started)
+            if profiled is not None:
+                summary["profile"] = profiled.stop().data()
             _write_report(summary, report, report_stream, destination)
+            if profiled is not None and report != "json":
+                print(profiled.text(), file=report_stream)
+            if page is not None:
+                page.write(profiled.html())
     return status
+
+
+def _profiling(wanted: bool) -> Any:
+    """The profile of the script's lines, started, where ``wanted`` or ``DYNFUSE_PROFILE=1`` asks for
+    one (that one started with the process: the runner reports it); None where neither does."""
+    if not wanted and not config.profile:
+        return None
+    from . import profiler
+
+    return profiler.active() or profiler.Profile().start()
 
 
 def _write_report(summary: dict[str, Any], report: str, stream: TextIO, destination: TextIO | None) -> None:
@@ -290,6 +324,7 @@ def make_report(script: str, exit_status: int, wall_seconds: float) -> dict[str,
         "ops_run_at_once": counters["direct_ops"],
         "materializations": counters["materializations"],
         "fallbacks": dict(sorted(counters["fallback_names"].items(), key=lambda item: (-item[1], item[0]))),
+        "fallback_reasons": counters["fallback_reasons"],
         "stats": counters,
         "workers": {
             address: {

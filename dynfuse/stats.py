@@ -51,6 +51,7 @@ os.register_at_fork(after_in_child=_lock._at_fork_reinit)  # free in a forked ch
 _local = threading.local()
 _per_thread: list[dict[str, float]] = []
 _fallback_names: Counter[str] = Counter()
+_fallback_reasons: dict[str, str] = {}
 
 
 def thread_counters() -> dict[str, float]:
@@ -71,20 +72,23 @@ def count(name: str, amount: float = 1) -> None:
         thread_counters()[name] += amount
 
 
-def count_fallback(function_name: str) -> None:
+def count_fallback(function_name: str, why: str) -> None:
+    """A call that ran through NumPy unrecorded, and why (the last reason is kept per name)."""
     count("fallbacks")
     with _lock:
         _fallback_names[function_name] += 1
+        _fallback_reasons[function_name] = why
 
 
 def stats() -> dict[str, Any]:
     """A snapshot of the counters and gauges; ``fallback_names`` maps each fallen-back function to
-    its count."""
+    its count, ``fallback_reasons`` to why it fell back (the last time)."""
     with _lock:
         snapshot: dict[str, Any] = {
             name: sum(counters[name] for counters in _per_thread) for name in _COUNTER_NAMES
         }
         snapshot["fallback_names"] = dict(_fallback_names)
+        snapshot["fallback_reasons"] = dict(_fallback_reasons)
         for read, _ in SOURCES:
             for name, value in read().items():
                 snapshot[name] += value
@@ -97,5 +101,6 @@ def reset_stats() -> None:
         for counters in _per_thread:
             counters.update(dict.fromkeys(_COUNTER_NAMES, 0))
         _fallback_names.clear()
+        _fallback_reasons.clear()
         for _, reset in SOURCES:
             reset()

@@ -17,7 +17,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,11 @@ def first_positions(nodes: tuple[Node, ...]) -> tuple[int, ...]:
 
 
 _inputs = operator.attrgetter("inputs")
+
+
+# A profile's hook (``dynfuse.profiler``, set by ``accelerate.set_profile_hook``): told of each op
+# recorded, (0, its node), and each run at once, (1, None); None while nothing is profiled.
+profile_hook: Callable[[int, Any], None] | None = None
 
 
 class Node:
@@ -155,6 +160,8 @@ class Node:
             recording.counters["ops_recorded"] += 1
             if len(recording.refs) >= recording.sweep_at:
                 recording.sweep()
+            if profile_hook is not None:
+                profile_hook(0, self)
 
     def read_back(self, array: Any) -> None:
         """Stand for a copy of ``array``, the host memory this pending node's value was written

@@ -88,14 +88,16 @@ def test_injected_faults_do_not_hide_a_wrong_kernel(wrong_kernels):
 
 @pytest.fixture
 def wrong_kernels(monkeypatch):
-    """Every compiled kernel's float outputs off by one in their second element."""
+    """Every compiled kernel's outputs wrong in their first element: a number off by one, a bool
+    flipped (every output, so that whichever programs the seed draws, one meets it)."""
     original = execute.launch
 
     def wrong(*arguments, **keywords):
         results = original(*arguments, **keywords)
         for result in results:
-            if result.dtype.kind == "f" and result.size > 1:
-                result.reshape(-1)[1] += 1
+            if result.size:
+                first = (0,) * result.ndim
+                result[first] = ~result[first] if result.dtype.kind == "b" else result[first] + 1
         return results
 
     monkeypatch.setattr(execute, "launch", wrong)

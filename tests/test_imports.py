@@ -221,7 +221,16 @@ FLOORS = (
         "dynfuse.direct",
     ),
     ("dynfuse.record", "dynfuse.array", "dynfuse.accelerate"),
-    ("dynfuse", "dynfuse.numpy", "dynfuse.explain", "dynfuse.runner", "dynfuse.__main__", "dynfuse.dask"),
+    (
+        "dynfuse",
+        "dynfuse.numpy",
+        "dynfuse.explain",
+        "dynfuse.runner",
+        "dynfuse.__main__",
+        "dynfuse.dask",
+        "dynfuse.profiler",
+        "dynfuse.profile_report",
+    ),
 )
 
 

@@ -60,9 +60,9 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs
     a_min = kwargs.pop("min", a_min)
     a_max = kwargs.pop("max", a_max)
     if kwargs:
-        return record.fallback(
-            "clip", np.clip, (a, a_min, a_max), {**kwargs, "out": out} if out is not None else kwargs
-        )
+        why = f"{', '.join(f'{key}=' for key in kwargs)} not recorded"
+        arguments = {**kwargs, "out": out} if out is not None else kwargs
+        return record.fallback("clip", np.clip, (a, a_min, a_max), arguments, why)
     dtype = getattr(a, "dtype", None)
     if dtype is not None and np.dtype(dtype).kind in "iu":
         # As NumPy: a Python int bound beyond an integer array's range bounds nothing (NEP 50 would
@@ -81,7 +81,8 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs
 
 def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if x is None and y is None:
-        return record.fallback("where", np.where, (condition,), {})
+        why = "one-argument where: its shape depends on the values"
+        return record.fallback("where", np.where, (condition,), {}, why)
     if x is None or y is None:
         raise ValueError("where: either both or neither of x and y should be given")
     return record.elementwise(ops.ELEMENTWISE["where"], (condition, x, y))

@@ -96,7 +96,8 @@ def _triangle(m: Any, k: Any, keep_lower: bool) -> Any:
     name = "tril" if keep_lower else "triu"
     sizes = _sizes(*m.shape[-2:], k) if m.ndim else None
     if sizes is None or not dtypes.is_supported(m.dtype):
-        return record.fallback(name, getattr(np, name), (m,), {"k": k})
+        why = "a 0-d array or a dtype it does not record"
+        return record.fallback(name, getattr(np, name), (m,), {"k": k}, why)
     rows, columns = (sizes[0], sizes[0]) if m.ndim == 1 else sizes[:2]
     mask = _lower(rows, columns, sizes[-1] if keep_lower else sizes[-1] - 1, m.device)
     zero = array_module.asarray(np.zeros(1, m.dtype), device=m.device)  # as NumPy selects from

@@ -65,7 +65,7 @@ def falling_back(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def fall_back(*args: Any, **kwargs: Any) -> Any:
-        return record.fallback(name, function, args, kwargs)
+        return record.fallback(name, function, args, kwargs, "a NumPy function dynfuse does not record")
 
     fall_back.fast_path = (function, "numpy")  # what ``accelerate`` needs to run that check in C
     return fall_back

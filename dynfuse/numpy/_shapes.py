@@ -58,7 +58,10 @@ __all__ = [
 def reshape(a: Any, /, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Any:
     shape = newshape if shape is None else shape
     if order != "C" or copy is not None:
-        return record.fallback("reshape", np.reshape, (a, shape), {"order": order, "copy": copy})
+        arguments = {"order": order, "copy": copy}
+        return record.fallback(
+            "reshape", np.reshape, (a, shape), arguments, "order= other than 'C', or copy="
+        )
     return record.reshape(a, shape)
 
 
@@ -103,7 +106,7 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 
 def ravel(a: Any, order: str = "C") -> Any:
     if order != "C":
-        return record.fallback("ravel", np.ravel, (a,), {"order": order})
+        return record.fallback("ravel", np.ravel, (a,), {"order": order}, "order= other than 'C'")
     return record.reshape(a, -1)
 
 
@@ -250,7 +253,8 @@ def tile(A: Any, reps: Any) -> Any:
 def repeat(a: Any, repeats: Any, axis: Any = None) -> Any:
     """A count per element makes the result's shape depend on the counts' values: NumPy runs it."""
     if np.ndim(repeats):
-        return record.fallback("repeat", np.repeat, (a, repeats), {"axis": axis})
+        why = "a count per element: the shape depends on the values"
+        return record.fallback("repeat", np.repeat, (a, repeats), {"axis": axis}, why)
     return record.barrier(ops.BARRIERS["repeat"], (a,), {"repeats": repeats, "axis": axis})
 
 

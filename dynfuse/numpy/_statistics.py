@@ -106,7 +106,10 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     (NaN counts, -0.0 does not). One reduction, fused with what computes ``a``."""
     a = record.lazy(a)
     if a.dtype.kind not in "biufc":  # strings, objects, dates: NumPy's own
-        return record.fallback("count_nonzero", np.count_nonzero, (a,), {"axis": axis, "keepdims": keepdims})
+        arguments = {"axis": axis, "keepdims": keepdims}
+        return record.fallback(
+            "count_nonzero", np.count_nonzero, (a,), arguments, f"dtype {a.dtype} is not recorded"
+        )
     if axis is not None and a.ndim:  # NumPy's errors, which name no other function (a 0-d
         axis = normalize_axis_tuple(axis, a.ndim)  # array's axis 0 or -1 is the sum's quirk)
     truth = a if a.dtype == np.bool_ else a.astype(np.bool_)
@@ -183,7 +186,8 @@ def _statistic(name: str) -> Callable:
     def statistic(*args: Any, **kwargs: Any) -> Any:
         arguments = signature.bind(*args, **kwargs).arguments
         if np.ndim(arguments["a"]) == 0 or 0 in np.shape(arguments["a"]) or np.ndim(arguments.get("q")) > 1:
-            return record.fallback(name, numpy_function, args, kwargs)
+            why = "a 0-d or empty array, or q of more than one dimension, is not recorded"
+            return record.fallback(name, numpy_function, args, kwargs, why)
         out = arguments.pop("out", None)
         operands = [arguments.pop("a")]
         if isinstance(arguments.get("q"), (LazyArray, np.ndarray, np.generic)):

@@ -29,7 +29,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     arguments = {"ord": ord, "axis": axis, "keepdims": keepdims}
     x = _record.lazy(x)
     if x.dtype.kind == "c" or x.size == 0:
-        return _record.fallback("linalg.norm", _np.linalg.norm, (x,), arguments)
+        return _record.fallback("linalg.norm", _np.linalg.norm, (x,), arguments, "a complex or empty array")
     if x.dtype.kind != "f":
         x = x.astype(float)
     if axis is None:
@@ -51,7 +51,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     if rows == columns:
         raise ValueError("Duplicate axes given.")
     if ord in (2, -2, "nuc"):
-        return _record.fallback("linalg.norm", _np.linalg.norm, (x,), arguments)
+        return _record.fallback("linalg.norm", _np.linalg.norm, (x,), arguments, "a norm by singular values")
     result = _matrix_norm(x, ord, rows, columns)
     if keepdims:
         result = _record.reshape(
