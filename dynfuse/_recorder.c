@@ -480,20 +480,26 @@ static PyObject *node_structure(PyObject *op, PyObject *inputs, PyObject *params
 }
 
 /* trace.Node.__init__, on a node whose slots may be unset (fresh) or set (re-initialized). */
-/* The profiler's hook (dynfuse.profiler), called with (0, node) for each op recorded and (1, None) for
-   each op run at once; NULL while nothing is profiled. While it is set, the replays C would run
-   without Python's execute.materialize decline (replayed_pending, replayed_run), so that every
-   materialization is the profiler's to time. A fault of the hook's is reported, never raised. */
+/* The profiler's hook (dynfuse.profiler), called with (0, node) for each op recorded, (1, None) for
+   each op run at once, (2, node) as a write's pending value is replayed here (replayed_pending) and
+   (3, whether it was computed) when that replay is over; NULL while nothing is profiled. While it
+   is set, a loop's run is not replayed here (replayed_run) but by Python's execute.materialize,
+   which the profiler times. A fault of the hook's is reported, never raised, and an error pending
+   when it is called stays pending. */
 static PyObject *profile_hook;
 
-static void profiled(int kind, PyObject *node)
+static void profiled(int kind, PyObject *subject)
 {
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
     PyObject *kind_object = PyLong_FromLong(kind);
-    PyObject *result = kind_object == NULL ? NULL : PyObject_CallFunctionObjArgs(profile_hook, kind_object, node, NULL);
+    PyObject *result =
+        kind_object == NULL ? NULL : PyObject_CallFunctionObjArgs(profile_hook, kind_object, subject, NULL);
     Py_XDECREF(kind_object);
     if (result == NULL)
         PyErr_WriteUnraisable(profile_hook);
     Py_XDECREF(result);
+    PyErr_Restore(type, error, traceback);
 }
 
 /* An op run at once: counted, and told to the profiler */
@@ -3647,10 +3653,15 @@ static int replayed_under_lock(PyObject *(*replay)(PyObject *, PyObject *const *
    not (not such a value, or no launch kept: the Python path computes it); -1 with an error. */
 static int replayed_pending(PyObject *value)
 {
-    PyObject *pending = profile_hook != NULL ? NULL : pending_value_node(value);
+    PyObject *pending = pending_value_node(value);
     if (pending == NULL || NODE_SLOT(pending, DEVICE) != S.host || is_view(pending))
         return 0;
-    return replayed_under_lock(replay_now, pending);
+    if (profile_hook == NULL)
+        return replayed_under_lock(replay_now, pending);
+    profiled(2, pending); /* held by ``value`` throughout */
+    int computed = replayed_under_lock(replay_now, pending);
+    profiled(3, computed > 0 ? Py_True : Py_False);
+    return computed;
 }
 
 /* Whether the run of the program's loop that this thread has pending was computed by the launch

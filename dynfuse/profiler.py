@@ -9,13 +9,13 @@ bookkeeping), its fallbacks and why, the kernels built for it (a line whose kern
 and again, and what changed in their signatures), and each compiled kernel's launches and time.
 
 Nothing of it costs anything unless a profile runs: starting one wraps the few runtime functions
-that do those things (``_WRAPPED``: materializing, planning, compiling, launching, interpreting,
-library calls, copies, fallbacks) and sets the recorders' hook (``trace.profile_hook``, the C
-recorder's ``set_profile_hook``), which tells it of each op recorded or run at once; stopping puts
-them back. While a profile runs, the replays the C recorder would launch from its own fast paths (a write's
-value, a loop's carried run) go through Python's materialization, which launches them in C the
-same way, so that each is timed and attributed; the program's results are the same.
-One profile runs at a time, in the whole process.
+that do those things (``_wrapped``: materializing, planning, compiling, launching, interpreting,
+library calls, copies, fallbacks) and sets the recorders' hook (``accelerate.set_profile_hook``),
+which tells it of each op recorded or run at once; stopping puts them back. While a profile runs,
+the C recorder tells the hook when it replays a write's value itself, so that replay is timed and
+attributed as it runs; a loop's carried run goes through Python's materialization, which launches
+it in C the same way. The program's results are the same. One profile runs at a time, in the whole
+process.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy
 
-from . import accelerate, cache, execute, interpret, pressure, replay, tiers, trace
+from . import accelerate, cache, execute, interpret, pressure, registry, replay, tiers, trace
 from .ops import OpKind
 from .profile_report import MEASURED_PHASES, format_profile, profile_html
 from .stats import thread_counters
@@ -53,6 +53,9 @@ _NOT_THE_PROGRAM = tuple(
 )
 
 Line = tuple[str, int, str]  # file, line number, function
+# What the recorders' hook is told (``Profile._noted``)
+_RECORDED, _RUN_AT_ONCE, _REPLAY_IN_C, _REPLAY_IN_C_OVER = range(4)
+_WRITTEN_IN_C = "a write's value (x[...] = value, x op= value)"
 
 
 class _LineStats:
@@ -159,16 +162,58 @@ class Profile:
             found = self._lines[line] = _LineStats()
         return found
 
-    def _noted(self, kind: int, node: Any) -> None:
-        """The recorders' hook: an op recorded (``kind`` 0, its node) or run at once (1)."""
-        line = self._line(sys._getframe(1))
-        if line is None:
+    def _noted(self, kind: int, subject: Any) -> None:
+        """The recorders' hook: an op recorded (``kind`` 0, its node), run at once (1, None), a
+        write's value replayed by the C recorder (2, its node) and that replay over (3, whether it
+        computed the value)."""
+        if kind == _REPLAY_IN_C_OVER:
+            self._replayed_in_c(subject)
             return
-        if kind:
+        line = self._line(sys._getframe(1))
+        if kind == _REPLAY_IN_C:
+            kernel = _kept_kernel(subject, registry.backend)
+            self._state.in_c = (
+                line,
+                self._uncomputed_lines(_with_ancestors(subject)),
+                kernel,
+                time.perf_counter(),
+            )
+        elif line is None:
+            return
+        elif kind == _RUN_AT_ONCE:
             self._stats(line).direct += 1
-        elif node.op.kind is not OpKind.VIEW:
+        elif kind == _RECORDED and subject.op.kind is not OpKind.VIEW:
             self._stats(line).recorded += 1
-            self._origins[node] = line
+            self._origins[subject] = line
+
+    def _replayed_in_c(self, computed: bool) -> None:
+        """A write's value the C recorder replayed: a materialization at the write's line, all
+        kernel time, its ops fused."""
+        line, fused, kernel, started = self._state.in_c
+        seconds = time.perf_counter() - started
+        self._state.in_c = None
+        if not computed or line is None:
+            return
+        if kernel is not None:
+            record = self._kernel(kernel)
+            record.launches += 1
+            record.seconds += seconds
+            record.lines |= set(fused)
+        found = self._stats(line)
+        found.materializations += 1
+        found.seconds += seconds
+        found.phases["kernel"] += seconds
+        found.reasons[_WRITTEN_IN_C] += 1
+        self._count_fates(fused, "fused")
+
+    def _uncomputed_lines(self, nodes: Iterable[Any]) -> Counter[Line]:
+        """The lines of ``nodes``, each as often as it recorded one of them: read before a replay
+        computes them, as the replay releases the graph."""
+        return Counter(line for line in map(self._origins.get, nodes) if line is not None)
+
+    def _count_fates(self, lines: Counter[Line], fate: str) -> None:
+        for line, count in lines.items():
+            self._stats(line).fates[fate] += count
 
     def _fates(self, nodes: Iterable[Any], fate: str) -> None:
         origins = self._origins
@@ -352,24 +397,28 @@ class Profile:
 
         @functools.wraps(original)
         def replaying(*args: Any) -> bool:
-            nodes = _weakly(node for top in _nodes(args[computed]) for node in (top, *top.ancestors))
+            state = self._state
+            if getattr(state, "replaying", False):  # within another replay, which counts it
+                return original(*args)
             kernel = None if kernel_of is None else kernel_of(*args)
+            fused = self._uncomputed_lines(
+                node for top in _nodes(args[computed]) for node in _with_ancestors(top)
+            )
             record = None if kernel is None else self._kernel(kernel)
             launches = None if record is None else record.launches
-            state = self._state
-            lines = state.step_lines = self._lines_of(_alive(nodes))
+            state.step_lines, state.replaying = set(fused), True
             started = time.perf_counter()
             try:
                 done = original(*args)
             finally:
-                state.step_lines = set()
+                state.step_lines, state.replaying = set(), False
             if done:
                 state.replayed = True
-                self._fates(_alive(nodes), "fused")
+                self._count_fates(fused, "fused")
                 if record is not None and record.launches == launches:  # launched in C
                     record.launches += 1
                     record.seconds += time.perf_counter() - started
-                    record.lines |= lines
+                    record.lines |= set(fused)
             return done
 
         return self._phase("kernel", replaying)
@@ -521,6 +570,11 @@ def _weakly(nodes: Iterable[Any]) -> list[weakref.ref]:
 
 def _alive(references: Iterable[weakref.ref]) -> Iterator[Any]:
     return (node for node in map(operator.call, references) if node is not None)
+
+
+def _with_ancestors(node: Any) -> Iterator[Any]:
+    yield node
+    yield from node.ancestors
 
 
 def _nodes(first: Any) -> tuple[Any, ...]:
