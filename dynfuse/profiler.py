@@ -110,7 +110,8 @@ class Profile:
         self._builds: dict[Line, list[dict[str, str]]] = {}
         self._kernels: dict[Any, _KernelStats] = {}
         self._state = threading.local()
-        self._ours: dict[Any, bool] = {}
+        self._ours: dict[str, bool] = {}  # by file: whether it is dynfuse's or NumPy's
+        self._places: dict[tuple[int, int], tuple[Line, Any]] = {}
         self._originals: dict[tuple[Any, str], Any] = {}
         self._started = self._wall = 0.0
 
@@ -152,9 +153,17 @@ class Profile:
     # ---- what the program's lines did ----------------------------------------------------------
 
     def _line(self, frame: Any) -> Line | None:
-        """The program's line running ``frame`` or the nearest frame that called it."""
+        """The program's line running ``frame`` or the nearest frame that called it: known by its
+        code and instruction, as a frame's line number is worked out from its code's line table."""
         frame = _program_frame(frame, self._ours)
-        return None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        if frame is None:
+            return None
+        code = frame.f_code
+        place = (id(code), frame.f_lasti)
+        known = self._places.get(place)
+        if known is None:  # the code is kept with its line, so that its id names no other code
+            known = self._places[place] = ((code.co_filename, frame.f_lineno, code.co_name), code)
+        return known[0]
 
     def _stats(self, line: Line) -> _LineStats:
         found = self._lines.get(line)
@@ -637,13 +646,14 @@ _CALLED = {
 }
 
 
-def _program_frame(frame: Any, ours: dict[Any, bool]) -> Any:
-    """The innermost frame from ``frame`` out whose code is neither dynfuse's nor NumPy's."""
+def _program_frame(frame: Any, ours: dict[str, bool]) -> Any:
+    """The innermost frame from ``frame`` out whose code is neither dynfuse's nor NumPy's, known by
+    its file (a name whose hash Python keeps; a code object's is worked out from its contents)."""
     while frame is not None:
-        code = frame.f_code
-        mine = ours.get(code)
+        file = frame.f_code.co_filename
+        mine = ours.get(file)
         if mine is None:
-            mine = ours[code] = code.co_filename.startswith(_NOT_THE_PROGRAM)
+            mine = ours[file] = file.startswith(_NOT_THE_PROGRAM)
         if not mine:
             return frame
         frame = frame.f_back
