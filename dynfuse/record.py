@@ -365,15 +365,15 @@ def reduction(
         or _unsupported([node])
         or (dtype is not None and not dtypes.is_supported(np.dtype(dtype)))
     ):
-        why = (
-            _unrecorded([node], out)
-            if out is not None or _unsupported([node])
-            else f"{', '.join(f'{key}=' for key in unsupported_kwargs)} not recorded"
-            if unsupported_kwargs
-            else "a Python scalar's reduction is not recorded"
-            if node.op is ops.SCALAR
-            else f"dtype {np.dtype(dtype)} is not recorded"
-        )
+        if _unsupported([node]):
+            why = _unrecorded([node])
+        elif out is not None or unsupported_kwargs:
+            keywords = ("out", *unsupported_kwargs)[out is None :]
+            why = f"{', '.join(f'{key}=' for key in keywords)} not recorded"
+        elif node.op is ops.SCALAR:
+            why = "a Python scalar's reduction is not recorded"
+        else:
+            why = f"dtype {np.dtype(dtype)} is not recorded"
         return fallback(name, op.reference, (value,), kwargs, why)
     ndim = len(node.shape)
     if ndim == 0 and _integer(axis) in (0, -1):

@@ -10,26 +10,35 @@ from .helpers import assert_same
 dnp = dynfuse.numpy
 
 
+UNRECORDED_FUNCTION = "a NumPy function dynfuse does not record"
+ADVANCED_INDEX = "an index of integer arrays or masks (advanced indexing) is not recorded"
+
+
 @pytest.mark.parametrize(
-    ("name", "function"),
+    ("name", "why", "function"),
     [
-        ("sort", lambda a: np.sort(a, axis=-1)),
-        ("getitem", lambda a: a[:, np.array([2, 0])]),
-        ("getitem", lambda a: a[a > 2]),
-        ("linalg.pinv", lambda a: np.linalg.pinv(a)),
-        ("argsort", lambda a: np.argsort(a, axis=-1)),
-        ("add.accumulate", lambda a: np.add.accumulate(a, axis=0)),
-        ("add", lambda a: a + 1j),
-        ("unique", lambda a: np.unique(a)),
-        ("where", lambda a: np.where(a > 2)),
-        ("round", lambda a: np.round(a, 1)),
+        ("sort", UNRECORDED_FUNCTION, lambda a: np.sort(a, axis=-1)),
+        ("getitem", ADVANCED_INDEX, lambda a: a[:, np.array([2, 0])]),
+        ("getitem", ADVANCED_INDEX, lambda a: a[a > 2]),
+        ("linalg.pinv", UNRECORDED_FUNCTION, lambda a: np.linalg.pinv(a)),
+        ("argsort", UNRECORDED_FUNCTION, lambda a: np.argsort(a, axis=-1)),
+        (
+            "add.accumulate",
+            "a ufunc method or keywords dynfuse does not record",
+            lambda a: np.add.accumulate(a, axis=0),
+        ),
+        ("add", "its result's dtype complex128 is not recorded", lambda a: a + 1j),
+        ("unique", UNRECORDED_FUNCTION, lambda a: np.unique(a)),
+        ("where", "one-argument where: its shape depends on the values", lambda a: np.where(a > 2)),
+        ("round", UNRECORDED_FUNCTION, lambda a: np.round(a, 1)),
     ],
 )
-def test_fallbacks_are_correct_and_counted(name, function):
+def test_fallbacks_are_correct_counted_and_say_why(name, why, function):
     values = np.arange(6.0).reshape(2, 3) / 2
     expected = function(values)
     actual = function(dynfuse.asarray(values))
     assert dynfuse.stats()["fallback_names"] == {name: 1}
+    assert dynfuse.stats()["fallback_reasons"] == {name: why}
     if isinstance(expected, tuple):
         for got, want in zip(actual, expected, strict=True):
             assert_same(got, want)
