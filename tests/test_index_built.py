@@ -1,5 +1,5 @@
-"""Arrays built from their indices (tri, eye, identity, triu, tril) as expressions, and diagonals as
-views: NumPy's results, fused with what reads them, never fallbacks."""
+"""Arrays built from their indices (tri, eye, identity, triu, tril, diag of a vector) as expressions,
+and diagonals as views: NumPy's results, fused with what reads them, never fallbacks."""
 
 import numpy as np
 import pytest
@@ -37,6 +37,13 @@ CALLS = {
     "diagonal, negative axes": lambda m, a: m.diagonal(a(STACK), -1, -1, 0),
     "diag of a matrix": lambda m, a: m.diag(a(MATRIX), 1),
     "diag of a vector": lambda m, a: m.diag(a(MATRIX[0]), -1),
+    "diag of a vector, on the diagonal": lambda m, a: m.diag(a(MATRIX[1])),
+    "diag of a vector, above": lambda m, a: m.diag(a(MATRIX[2] - 0.5), 3),
+    "diag of ints": lambda m, a: m.diag(a(np.arange(-2, 3, dtype=np.int16)), 1),
+    "diag of bools": lambda m, a: m.diag(a(MATRIX[0] > 0.5), -2),
+    "diag of an empty vector": lambda m, a: m.diag(a(MATRIX[0, :0]), 2),
+    "diag of a vector, then a product": lambda m, a: a(MATRIX) @ m.diag(a(MATRIX[0])),
+    "diag of a 3-d array": lambda m, a: m.diag(a(STACK[0])),
     "triu then sum": lambda m, a: m.triu(a(MATRIX), 1).sum(),
     "plus a scaled identity": lambda m, a: a(MATRIX)[:4, :4] + 4 * m.eye(4),
     "trace of a stack": lambda m, a: (a(STACK) * 2).diagonal(0, 2, 3).sum(axis=-1),
@@ -97,6 +104,19 @@ def test_an_identity_added_to_a_matrix_is_never_made(monkeypatch):
     assert dynfuse.stats()["kernels_launched"] - before == 1
 
 
+@pytest.mark.parametrize("k", [0, 2, -3])
+def test_a_diagonal_matrix_of_a_vector_is_never_made(k, monkeypatch):
+    """``M + np.diag(v, k)``: one kernel (and, off the diagonal, the vector's join with its zeros)."""
+    monkeypatch.setattr(registry, "backend", "cpu")
+    matrix, vector = RNG.random((300, 300)), RNG.random(300 - abs(k))
+    before = dynfuse.stats()
+    shifted = dnp.asarray(matrix) + dnp.diag(dnp.asarray(vector), k)
+    assert_same(shifted, matrix + np.diag(vector, k))
+    after = dynfuse.stats()
+    assert after["kernels_launched"] - before["kernels_launched"] == 1
+    assert after["fallbacks"] == before["fallbacks"]
+
+
 @pytest.mark.parametrize("direct", [False, True], ids=["recorded", "direct"])
 def test_a_diagonal_is_a_read_only_view_and_an_eye_is_writable(direct, monkeypatch):
     monkeypatch.setattr(config, "tiers", direct)
@@ -115,7 +135,13 @@ def test_triangles_and_diagonals_of_a_device_array_stay_on_its_device():
         pytest.skip(reason)
     memory = registry.BACKENDS["cuda-emulator"].memory
     on_device = dynfuse.asarray(MATRIX.copy()).to(memory.name)
-    for call in (lambda m, a: m.triu(a, 1), lambda m, a: m.tril(a[0], -1), lambda m, a: m.diagonal(a, 1)):
+    calls = (
+        lambda m, a: m.triu(a, 1),
+        lambda m, a: m.tril(a[0], -1),
+        lambda m, a: m.diagonal(a, 1),
+        lambda m, a: m.diag(a[1], -2),
+    )
+    for call in calls:
         result = call(dnp, on_device)
         assert result.device == memory.name
         np.testing.assert_array_equal(np.asarray(result), call(np, MATRIX))

@@ -5,9 +5,9 @@ broadcast along the other axis, and ``triu`` and ``tril`` select through such a 
 NumPy itself computes them (``tri`` is ``greater_equal.outer`` of two aranges; ``triu`` and
 ``tril`` a ``where`` over it): the results are NumPy's, and they fuse like any other op, so
 ``np.triu(M, 1).sum()`` reads M once and writes nothing but the sum, and ``A + n * np.eye(n)``
-never makes the identity. ``diagonal`` (and ``diag`` of a 2-d array) is a view, read through its
-index map. What these cannot express (Fortran order, a device, a dtype no kernel holds, the 2-d
-array ``diag`` builds from a vector) is NumPy's own call, made at once.
+never makes the identity; ``diag`` of a vector selects it through the same comparison. ``diagonal``
+(and ``diag`` of a 2-d array) is a view, read through its index map. What these cannot express
+(Fortran order, a device's ``eye``, a dtype no kernel holds) is NumPy's own call, made at once.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ __all__ = ["diag", "diagonal", "eye", "identity", "tri", "tril", "triu"]
 
 # Indices this far from int64's limits shift without overflow (``k`` added to a row index).
 _SAFE_SHIFT = 1 << 62
+# A matrix ``diag`` builds of more bytes than this is NumPy's to refuse, at once
+_MOST_BYTES = 1 << 40
 
 _numpy_tri, _numpy_eye = _creating(np.tri), _creating(np.eye)
 
@@ -116,8 +118,20 @@ diagonal = LazyArray.diagonal
 
 
 def diag(v: Any, k: Any = 0) -> Any:
-    """Of a 2-d array, its ``k``-th diagonal (a view); of a 1-d one, NumPy's new 2-d array."""
+    """Of a 2-d array, its ``k``-th diagonal (a view); of a 1-d one, the square matrix that holds it
+    on its ``k``-th diagonal and zeros elsewhere: ``eye``'s comparison selecting the vector, laid
+    along the rows (k >= 0) or the columns (k < 0) and padded with |k| zeros to the matrix's side
+    (a join of the vector alone, which the select reads)."""
     v = record.lazy(v)
     if v.ndim == 2:
         return record.diagonal(v, k)
-    return record.call_numpy(np.diag, (v, k), {}, fresh=True)
+    sizes = _sizes(v.shape[0], k) if v.ndim == 1 else None
+    side = sizes[0] + abs(sizes[1]) if sizes is not None else 0
+    if sizes is None or not dtypes.is_supported(v.dtype) or side * side * v.dtype.itemsize >= _MOST_BYTES:
+        return record.call_numpy(np.diag, (v, k), {}, fresh=True)  # NumPy's errors too (a 3-d v)
+    shift = sizes[1]
+    zeros = array_module.asarray(np.zeros(abs(shift) + 1, v.dtype), device=v.device)
+    padded = np.concatenate([v, zeros[1:]]) if shift else v
+    values = record.getitem(padded, (slice(None), None) if shift >= 0 else (None, slice(None)))
+    row, column = _row_and_column(side, side, shift, v.device)
+    return np.where(np.equal(row, column), values, zeros[:1])
