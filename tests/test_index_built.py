@@ -1,4 +1,4 @@
-"""Arrays built from their indices (tri, eye, identity, triu, tril, diag of a vector) as expressions,
+"""Arrays built from their indices (tri, eye, identity, triu, tril, diag of a vector, indices) as expressions,
 and diagonals as views: NumPy's results, fused with what reads them, never fallbacks."""
 
 import numpy as np
@@ -44,6 +44,13 @@ CALLS = {
     "diag of an empty vector": lambda m, a: m.diag(a(MATRIX[0, :0]), 2),
     "diag of a vector, then a product": lambda m, a: a(MATRIX) @ m.diag(a(MATRIX[0])),
     "diag of a 3-d array": lambda m, a: m.diag(a(STACK[0])),
+    "indices": lambda m, a: m.indices((3, 4)),
+    "indices of float32, three axes": lambda m, a: m.indices((2, 3, 4), dtype=np.float32),
+    "indices, one axis": lambda m, a: m.indices((5,)),
+    "indices, empty": lambda m, a: m.indices((2, 0, 3)),
+    "indices, sparse": lambda m, a: sum(m.indices((3, 4), sparse=True)),
+    "indices, distances": lambda m, a: np.hypot(*(m.indices((30, 40)) - 5.0)),
+    "indices, negative size": lambda m, a: m.indices((-1, 2)),
     "triu then sum": lambda m, a: m.triu(a(MATRIX), 1).sum(),
     "plus a scaled identity": lambda m, a: a(MATRIX)[:4, :4] + 4 * m.eye(4),
     "trace of a stack": lambda m, a: (a(STACK) * 2).diagonal(0, 2, 3).sum(axis=-1),
@@ -115,6 +122,15 @@ def test_a_diagonal_matrix_of_a_vector_is_never_made(k, monkeypatch):
     after = dynfuse.stats()
     assert after["kernels_launched"] - before["kernels_launched"] == 1
     assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_an_index_grid_is_never_made(monkeypatch):
+    """``(np.indices((n, m)) ** 2).sum()``: the grids picked from two small aranges, one kernel."""
+    monkeypatch.setattr(registry, "backend", "cpu")
+    before = dynfuse.stats()["kernels_launched"]
+    total = (dnp.indices((300, 400)) ** 2).sum()
+    assert_same(total, (np.indices((300, 400)) ** 2).sum())
+    assert dynfuse.stats()["kernels_launched"] - before == 1
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["recorded", "direct"])

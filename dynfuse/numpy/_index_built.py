@@ -5,7 +5,8 @@ broadcast along the other axis, and ``triu`` and ``tril`` select through such a 
 NumPy itself computes them (``tri`` is ``greater_equal.outer`` of two aranges; ``triu`` and
 ``tril`` a ``where`` over it): the results are NumPy's, and they fuse like any other op, so
 ``np.triu(M, 1).sum()`` reads M once and writes nothing but the sum, and ``A + n * np.eye(n)``
-never makes the identity; ``diag`` of a vector selects it through the same comparison. ``diagonal``
+never makes the identity; ``diag`` of a vector selects it through the same comparison, and
+``indices`` picks each axis's ``arange`` by the first axis's index. ``diagonal``
 (and ``diag`` of a 2-d array) is a view, read through its index map. What these cannot express
 (Fortran order, a device's ``eye``, a dtype no kernel holds) is NumPy's own call, made at once.
 """
@@ -20,9 +21,9 @@ import numpy as np
 from .. import array as array_module
 from .. import dtypes, record
 from ..array import LazyArray
-from ._creation import _creating
+from ._creation import _creating, _wrapped
 
-__all__ = ["diag", "diagonal", "eye", "identity", "tri", "tril", "triu"]
+__all__ = ["diag", "diagonal", "eye", "identity", "indices", "tri", "tril", "triu"]
 
 # Indices this far from int64's limits shift without overflow (``k`` added to a row index).
 _SAFE_SHIFT = 1 << 62
@@ -90,6 +91,32 @@ def eye(
 
 def identity(n: Any, dtype: Any = None, *, like: Any = None) -> Any:
     return eye(n, dtype=dtype)
+
+
+def indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
+    """Each axis's index over the grid ``dimensions``, stacked along a first axis: a small
+    ``arange`` per axis, broadcast, and the one of them the first axis's index names chosen by
+    ``where``s, where NumPy writes each grid in full. Sparse grids are NumPy's own, small."""
+    try:
+        sizes = tuple(operator.index(size) for size in dimensions)
+    except TypeError:
+        sizes = ()
+    if sparse or not sizes or min(sizes) < 0 or not dtypes.is_supported(np.dtype(dtype)):
+        made = np.indices(dimensions, dtype, sparse)  # NumPy's results and errors
+        return tuple(map(_wrapped, made)) if sparse else _wrapped(made)
+    count = len(sizes)
+
+    def along(axis: int, size: int) -> LazyArray:
+        """``arange(size)`` along ``axis`` of the result (0 is the first axis, which picks)."""
+        shape = [1] * (count + 1)
+        shape[axis] = size
+        return array_module.asarray(np.arange(size, dtype=dtype).reshape(shape))
+
+    which = along(0, count)
+    grids = along(count, sizes[-1])
+    for axis in range(count - 2, -1, -1):
+        grids = np.where(which == axis, along(axis + 1, sizes[axis]), grids)
+    return grids
 
 
 def _triangle(m: Any, k: Any, keep_lower: bool) -> Any:
