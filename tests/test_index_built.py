@@ -51,6 +51,8 @@ CALLS = {
     "indices, sparse": lambda m, a: sum(m.indices((3, 4), sparse=True)),
     "indices, distances": lambda m, a: np.hypot(*(m.indices((30, 40)) - 5.0)),
     "indices, negative size": lambda m, a: m.indices((-1, 2)),
+    "indices of an iterator": lambda m, a: m.indices(iter([3, 2])),
+    "indices of a float size": lambda m, a: m.indices([2.0, 3]),
     "triu then sum": lambda m, a: m.triu(a(MATRIX), 1).sum(),
     "plus a scaled identity": lambda m, a: a(MATRIX)[:4, :4] + 4 * m.eye(4),
     "trace of a stack": lambda m, a: (a(STACK) * 2).diagonal(0, 2, 3).sum(axis=-1),

@@ -98,7 +98,8 @@ def indices(dimensions: Any, dtype: Any = int, sparse: bool = False) -> Any:
     ``arange`` per axis, broadcast, and the one of them the first axis's index names chosen by
     ``where``s, where NumPy writes each grid in full. Sparse grids are NumPy's own, small."""
     try:
-        sizes = tuple(operator.index(size) for size in dimensions)
+        dimensions = tuple(dimensions)  # as NumPy takes it: an iterator once
+        sizes = tuple(map(operator.index, dimensions))
     except TypeError:
         sizes = ()
     if sparse or not sizes or min(sizes) < 0 or not dtypes.is_supported(np.dtype(dtype)):
