@@ -77,6 +77,12 @@ class _LineStats:
         self.phases: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
 
+    def materialized(self, seconds: float, reason: str, phases: Counter[str]) -> None:
+        self.materializations += 1
+        self.seconds += seconds
+        self.reasons[reason] += 1
+        self.phases.update(phases)
+
 
 class _KernelStats:
     __slots__ = ("compile_seconds", "launches", "lines", "number", "ops", "seconds", "shape")
@@ -84,10 +90,15 @@ class _KernelStats:
     def __init__(self, number: int, kernel: Any) -> None:
         self.number = number
         self.shape = kernel.shape
-        self.ops = len(kernel.instructions) - len(kernel.inputs)
+        self.ops = _computing_ops(kernel)
         self.lines: set[Line] = set()
         self.launches = 0
         self.seconds = self.compile_seconds = 0.0
+
+    def launched(self, seconds: float, lines: Iterable[Line]) -> None:
+        self.launches += 1
+        self.seconds += seconds
+        self.lines.update(lines)
 
 
 class _Materialization:
@@ -204,20 +215,13 @@ class Profile:
         if not computed or line is None:
             return
         if kernel is not None:
-            record = self._kernel(kernel)
-            record.launches += 1
-            record.seconds += seconds
-            record.lines |= set(fused)
-        found = self._stats(line)
-        found.materializations += 1
-        found.seconds += seconds
-        found.phases["kernel"] += seconds
-        found.reasons[_WRITTEN_IN_C] += 1
+            self._kernel(kernel).launched(seconds, fused)
+        self._stats(line).materialized(seconds, _WRITTEN_IN_C, Counter(kernel=seconds))
         self._count_fates(fused, "fused")
 
     def _uncomputed_lines(self, nodes: Iterable[Any]) -> Counter[Line]:
-        """The lines of ``nodes``, each as often as it recorded one of them: read before a replay
-        computes them, as the replay releases the graph."""
+        """The lines of ``nodes``, each as often as it recorded one of them: read before they are
+        computed, as a replay releases the graph."""
         return Counter(line for line in map(self._origins.get, nodes) if line is not None)
 
     def _count_fates(self, lines: Counter[Line], fate: str) -> None:
@@ -230,10 +234,6 @@ class Profile:
             line = origins.pop(node, None)
             if line is not None:
                 self._stats(line).fates[fate] += 1
-
-    def _lines_of(self, nodes: Iterable[Any]) -> set[Line]:
-        origins = self._origins
-        return {line for line in map(origins.get, nodes) if line is not None}
 
     # ---- the runtime's functions, wrapped while the profile runs -------------------------------
 
@@ -259,11 +259,7 @@ class Profile:
                 # counted in Python, or by a launch in C (its own count, read only in snapshots)
                 computed = counters["materializations"] > before or state.replayed
                 if computed and current.line is not None:
-                    line = self._stats(current.line)
-                    line.materializations += 1
-                    line.seconds += seconds
-                    line.reasons[current.reason] += 1
-                    line.phases.update(current.phases)
+                    self._stats(current.line).materialized(seconds, current.reason, current.phases)
 
         return materializing
 
@@ -299,10 +295,8 @@ class Profile:
             try:
                 return original(kernel, *args, **kwargs)
             finally:
-                record = self._kernel(kernel)
-                record.launches += 1
-                record.seconds += time.perf_counter() - started
-                record.lines |= getattr(self._state, "step_lines", set())
+                lines = getattr(self._state, "step_lines", ())
+                self._kernel(kernel).launched(time.perf_counter() - started, lines)
 
         return self._phase("kernel", launching)
 
@@ -363,7 +357,7 @@ class Profile:
         def running_step(run: Any, step: Any) -> Any:
             state = self._state
             nodes = _weakly(run.nodes[number] for number in step.nodes)
-            state.step_lines = self._lines_of(_alive(nodes))
+            state.step_lines = set(self._uncomputed_lines(_alive(nodes)))
             state.interpreted = False
             try:
                 return original(run, step)
@@ -425,16 +419,14 @@ class Profile:
                 state.replayed = True
                 self._count_fates(fused, "fused")
                 if record is not None and record.launches == launches:  # launched in C
-                    record.launches += 1
-                    record.seconds += time.perf_counter() - started
-                    record.lines |= set(fused)
+                    record.launched(time.perf_counter() - started, fused)
             return done
 
         return self._phase("kernel", replaying)
 
     def _falling_back(self, original: Callable) -> Callable:
         @functools.wraps(original)
-        def fell_back(name: str, why: str = "") -> None:
+        def fell_back(name: str, why: str) -> None:
             original(name, why)
             line = self._line(sys._getframe(1))
             self._fallbacks[line, name, why] += 1
@@ -680,6 +672,11 @@ def _reason(frame: Any) -> str:
     return _CALLED.get(called, f"in {called}")
 
 
+def _computing_ops(kernel: Any) -> int:
+    """A kernel's instructions but its loads."""
+    return len(kernel.instructions) - len(kernel.inputs)
+
+
 def _signature_parts(kernel: Any) -> dict[str, str]:
     """What a kernel's signature says of the arrays it reads, to tell one build from the next."""
     loads = kernel.inputs
@@ -688,7 +685,7 @@ def _signature_parts(kernel: Any) -> dict[str, str]:
         "dtype": ", ".join(sorted({str(load.dtype) for load in loads})) or "none",
         "layout": " ".join("C" if contiguous else "strided" for contiguous in kernel.contiguous_loads)
         or "none",
-        "ops": str(len(kernel.instructions) - len(loads)),
+        "ops": str(_computing_ops(kernel)),
     }
 
 

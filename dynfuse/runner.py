@@ -74,7 +74,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import config, registry
+from . import config, profile_report, registry
 from .stats import reset_stats, stats
 
 REPORT_FORMATS = ("text", "json", "none")
@@ -128,9 +128,9 @@ def run(
                 summary["profile"] = profiled.stop().data()
             _write_report(summary, report, report_stream, destination)
             if profiled is not None and report != "json":
-                print(profiled.text(), file=report_stream)
+                print(profile_report.format_profile(summary["profile"]), file=report_stream)
             if page is not None:
-                page.write(profiled.html())
+                page.write(profile_report.profile_html(summary["profile"]))
     return status
 
 
