@@ -642,7 +642,7 @@ static PyObject *new_scalar(PyObject *value)
 
 static int is_weak_scalar(PyObject *value)
 {
-    if (PyFloat_CheckExact(value) || PyBool_Check(value))
+    if (PyFloat_CheckExact(value) || PyBool_Check(value) || PyComplex_CheckExact(value))
         return 1;
     if (!PyLong_CheckExact(value))
         return 0;
@@ -1087,7 +1087,16 @@ typedef struct { /* the capsule NumPy names CALL_INFO_NAME */
 static const char CALL_INFO_NAME[] = "numpy_1.24_ufunc_call_info";
 
 /* An operand's kind: a dtype's number, or a Python scalar NumPy converts to the loop's dtype */
-enum { KIND_PYTHON_FLOAT = 1000, KIND_PYTHON_INT };
+enum { KIND_PYTHON_FLOAT = 1000, KIND_PYTHON_INT, KIND_PYTHON_COMPLEX };
+
+/* A Python float, int or complex: its KIND_PYTHON_*; -1 for anything else */
+static int python_scalar_kind(PyObject *value)
+{
+    return PyFloat_CheckExact(value)     ? KIND_PYTHON_FLOAT
+           : PyLong_CheckExact(value)    ? KIND_PYTHON_INT
+           : PyComplex_CheckExact(value) ? KIND_PYTHON_COMPLEX
+                                         : -1;
+}
 /* How an operand is strided in the loop's call; STRIDE_ROWS: an N-d array NumPy's iterator would
    walk (strided, but in C order), which is walked here a row at a time */
 enum { STRIDE_ZERO, STRIDE_ITEM, STRIDE_OTHER, STRIDE_ROWS };
@@ -1179,6 +1188,7 @@ static int resolve_loop(LoopMemo *memo, PyObject *ufunc, int reduction, int nin,
         PyObject *kind = reduction && i == 0             ? Py_NewRef(Py_None)
                          : kinds[i] == KIND_PYTHON_FLOAT ? Py_NewRef((PyObject *)&PyFloat_Type)
                          : kinds[i] == KIND_PYTHON_INT   ? Py_NewRef((PyObject *)&PyLong_Type)
+                         : kinds[i] == KIND_PYTHON_COMPLEX ? Py_NewRef((PyObject *)&PyComplex_Type)
                                                          : (PyObject *)PyArray_DescrFromType(kinds[i]);
         if (kind == NULL)
             goto done;
@@ -1271,13 +1281,26 @@ typedef union {
     char bytes[16];
 } ScalarValue;
 
-/* A Python float or int as NumPy converts it to the loop's dtype, in ``into``: 1; 0 where NumPy's
-   conversion would check it (an int beyond the dtype, a float beyond float32) or the dtype is one
-   this does not write. */
+/* A Python float, int or complex as NumPy converts it to the loop's dtype, in ``into``: 1; 0 where
+   NumPy's conversion would check it (an int beyond the dtype, a float beyond float32) or the dtype
+   is one this does not write. */
 static int python_scalar_as(PyObject *value, PyArray_Descr *descr, ScalarValue *into)
 {
     int type_num = descr->type_num;
     double real;
+    if (PyComplex_CheckExact(value)) {
+        Py_complex number = PyComplex_AsCComplex(value);
+        if (type_num == NPY_CDOUBLE) {
+            into->complex_real[0] = number.real, into->complex_real[1] = number.imag;
+            return 1;
+        }
+        int beyond = (isfinite(number.real) && fabs(number.real) > FLT_MAX)
+                     || (isfinite(number.imag) && fabs(number.imag) > FLT_MAX);
+        if (type_num != NPY_CFLOAT || beyond)
+            return 0;
+        into->complex_single[0] = (float)number.real, into->complex_single[1] = (float)number.imag;
+        return 1;
+    }
     if (PyFloat_CheckExact(value)) {
         real = PyFloat_AS_DOUBLE(value);
         if ((type_num == NPY_FLOAT || type_num == NPY_CFLOAT) && isfinite(real) && fabs(real) > FLT_MAX)
@@ -1478,8 +1501,7 @@ static PyObject *loop_now(PyObject *ufunc, PyObject *const *values, Py_ssize_t c
             }
             if (out != NULL && !reads_before_writes((PyArrayObject *)value, out))
                 return NULL;
-        } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
-            kinds[i] = PyFloat_CheckExact(value) ? KIND_PYTHON_FLOAT : KIND_PYTHON_INT;
+        } else if ((kinds[i] = python_scalar_kind(value)) >= 0) {
             strides[i] = STRIDE_ZERO;
         } else if ((kinds[i] = common_scalar_kind(value)) >= 0) {
             strides[i] = STRIDE_ZERO;
@@ -1719,8 +1741,7 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
                 goto declined;
         } else if (outputs[i]) {
             goto declined;
-        } else if (PyFloat_CheckExact(value) || PyLong_CheckExact(value)) {
-            slot->kind = PyFloat_CheckExact(value) ? KIND_PYTHON_FLOAT : KIND_PYTHON_INT;
+        } else if ((slot->kind = python_scalar_kind(value)) >= 0) {
         } else if (PyArray_IsScalar(value, Generic)) {
             held[i] = PyArray_FromScalar(value, NULL);
             if (held[i] == NULL)

@@ -18,10 +18,12 @@ import numpy as np
 from .ops import Op
 
 # In NumPy's order of kinds and sizes.
-SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
+REAL_DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(name)
     for name in "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()  # noqa: SIM905
 )
+COMPLEX_DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
+SUPPORTED_DTYPES = REAL_DTYPES + COMPLEX_DTYPES
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 WEAK_SCALAR_TYPES = (bool, int, float, complex)

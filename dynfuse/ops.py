@@ -112,10 +112,15 @@ class Op:
 
 
 def _astype(a: Any, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    """A complex value cast to a real dtype is its real part: NumPy's warning of it was given where
+    the cast was written."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
+        a = a.real
     if out is not None:  # an array of the cast's shape and dtype (the reference executor's)
         np.copyto(out, a, casting="unsafe")
         return out
-    return np.asarray(a).astype(dtype)
+    return a.astype(dtype)
 
 
 def _to_numpy_index(index: tuple) -> tuple:
@@ -317,6 +322,18 @@ def _power_by(exponent: float) -> Callable[[Any], Any]:
 
 for _exponent, _name in HALF_POWERS.items():
     ELEMENTWISE[_name] = Op(_name, OpKind.ELEMENTWISE, _power_by(_exponent), cost=3.0, reproducible=False)
+
+
+def _squared_magnitude(a: Any) -> Any:
+    """``|a|**2`` as NumPy's variance squares deviations: a float's square; a complex number's real
+    part squared plus its imaginary part squared, each rounded."""
+    a = np.asarray(a)
+    if a.dtype.kind != "c":
+        return np.multiply(a, a)
+    return np.add(np.multiply(a.real, a.real), np.multiply(a.imag, a.imag))
+
+
+ELEMENTWISE["squared_magnitude"] = Op("squared_magnitude", OpKind.ELEMENTWISE, _squared_magnitude)
 ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip, signed_zeros=False)
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype, fills_out=True)
@@ -394,7 +411,7 @@ def _expand_var(emit: Any, operand: Any, axes: tuple, keepdims: bool, dtype: Any
     if dtype is None and operand.dtype.kind in "biu":
         dtype = np.dtype(np.float64)
     mean = _divide_by_count(emit, emit.reduce("sum", operand, axes, True, dtype), count)
-    squares = emit.apply("square", emit.apply("subtract", operand, mean))
+    squares = emit.apply("squared_magnitude", emit.apply("subtract", operand, mean))
     total = emit.reduce("sum", squares, axes, keepdims, dtype)
     return _divide_by_count(emit, total, np.maximum(count - ddof, 0))
 

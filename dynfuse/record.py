@@ -184,7 +184,7 @@ def record_common(op: ops.Op, first: Any, *rest: Any) -> Any:
             array = node
             computed = computed and not node.inputs and node.device is HOST
             key += (node.dtype,)
-        elif kind is float or kind is bool or (kind is int and 0 <= operand <= 127):
+        elif kind is float or kind is bool or kind is complex or (kind is int and 0 <= operand <= 127):
             key += (kind,)
         elif isinstance(operand, np.generic):
             numpy_scalars = True
@@ -300,7 +300,15 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
     dtypes.check_cast(node.dtype, dtype, casting)
     if not copy and dtype == node.dtype and is_lazy(value):
         return value
-    made = direct.call(lambda buffer: buffer.astype(dtype, casting=casting), (value,))
+    if _discards_imaginary(node.dtype, dtype):  # NumPy's warning, at the caller's line
+        warnings.warn(
+            "Casting complex values to real discards the imaginary part",
+            np.exceptions.ComplexWarning,
+            stacklevel=3,
+        )
+        made = direct.call(lambda buffer: buffer.real.astype(dtype, casting=casting), (value,))
+    else:
+        made = direct.call(lambda buffer: buffer.astype(dtype, casting=casting), (value,))
     if made is not direct.DECLINED:
         return made
     if _unsupported([node]) or not dtypes.is_supported(dtype):
@@ -318,9 +326,18 @@ _common_casts: dict[tuple, tuple | bool] = {}
 def _common_cast(source: np.dtype, given: Any) -> tuple | bool:
     dtype = np.dtype(given)
     dtypes.check_cast(source, dtype, "unsafe")
-    if not dtypes.is_supported(source) or not dtypes.is_supported(dtype):
+    if (
+        not dtypes.is_supported(source)
+        or not dtypes.is_supported(dtype)
+        or _discards_imaginary(source, dtype)
+    ):
         return False
     return (("dtype", dtype),)
+
+
+def _discards_imaginary(source: np.dtype | None, dtype: np.dtype) -> bool:
+    """A cast NumPy warns of: complex values to a real dtype other than bool."""
+    return source is not None and source.kind == "c" and dtype.kind not in "cb"
 
 
 def _cast_node(node: Node, dtype: np.dtype) -> Node:

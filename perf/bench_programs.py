@@ -7,7 +7,8 @@ shifted slices and a boundary row written every step, a lid-driven cavity (Navie
 an inner pressure iteration and boundary conditions, a periodic reaction-diffusion by ``np.roll``, a
 sliding-window convolution as Python loops over output positions, a tridiagonal (Thomas) sweep along
 one axis, a vertical advection sweep over levels, a Python loop over rows, a clipped and masked
-in-place update, a leapfrog wave equation and the Game of Life.
+in-place update, a leapfrog wave equation, the Game of Life, and a complex escape-time iteration
+written with ``where`` and with masks.
 
 Every program is a function of the namespace it gets (NumPy or ``dynfuse.numpy``), so both run the
 same code; its arrays are made by that namespace's creation functions, as ``dynfuse run`` makes a
@@ -251,6 +252,34 @@ def game_of_life(np, Z0, steps):
     return Z
 
 
+def escape_time(np, c, steps):
+    """A Julia-set iteration as written without masks: points that escaped keep their value."""
+    z = c.copy()
+    count = np.zeros(c.shape, dtype=np.int64)
+    for _ in range(steps):
+        inside = np.abs(z) <= 2.0
+        z = np.where(inside, z * z + (-0.8 + 0.156j), z)
+        count += inside
+    return count, z
+
+
+def escape_time_masked(np, c, steps):
+    """The same iteration as NumPy tutorials write it, updating only the points still inside."""
+    z = np.zeros_like(c)
+    count = np.zeros(c.shape, dtype=np.int64)
+    for k in range(steps):
+        inside = np.abs(z) <= 2.0
+        count[inside] = k
+        z[inside] = z[inside] ** 2 + c[inside]
+    return count
+
+
+def complex_plane(np, side):
+    real = np.linspace(-1.6, 1.6, side)
+    imaginary = np.linspace(-1.0, 1.0, side)
+    return real[None, :] + 1j * imaginary[:, None]
+
+
 # ---- their inputs, made by the namespace's own functions ------------------------------------------
 
 
@@ -288,6 +317,11 @@ def programs() -> list[Program]:
     smooth_2d = {
         "100²": lambda np: (smooth_grid(np, 100, 100), 50),
         "400²": lambda np: (smooth_grid(np, 400, 400), 20),
+    }
+    # Points of the complex plane iterated 30 times
+    complex_planes = {
+        "100²": lambda np: (complex_plane(np, 100), 30),
+        "400²": lambda np: (complex_plane(np, 400), 30),
     }
     table: list[tuple[str, Callable, dict[str, Callable]]] = [
         ("Jacobi 2-D, ping-pong", jacobi_2d, smooth_2d),
@@ -396,6 +430,16 @@ def programs() -> list[Program]:
             },
         ),
         ("wave 2-D, leapfrog", wave_2d, smooth_2d),
+        (
+            "complex escape time, where",
+            escape_time,
+            complex_planes,
+        ),
+        (
+            "complex escape time, masked",
+            escape_time_masked,
+            complex_planes,
+        ),
         (
             "Game of Life",
             game_of_life,

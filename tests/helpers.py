@@ -21,16 +21,24 @@ def assert_same(actual, expected, max_ulp=4, zero_signs=True, atol=0.0):
 
     Bools and integers are exact. Floats may differ by ``max_ulp`` units in the last place, as
     C's libm and NumPy's own SIMD loops differ for transcendentals; infinities and zeros are exact.
-    Floats within ``atol`` of NumPy's pass as they are (where the error bound is absolute).
+    Floats within ``atol`` of NumPy's pass as they are (where the error bound is absolute). Complex
+    numbers: each part as a float.
     """
     assert isinstance(actual, dynfuse.LazyArray), type(actual)
     value = np.asarray(actual)
     expected = np.asarray(expected)
     assert value.dtype == expected.dtype, (value.dtype, expected.dtype)
     assert value.shape == expected.shape, (value.shape, expected.shape)
-    if expected.dtype.kind != "f":
+    if expected.dtype.kind == "c":
+        for part in ("real", "imag"):
+            _same_floats(getattr(value, part), getattr(expected, part), max_ulp, zero_signs, atol)
+    elif expected.dtype.kind == "f":
+        _same_floats(value, expected, max_ulp, zero_signs, atol)
+    else:
         np.testing.assert_array_equal(value, expected)
-        return
+
+
+def _same_floats(value, expected, max_ulp, zero_signs, atol):
     np.testing.assert_array_equal(np.isnan(value), np.isnan(expected))
     with np.errstate(invalid="ignore", over="ignore"):
         near = np.abs(value.astype(np.float64) - expected) <= atol if atol else np.zeros(expected.shape, bool)

@@ -121,10 +121,10 @@ def test_reductions(name, data):
     # Float sums in another order than NumPy's (its pairwise blocks against our vector lanes) may
     # differ by up to about one rounding per element added: a bound that grows with the count
     max_ulp = max(4, count) if name in ("sum", "prod", "mean", "var", "std") else 4
-    if name in ("sum", "mean") and value.dtype.kind == "f":
+    if name in ("sum", "mean") and value.dtype.kind in "fc":
         # ... ulps of its largest terms, not of its result: where terms cancel, that is as many more
         # ulps of the result as the sum's condition number, sum(|x|) / |sum(x)|
-        wide = value.astype(np.float64)
+        wide = value.astype(np.complex128 if value.dtype.kind == "c" else np.float64)
         with np.errstate(all="ignore"):
             condition = np.abs(wide).sum(axis=axis) / np.abs(wide.sum(axis=axis))
         condition = np.atleast_1d(condition)[np.isfinite(np.atleast_1d(condition))]
@@ -146,8 +146,9 @@ def test_reductions(name, data):
             variance_off = math.inf
         atol = variance_off if name == "var" else math.sqrt(variance_off)
     # Of zeros of both signs, NumPy's max and min give the one the layout of its SIMD lanes picks
+    signs = np.signbit(value) if value.dtype.kind == "f" else np.zeros(value.shape, bool)
     zeros = value == 0 if value.dtype.kind == "f" else np.zeros(value.shape, bool)
-    both_zeros = (zeros & np.signbit(value)).any() and (zeros & ~np.signbit(value)).any()
+    both_zeros = (zeros & signs).any() and (zeros & ~signs).any()
     zero_signs = not (name in ("max", "min") and both_zeros)
     check(lambda a: getattr(np, name)(a, **kwargs), value, max_ulp=max_ulp, atol=atol, zero_signs=zero_signs)
     check(lambda a: getattr(a, name)(**kwargs), value, max_ulp=max_ulp, atol=atol, zero_signs=zero_signs)

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import config, pools, stats
 from ..devices import HOST
-from ..kernel import PARAM, CompiledKernel, Kernel, Target, element_strides
+from ..kernel import CompiledKernel, Kernel, Target, element_strides
 from ..ops import OpKind
 
 if TYPE_CHECKING:
@@ -150,19 +150,21 @@ class _Launcher:
         self.entry = self.native = self.engine = self.entry_address = None
         self.partial = self.finish = self.split_engine = None
         self.split_scratch_bytes = 0
-        self.cell_count = max(
-            layout.param_cell + sum(2 if use.compared else 1 for use in layout.param_uses), 1
-        )
+        self.cell_count = max(layout.param_cell + sum(use.cells for use in layout.param_uses), 1)
         # Cells packed by one struct: 8-byte pointers and strides, then each parameter in its loop
-        # dtype, padded to 8 bytes (and its range flag, for a compared int).
+        # dtype, padded to 8 bytes (and its range flag, for a compared int); complex parameters,
+        # which struct does not pack, always by ``convert_params`` (then fields is None).
         pointers = layout.inputs + layout.outputs
         address_codes = "Q" * pointers + "q" * (len(layout.strided) * layout.ndim)
-        param_codes = "".join(_STRUCT_CODES[use.dtype.kind, use.dtype.itemsize] for use in layout.param_uses)
+        param_codes = "".join(
+            _STRUCT_CODES.get((use.dtype.kind, use.dtype.itemsize), "") for use in layout.param_uses
+        )
         param_fields = "".join(
             f"{code}{8 - use.dtype.itemsize}x" + "q" * use.compared
-            for code, use in zip(param_codes, layout.param_uses, strict=True)
+            for code, use in zip(param_codes, layout.param_uses, strict=False)
         )
-        self.fields = struct.Struct("=" + address_codes + param_fields)
+        packs = len(param_codes) == len(layout.param_uses)
+        self.fields = struct.Struct("=" + address_codes + param_fields) if packs else None
         self.addresses = struct.Struct("=" + address_codes)  # alone: when ``convert_params`` must pack
         self.cell_type = ctypes.c_int64 * self.cell_count
         # The common case: the fields are the parameters as they come, one per slot, in order; then
@@ -221,6 +223,7 @@ class _Launcher:
         the plain case it packs: parameters as they come, no range flags, no half floats, no scratch."""
         if (
             KernelCall is None
+            or self.fields is None
             or self.fields_are_params < 0
             or self.layout.scratch_bytes
             or "e" in param_codes
@@ -248,6 +251,8 @@ class _Launcher:
         values = params if len(params) == self.fields_are_params else self.param_fields(params)
         cells = self.cell_type()
         try:
+            if self.fields is None:
+                raise struct.error("complex parameters")
             self.fields.pack_into(cells, 0, *addresses, *values)
         except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
             self.addresses.pack_into(cells, 0, *addresses)
@@ -278,7 +283,7 @@ class _Launcher:
             raw[8 * cell : 8 * cell + use.dtype.itemsize] = converted.reshape(1).view(np.uint8)
             if use.compared:
                 cells[cell + 1] = next(fields)
-            cell += 2 if use.compared else 1
+            cell += use.cells
 
     def __call__(self, inputs: list, params: list, outputs: list) -> None:
         rows = self.rows
@@ -470,10 +475,10 @@ class CpuBackend:
         return _host().emit(str(generate(kernel)[0]), "assembly").decode()
 
     def supports(self, kernel: Kernel) -> bool:
-        """Everything but complex Python scalars (complex arrays never reach a kernel)."""
-        return not any(
-            inst.op is PARAM and dict(inst.params)["type"] == "complex" for inst in kernel.instructions
-        )
+        """What the LLVM generator has code for (complex values in arithmetic, not yet in functions)."""
+        from ..codegen.llvm import supports
+
+        return supports(kernel)
 
     def compile(self, kernel: Kernel) -> CompiledKernel:
         return _Launcher(_module(kernel, split=False).layout, functools.partial(self.load, kernel))

@@ -148,10 +148,12 @@ class CudaBackend:
         return text
 
     def supports(self, kernel: Kernel) -> bool:
-        """Everything but complex Python scalars (complex arrays never reach a kernel)."""
+        """Everything but complex values, arrays or Python scalars (the generator has no complex code)."""
         return not any(
-            inst.op is PARAM and dict(inst.params)["type"] == "complex" for inst in kernel.instructions
-        )
+            (inst.dtype is not None and inst.dtype.kind == "c")
+            or (inst.op is PARAM and dict(inst.params)["type"] == "complex")
+            for inst in kernel.instructions
+        ) and not any(out.dtype.kind == "c" for out in kernel.outputs)
 
     def unavailable_reason(self) -> str | None:
         return self.device.unavailable_reason()

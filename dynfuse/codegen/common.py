@@ -29,7 +29,7 @@ COMPARISONS = {
     "greater": ">",
     "greater_equal": ">=",
 }
-PYTHON_TYPES = {"bool": bool, "int": int, "float": float}
+PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
 # The C math library function of each transcendental that generators call from the library (a
 # backend's generator may compute others itself, as LLVM's exp, log and tanh)
 C_MATH = {
@@ -48,6 +48,26 @@ C_MATH = {
     "hypot": "hypot",
     "cbrt": "cbrt",
     "power": "pow",
+}
+
+# The C library's complex function of each op whose NumPy loop for complex64 and complex128 calls
+# it (``cexpf`` and ``cexp``: NumPy's answers, special values included, are the C library's)
+COMPLEX_C_MATH = {
+    "exp": "cexp",
+    "log": "clog",
+    "sqrt": "csqrt",
+    "sin": "csin",
+    "cos": "ccos",
+    "tan": "ctan",
+    "sinh": "csinh",
+    "cosh": "ccosh",
+    "tanh": "ctanh",
+    "arcsin": "casin",
+    "arccos": "cacos",
+    "arctan": "catan",
+    "arcsinh": "casinh",
+    "arccosh": "cacosh",
+    "arctanh": "catanh",
 }
 
 # What C's libm raises for a function of one argument where a generator's own code for it (branch-free,
@@ -88,6 +108,22 @@ class OpLoop(NamedTuple):
         return cls(FLOAT32 if half else dtype, half, scalar_bounds)
 
 
+def part_dtype(dtype: np.dtype) -> np.dtype:
+    """The float dtype of a complex dtype's parts (a real dtype is its own)."""
+    return np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
+
+
+@functools.cache
+def complex_loops_fuse(dtype: np.dtype) -> bool:
+    """Whether NumPy's loops for complex ``dtype`` here round ``a*b + c`` once (a fused multiply-add),
+    as its SIMD loops do where the CPU has FMA (multiply's real part is ``fma(ar, br, -(ai*bi))``,
+    absolute's root ``sqrt(fma(r, r, 1))``), or twice, as its plain C loops do: asked of NumPy with
+    a product whose real part tells them apart."""
+    tiny = 2.0 ** -(12 if dtype.itemsize == 8 else 30)  # 2**-11 + 2**-24 fused, 2**-11 unfused (float32)
+    z = np.full(4, complex(1 + tiny, 1), dtype)
+    return bool((z * z).real[0] != 2 * part_dtype(dtype).type(tiny))
+
+
 def angle_factor(dtype: np.dtype, to_radians: bool) -> float:
     """What deg2rad (``to_radians``) and rad2deg multiply by in ``dtype``, as NumPy's loops: float32
     divides float32's pi, float64 takes the double quotient."""
@@ -106,7 +142,7 @@ def integer_reciprocal_of_zero(dtype: np.dtype) -> int:
 @functools.lru_cache(maxsize=4096)
 def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
     """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
-    if name in ("astype", "cube") or name in HALF_POWERS.values():
+    if name in ("astype", "cube", "squared_magnitude") or name in HALF_POWERS.values():
         return (*operands, result)
     if name == "where":
         return (BOOL, result, result, result)
@@ -143,6 +179,11 @@ class ParamUse:
     # when the value lies below or above the dtype's range, and the comparison is decided by that.
     compared: bool
 
+    @property
+    def cells(self) -> int:
+        """The 8-byte cells it takes: its value (a complex128 two), then its range flag if compared."""
+        return -(-self.dtype.itemsize // 8) + self.compared
+
     def range_flag(self, value: int) -> int:
         """A compared int's range flag: -1 or 1 when ``value`` lies below or above the dtype, else 0."""
         limits = np.iinfo(self.dtype)
@@ -152,13 +193,16 @@ class ParamUse:
 def param_uses(kernel: Kernel, loops: dict[int, tuple]) -> tuple[list[ParamUse], dict[tuple[int, int], int]]:
     """Each use of a weak scalar by an op, converted to that op's loop dtype, in the order of the
     parameter slots (so that where each is used once, the uses are the parameters as they come,
-    which a launch passes without reordering); and which use is (instruction, operand position)."""
+    which a launch passes without reordering); and which use is (instruction, operand position).
+    A real scalar in a complex loop is passed as its real part, which the op's code widens."""
     instructions = kernel.instructions
     found: list[tuple[ParamUse, tuple[int, int]]] = []
     for number, inst in enumerate(instructions):
         for position, arg in enumerate(inst.args):
             if instructions[arg].op.kind is OpKind.SCALAR:
                 dtype = loops[number][position]
+                if dict(instructions[arg].params)["type"] != "complex":
+                    dtype = part_dtype(dtype)
                 compared = inst.op.name in COMPARISONS and dtype.kind in "iu"
                 compared = compared and dict(instructions[arg].params)["type"] == "int"
                 found.append((ParamUse(instructions[arg].slot, dtype, compared), (number, position)))
@@ -225,7 +269,7 @@ def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) 
         dtype = BOOL
     else:
         dtype = operand
-    return dtype, facts.additive and dtype.kind == "f"
+    return dtype, facts.additive and dtype.kind in "fc"
 
 
 def scan_step(inst: Instruction) -> str:

@@ -71,6 +71,7 @@ from .common import (
     BOOL,
     C_MATH,
     COMPARISONS,
+    COMPLEX_C_MATH,
     INT64,
     LIBM_RAISES,
     REDUCTION_FACTS,
@@ -80,7 +81,9 @@ from .common import (
     accumulation,
     angle_factor,
     c_strides,
+    complex_loops_fuse,
     integer_reciprocal_of_zero,
+    part_dtype,
     scan_identity,
     scan_step,
 )
@@ -179,10 +182,13 @@ def aligned(size: int) -> int:
 
 
 def storage_type(dtype: np.dtype) -> ir.Type:
+    """A complex element is a pair of floats, as in memory: real part, then imaginary."""
     if dtype.kind == "b":
         return I8
     if dtype.kind in "iu":
         return ir.IntType(8 * dtype.itemsize)
+    if dtype.kind == "c":
+        return ir.LiteralStructType([storage_type(part_dtype(dtype))] * 2)
     return {2: HALF, 4: FLOAT, 8: DOUBLE}[dtype.itemsize]
 
 
@@ -259,12 +265,19 @@ class _Scalars:
 
     def libm(self, name: str, value_type: ir.Type, arity: int) -> ir.Function:
         symbol = name + ("f" if value_type == FLOAT else "")
+        return self.function(symbol, value_type, [value_type] * arity)
+
+    def function(self, symbol: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
+        """An external function of the process (the C library's), declared once per module."""
         function = self.module.globals.get(symbol)
         if function is None:
-            function = ir.Function(self.module, ir.FunctionType(value_type, [value_type] * arity), symbol)
+            function = ir.Function(self.module, ir.FunctionType(result, arguments), symbol)
         return function
 
     def const(self, dtype: np.dtype, value: float | int) -> ir.Constant:
+        if dtype.kind == "c":  # ``value`` + 0j
+            part = self.const(part_dtype(dtype), value)
+            return ir.Constant(storage_type(dtype), [part, ir.Constant(part.type, 0.0)])
         if dtype.kind == "f":
             return ir.Constant(register_type(dtype), float(dtype.type(value)))
         return ir.Constant(register_type(dtype), int(value))
@@ -274,6 +287,8 @@ class _Scalars:
         b, source = self.b, value.dtype
         if source == to:
             return value
+        if "c" in (source.kind, to.kind):
+            return self.complex_cast(value, to)
         v = value.ir
         if to.kind == "b":
             if source.kind == "f":
@@ -312,6 +327,40 @@ class _Scalars:
         bits = 64 if to.itemsize == 8 or (to.kind == "u" and to.itemsize == 4) else 32
         result = self.truncate(wide, bits)
         return Value(b.trunc(result, target) if target.width < bits else result, to)
+
+    def complex_cast(self, value: Value, to: np.dtype) -> Value:
+        """Casts from and to complex, part by part: a real value is the real part (its imaginary
+        part +0.0), a complex value cast to a real dtype is its real part (NumPy warns, at recording),
+        to bool whether either part is nonzero."""
+        source = value.dtype
+        if source.kind != "c":
+            part = part_dtype(to)
+            return Value(self.complex_of(self.cast(value, part).ir, self.const(part, 0.0)), to)
+        real, imaginary = self.parts(value.ir)
+        if to.kind == "b":
+            zero = ir.Constant(real.type, 0.0)
+            tests = [self.b.fcmp_unordered("!=", v, zero) for v in (real, imaginary)]
+            return Value(self.b.or_(*tests), to)
+        part = part_dtype(source)
+        if to.kind != "c":
+            return self.cast(Value(real, part), to)
+        target = part_dtype(to)
+        real, imaginary = (self.cast(Value(v, part), target).ir for v in (real, imaginary))
+        return Value(self.complex_of(real, imaginary), to)
+
+    def add(self, x: ir.Value, y: ir.Value, flags: tuple[str, ...] = ()) -> ir.Value:
+        """Float or complex addition (part by part)."""
+        if isinstance(x.type, ir.LiteralStructType):
+            pairs = zip(self.parts(x), self.parts(y), strict=True)
+            return self.complex_of(*(self.b.fadd(*pair, flags=flags) for pair in pairs))
+        return self.b.fadd(x, y, flags=flags)
+
+    def parts(self, value: ir.Value) -> tuple[ir.Value, ir.Value]:
+        return self.b.extract_value(value, 0), self.b.extract_value(value, 1)
+
+    def complex_of(self, real: ir.Value, imaginary: ir.Value) -> ir.Value:
+        pair = ir.Constant(ir.LiteralStructType([real.type] * 2), ir.Undefined)
+        return self.b.insert_value(self.b.insert_value(pair, real, 0), imaginary, 1)
 
     def truncate(self, v: ir.Value, bits: int) -> ir.Value:
         """x86's cvtt*2si: toward zero, and the lowest integer for NaN or anything out of range."""
@@ -358,6 +407,8 @@ class _Scalars:
         on_values = ANY_DTYPE_CODE.get(name)
         if on_values is not None:
             value = on_values(self, args, out)
+        elif ins[0].kind == "c":
+            value = Value(COMPLEX_CODE[name](self, [arg.ir for arg in args], OpLoop.of(ins[0])), out)
         elif ins[0].kind == "f":
             op_loop = OpLoop.of(ins[0], scalar_bounds)
             raw = FLOAT_CODE[name](self, [self.widen(arg.ir, arg.dtype) for arg in args], op_loop)
@@ -371,6 +422,12 @@ class _Scalars:
         b = self.b
         left, right = args
         op = COMPARISONS[name]
+        if left.dtype.kind == "c":  # equality only (``COMPLEX_CODE``'s ops): both parts equal
+            tests = [
+                b.fcmp_unordered(op, *pair) if op == "!=" else b.fcmp_ordered(op, *pair)
+                for pair in zip(self.parts(left.ir), self.parts(right.ir), strict=True)
+            ]
+            return (b.or_ if op == "!=" else b.and_)(*tests)
         if left.dtype.kind == "f":
             lhs, rhs = self.widen(left.ir, left.dtype), self.widen(right.ir, right.dtype)
             return b.fcmp_unordered(op, lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
@@ -571,6 +628,7 @@ INTEGER_CODE: dict[str, Code] = {
     "trunc": _unchanged,
     "absolute": _int_absolute,
     "square": lambda s, a, c: s.b.mul(a[0], a[0]),
+    "squared_magnitude": lambda s, a, c: s.b.mul(a[0], a[0]),
     "sign": _int_sign,
     "maximum": _int_extremum(larger=True),
     "fmax": _int_extremum(larger=True),
@@ -852,6 +910,7 @@ FLOAT_CODE: dict[str, Code] = {
     "negative": lambda s, a, c: s.b.fneg(a[0]),
     "positive": _unchanged,
     "square": lambda s, a, c: s.b.fmul(a[0], a[0]),
+    "squared_magnitude": lambda s, a, c: s.b.fmul(a[0], a[0]),
     "cube": _cube,
     **{name: _half_power(exponent) for exponent, name in HALF_POWERS.items()},
     "reciprocal": lambda s, a, c: s.b.fdiv(ir.Constant(register_type(c.dtype), 1.0), a[0]),
@@ -878,6 +937,159 @@ FLOAT_CODE: dict[str, Code] = {
 }
 
 
+# -- complex code: on pairs of floats (``_Scalars.parts``), as NumPy's complex loops compute them
+
+
+def _multiply_add(s: _Scalars, c: OpLoop) -> Callable[[ir.Value, ir.Value, ir.Value], ir.Value]:
+    """``a*b + c`` rounded as NumPy's complex loops here round it (``complex_loops_fuse``)."""
+    if complex_loops_fuse(c.dtype):
+        fma = s.intrinsic("llvm.fma", register_type(part_dtype(c.dtype)), 3)
+        return lambda x, y, z: s.b.call(fma, [x, y, z])
+    return lambda x, y, z: s.b.fadd(s.b.fmul(x, y), z)
+
+
+def _complex_parts(method: str) -> Code:
+    """An op done part by part (add, subtract, negative)."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        parts = zip(*(s.parts(v) for v in a), strict=True)
+        return s.complex_of(*(getattr(s.b, method)(*pair) for pair in parts))
+
+    return code
+
+
+def _complex_multiply(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    (ar, ai), (br, bi) = s.parts(a[0]), s.parts(a[1])
+    fused = _multiply_add(s, c)
+    return s.complex_of(fused(ar, br, s.b.fneg(s.b.fmul(ai, bi))), fused(ar, bi, s.b.fmul(ai, br)))
+
+
+def _complex_divide(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """Smith's division, as NumPy's loop: scaled by the divisor's larger part; by zero, each part
+    divided by +0.0. Branch-free, each branch's divisions given harmless operands where it is not
+    taken, so no flag is raised that NumPy's would not."""
+    b = s.b
+    (ar, ai), (br, bi) = s.parts(a[0]), s.parts(a[1])
+    fabs = s.intrinsic("llvm.fabs", br.type, 1)
+    one, zero = ir.Constant(br.type, 1.0), ir.Constant(br.type, 0.0)
+    real_larger = b.fcmp_ordered(">=", b.call(fabs, [br]), b.call(fabs, [bi]))  # false with a NaN
+    by_zero = b.and_(b.fcmp_ordered("==", br, zero), b.fcmp_ordered("==", bi, zero))
+    larger, smaller = b.select(real_larger, br, bi), b.select(real_larger, bi, br)
+    ratio = b.fdiv(smaller, b.select(by_zero, one, larger))
+    scale = b.fdiv(one, b.select(by_zero, one, b.fadd(larger, b.fmul(smaller, ratio))))
+    first, second = b.select(real_larger, ar, ai), b.select(real_larger, ai, ar)
+    real = b.fmul(b.fadd(first, b.fmul(second, ratio)), scale)
+    imaginary = b.fmul(
+        b.select(real_larger, b.fsub(ai, b.fmul(ar, ratio)), b.fsub(b.fmul(ai, ratio), ar)), scale
+    )
+    divisor = b.select(by_zero, b.call(fabs, [br]), one)
+    return s.complex_of(
+        b.select(by_zero, b.fdiv(ar, divisor), real), b.select(by_zero, b.fdiv(ai, divisor), imaginary)
+    )
+
+
+def _complex_square(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    real, imaginary = s.parts(a[0])
+    cross = s.b.fmul(real, imaginary)
+    return s.complex_of(
+        _multiply_add(s, c)(real, real, s.b.fneg(s.b.fmul(imaginary, imaginary))), s.b.fadd(cross, cross)
+    )
+
+
+def _complex_absolute(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """NumPy's SIMD loop: the larger part times sqrt(1 + r*r), r the ratio of the smaller to it; an
+    infinite part gives inf, else a NaN part NaN."""
+    b = s.b
+    t = register_type(part_dtype(c.dtype))
+    fabs = s.intrinsic("llvm.fabs", t, 1)
+    inf, nan = ir.Constant(t, math.inf), ir.Constant(t, math.nan)
+    one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
+    real, imaginary = (b.call(fabs, [part]) for part in s.parts(a[0]))
+    real_inf, imaginary_inf = b.fcmp_ordered("==", real, inf), b.fcmp_ordered("==", imaginary, inf)
+    real, imaginary = b.select(imaginary_inf, inf, real), b.select(real_inf, inf, imaginary)
+    real_nan, imaginary_nan = (b.fcmp_unordered("uno", v, v) for v in (real, imaginary))
+    real, imaginary = b.select(imaginary_nan, nan, real), b.select(real_nan, nan, imaginary)
+    real_larger = b.fcmp_ordered(">=", real, imaginary)
+    larger, smaller = b.select(real_larger, real, imaginary), b.select(real_larger, imaginary, real)
+    divides = b.not_(b.or_(b.fcmp_ordered("==", larger, zero), b.fcmp_ordered("==", larger, inf)))
+    ratio = b.select(divides, b.fdiv(smaller, b.select(divides, larger, one)), zero)
+    root = b.call(s.intrinsic("llvm.sqrt", t, 1), [_multiply_add(s, c)(ratio, ratio, one)])
+    return b.fmul(root, larger)
+
+
+def _complex_squared_magnitude(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    real, imaginary = s.parts(a[0])
+    return s.b.fadd(s.b.fmul(real, real), s.b.fmul(imaginary, imaginary))
+
+
+def _complex_libm(symbol: str) -> Code:
+    """The C library's complex function, as NumPy's loop calls it, by x86-64's calling convention:
+    a complex128 passed and returned as two doubles, a complex64 as a vector of two floats."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, real, imaginary = s.b, *s.parts(a[0])
+        if real.type == DOUBLE:
+            pair = ir.LiteralStructType([DOUBLE, DOUBLE])
+            return b.call(s.function(symbol, pair, [DOUBLE, DOUBLE]), [real, imaginary])
+        packed_type = ir.VectorType(FLOAT, 2)
+        packed = b.insert_element(ir.Constant(packed_type, ir.Undefined), real, ir.Constant(I32, 0))
+        packed = b.insert_element(packed, imaginary, ir.Constant(I32, 1))
+        result = b.call(s.function(symbol + "f", packed_type, [packed_type]), [packed])
+        return s.complex_of(*(b.extract_element(result, ir.Constant(I32, i)) for i in (0, 1)))
+
+    return code
+
+
+def _complex_test(name: str, any_part: bool) -> Code:
+    """A float test of both parts (``FLOAT_CODE``'s), either part's or both parts' answer."""
+
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        part = OpLoop.of(part_dtype(c.dtype))
+        tests = [FLOAT_CODE[name](s, [v], part) for v in s.parts(a[0])]
+        return (s.b.or_ if any_part else s.b.and_)(*tests)
+
+    return code
+
+
+COMPLEX_CODE: dict[str, Code] = {
+    "add": _complex_parts("fadd"),
+    "subtract": _complex_parts("fsub"),
+    "negative": _complex_parts("fneg"),
+    "positive": _unchanged,
+    "multiply": _complex_multiply,
+    "divide": _complex_divide,
+    "square": _complex_square,
+    "absolute": _complex_absolute,
+    "squared_magnitude": _complex_squared_magnitude,
+    "isnan": _complex_test("isnan", any_part=True),
+    "isinf": _complex_test("isinf", any_part=True),
+    "isfinite": _complex_test("isfinite", any_part=False),
+    **({name: _complex_libm(symbol) for name, symbol in COMPLEX_C_MATH.items()} if _X86 else {}),
+}
+# What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
+COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (
+    frozenset(ANY_DTYPE_CODE) - {"less", "less_equal", "greater", "greater_equal"}
+)
+
+
+def supports(kernel: Kernel) -> bool:
+    """Whether this generator has code for every op of ``kernel``: complex values only in
+    ``COMPLEX_NAMES``' ops, sums, products and logical reductions (not in orderings nor scans)."""
+    facts = KernelFacts(kernel)
+    for number, inst in enumerate(kernel.instructions):
+        if inst.op.kind is OpKind.ELEMENTWISE:
+            on_complex = any(dtype.kind == "c" for dtype in facts.loops[number])
+            if on_complex and facts.code_choice(number)[0] not in COMPLEX_NAMES:
+                return False
+        elif inst.op.kind in (OpKind.REDUCTION, OpKind.SCAN):
+            operand = kernel.instructions[inst.args[0]].dtype
+            reduction = REDUCTION_FACTS.get(inst.op.name) if inst.op.kind is OpKind.REDUCTION else None
+            takes_complex = reduction is not None and (reduction.logical or reduction.arithmetic)
+            if not takes_complex and "c" in (inst.dtype.kind, operand.kind if operand else ""):
+                return False
+    return True
+
+
 # -- reduction code
 
 # A reduction's code: its accumulator combined with a value (``[acc, value]``, in the accumulator's
@@ -895,8 +1107,8 @@ def _arithmetic_reduction(name: str) -> ReductionCode:
 
 
 def _sum(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
-    if dtype.kind == "f":  # in lanes within a block (pairwise between them)
-        return s.b.fadd(*a, flags=("reassoc",))
+    if dtype.kind in "fc":  # in lanes within a block (pairwise between them)
+        return s.add(*a, flags=("reassoc",))
     return _arithmetic_reduction("add")(s, a, dtype)
 
 
@@ -905,6 +1117,8 @@ def _prod(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
         return s.b.fptrunc(s.b.fmul(s.b.fpext(a[0], FLOAT), s.b.fpext(a[1], FLOAT)), HALF)
     if dtype.kind == "f":  # in order, as NumPy: where a product overflows is order-dependent
         return s.b.fmul(*a)
+    if dtype.kind == "c":
+        return _complex_multiply(s, a, OpLoop.of(dtype))
     return _arithmetic_reduction("multiply")(s, a, dtype)
 
 
@@ -1121,7 +1335,8 @@ class _Accumulator:
         def merge(level: ir.Value) -> None:
             def lane(j: ir.Value | None) -> None:
                 carry = function.at(self.block, j)
-                self.put(b.fadd(self.get(function.at(self.levels, j, level)), self.get(carry)), carry)
+                added = function.scalars.add(self.get(function.at(self.levels, j, level)), self.get(carry))
+                self.put(added, carry)
 
             function.each_lane(unit, lane)
 
@@ -1151,7 +1366,7 @@ class _Accumulator:
 
             def lane(j: ir.Value | None) -> None:
                 total = self.get(function.at(self.value, j))
-                added = b.fadd(self.get(function.at(self.levels, j, current)), total)
+                added = function.scalars.add(self.get(function.at(self.levels, j, current)), total)
                 self.put(b.select(present, added, total), function.at(self.value, j))
 
             function.each_lane(unit, lane)
@@ -1548,7 +1763,7 @@ class _KernelFunction:
             value = Value(self.b.trunc(raw, I1) if use.dtype.kind == "b" else raw, use.dtype)
             flag = self.cell(cell + 1, I64) if use.compared else None
             params.append((value, flag))
-            cell += 2 if use.compared else 1
+            cell += use.cells
         return params
 
     # -- values --
@@ -1595,8 +1810,8 @@ class _KernelFunction:
             if facts.indexed:
                 return Value(ir.Constant(I64, 0), inst.dtype)
             value = self.scalars.cast(operand, BOOL if facts.logical else inst.dtype)
-            if facts.additive and value.dtype.kind == "f":  # added to +0.0, as any NumPy sum
-                value = Value(self.b.fadd(value.ir, ir.Constant(value.ir.type, 0.0)), value.dtype)
+            if facts.additive and value.dtype.kind in "fc":  # added to +0.0, as any NumPy sum
+                value = Value(self.scalars.add(value.ir, self.scalars.const(value.dtype, 0.0)), value.dtype)
             return self.scalars.cast(value, inst.dtype)
         assert kind is OpKind.ELEMENTWISE, inst
         args, flag, param_position = [], None, None

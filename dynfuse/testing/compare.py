@@ -332,14 +332,18 @@ def compare(
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         given = f"shape {actual.shape} and dtype {actual.dtype}"
         return f"{given}, where NumPy gives shape {expected.shape} and dtype {expected.dtype}"
-    if expected.dtype.kind != "f":
-        wrong = actual != expected
-    else:
+    if expected.dtype.kind == "c":  # each part as a float
+        wrong = _float_mismatches(actual.real, expected.real, exact, max_ulp, None, zero_signs)
+        wrong |= _float_mismatches(actual.imag, expected.imag, exact, max_ulp, None, zero_signs)
+    elif expected.dtype.kind == "f":
         wrong = _float_mismatches(actual, expected, exact, max_ulp, spread, zero_signs)
-        if scale:  # what cancellation leaves of values of this size: max_ulp roundings of them
-            with np.errstate(all="ignore"):
-                allowed = max_ulp * np.finfo(expected.dtype).eps * scale
-                wrong &= ~(np.abs(actual.astype(np.float64) - expected) <= allowed)
+    else:
+        wrong = actual != expected
+    if scale and expected.dtype.kind in "fc":  # what cancellation leaves of values of this size
+        with np.errstate(all="ignore"):
+            allowed = max_ulp * np.finfo(expected.dtype).eps * scale
+            wide = actual.astype(np.complex128 if expected.dtype.kind == "c" else np.float64)
+            wrong &= ~(np.abs(wide - expected) <= allowed)
     if not np.any(wrong):
         return None
     where = np.argwhere(wrong)[:3] if wrong.ndim else [()]  # argwhere gives 0-d an axis

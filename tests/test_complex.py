@@ -1,0 +1,196 @@
+"""Complex arrays in compiled kernels: arithmetic, absolute values, tests, casts and the C library's
+functions bit for bit as NumPy's loops give them, special values included; what the generators
+have no code for runs interpreted, with NumPy's answers."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import dynfuse
+import dynfuse.numpy as dnp
+from dynfuse import registry
+from dynfuse.codegen import llvm
+from dynfuse.codegen.common import COMPLEX_C_MATH
+from dynfuse.testing.compare import compiling
+
+COMPLEX = [np.dtype(np.complex64), np.dtype(np.complex128)]
+SPECIAL_PARTS = [0.0, -0.0, 1.0, -2.5, 1e-30, 3e38, 1e300, -1e-310, np.inf, -np.inf, np.nan]
+
+
+def special_values(dtype: np.dtype) -> np.ndarray:
+    """Every pair of special parts, then random values over many scales."""
+    rng = np.random.default_rng(7)
+    pairs = [complex(re, im) for re, im in itertools.product(SPECIAL_PARTS, repeat=2)]
+    scales = 10.0 ** rng.integers(-20, 20, (2, 400))
+    random = rng.standard_normal(400) * scales[0] + 1j * rng.standard_normal(400) * scales[1]
+    with np.errstate(over="ignore"):
+        return np.concatenate([np.array(pairs), random]).astype(dtype)
+
+
+def same_bits(actual, expected) -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if expected.dtype.kind in "fc":
+        floats = np.dtype(f"f{expected.dtype.itemsize // (2 if expected.dtype.kind == 'c' else 1)}")
+        ints = np.dtype(f"u{floats.itemsize}")
+        got, want = actual.view(floats), expected.view(floats)
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(ints), want[~nan].view(ints))
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def both(function, *arrays):
+    """``function`` by NumPy and by dynfuse with every kernel compiled, on the CPU backend."""
+    with np.errstate(all="ignore"):
+        expected = function(np, *arrays)
+    with compiling("cpu"), np.errstate(all="ignore"):
+        actual = function(dnp, *(dnp.asarray(a) for a in arrays))
+        actual = np.asarray(actual)
+    return actual, expected
+
+
+BINARY = {
+    "add": lambda xp, a, b: a + b,
+    "subtract": lambda xp, a, b: a - b,
+    "multiply": lambda xp, a, b: a * b,
+    "divide": lambda xp, a, b: a / b,
+    "equal": lambda xp, a, b: a == b,
+    "not_equal": lambda xp, a, b: a != b,
+    "where": lambda xp, a, b: xp.where(xp.isnan(a), b, a * 2),
+}
+UNARY = {
+    "negative": lambda xp, a: -a,
+    "positive": lambda xp, a: +a,
+    "square": lambda xp, a: xp.square(a),
+    "power 2": lambda xp, a: a**2,
+    "absolute": lambda xp, a: xp.abs(a),
+    "isnan": lambda xp, a: xp.isnan(a),
+    "isinf": lambda xp, a: xp.isinf(a),
+    "isfinite": lambda xp, a: xp.isfinite(a),
+    "to bool": lambda xp, a: a.astype(bool),
+    "logical_not": lambda xp, a: xp.logical_not(a),
+    "chain": lambda xp, a: xp.abs(a * a + a / 3) <= 2,
+    "complex scalars": lambda xp, a: a * (0.5 - 2j) + 1j,
+    "real scalars": lambda xp, a: 2.5 / a - 3,
+}
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_ops_match_numpy_bit_for_bit(name, dtype):
+    values = special_values(dtype)
+    left, right = (grid.ravel() for grid in np.meshgrid(values[:121], values[:121]))
+    left, right = np.concatenate([left, values]), np.concatenate([right, values[::-1]])
+    same_bits(*both(BINARY[name], left, right))
+    assert dynfuse.stats()["kernels_launched"] >= 1
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_ops_match_numpy_bit_for_bit(name, dtype):
+    same_bits(*both(UNARY[name], special_values(dtype)))
+    assert dynfuse.stats()["kernels_launched"] >= 1
+
+
+@pytest.mark.skipif(not llvm._X86, reason="the C library's complex functions are called on x86-64")
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("name", sorted(COMPLEX_C_MATH))
+def test_complex_functions_are_the_c_librarys_as_numpys_bit_for_bit(name, dtype):
+    same_bits(*both(lambda xp, a: getattr(xp, name)(a * 1) + 0, special_values(dtype)))
+    assert dynfuse.stats()["kernels_launched"] >= 1
+
+
+@pytest.mark.parametrize(
+    "mixed",
+    [
+        lambda xp, z, x: z * x + 1.5,
+        lambda xp, z, x: x / z - z,
+        lambda xp, z, x: (z + x.astype(xp.float32)).astype(xp.complex64),
+        lambda xp, z, x: z.astype(xp.complex128) * (x > 0),
+        lambda xp, z, x: xp.isnan(z * x).any(),
+    ],
+)
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+def test_real_operands_and_casts_join_complex_kernels(mixed, dtype):
+    z = special_values(dtype)
+    x = np.linspace(-3.0, 3.0, z.size)
+    same_bits(*both(mixed, z, x))
+
+
+def test_casting_complex_to_real_warns_as_numpy_and_keeps_the_real_part():
+    z = special_values(np.dtype(np.complex128))
+    with pytest.warns(np.exceptions.ComplexWarning), np.errstate(all="ignore"):
+        expected = (z * 2).astype(np.float64)
+    with compiling("cpu"), pytest.warns(np.exceptions.ComplexWarning) as caught, np.errstate(all="ignore"):
+        lazy = (dnp.asarray(z) * 2).astype(np.float64)
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("error")  # warned once, where the cast was written
+        same_bits(lazy, expected)
+
+
+REDUCTIONS = {
+    "sum": lambda xp, a: (a * 1).sum(),
+    "sum of rows": lambda xp, a: (a * 1).sum(axis=-1),
+    "sum of columns": lambda xp, a: (a * 1).sum(axis=0),
+    "mean": lambda xp, a: (a + 0).mean(axis=0),
+    "prod": lambda xp, a: (a * 0.1 + 0.99).prod(axis=-1),
+    "var": lambda xp, a: (a * 1).var(axis=-1),
+    "std": lambda xp, a: (a * 1).std(axis=0),
+}
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("shape", [(1000,), (48, 300), (300, 48), (3, 5, 7)], ids=str)
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_sums_and_products_are_computed_in_kernels_within_rounding(name, shape, dtype):
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    actual, expected = both(REDUCTIONS[name], z)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    # Summed in another order than NumPy's: a rounding per term at most, of the terms' magnitude
+    terms = z.size // max(expected.size, 1)
+    tolerance = 4 * terms * np.finfo(dtype).eps * max(1.0, float(np.abs(z).max()))
+    if name == "prod":  # each step rounded: relative to the product itself
+        np.testing.assert_allclose(actual, expected, rtol=4 * terms * np.finfo(dtype).eps)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance)
+    assert dynfuse.stats()["kernels_launched"] >= 1 and dynfuse.stats()["interpreted_ops"] == 0
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda xp, z: xp.log10(z) + 1,
+        lambda xp, z: (z * 2) ** (z + 1),
+        lambda xp, z: (z * 3).max(),
+        lambda xp, z: xp.cumsum(z + 1),
+        lambda xp, z: (z + 1) < (z * 2),
+    ],
+)
+@pytest.mark.parametrize("backend", ["cpu", "cuda-emulator"])
+def test_complex_ops_without_code_run_interpreted_with_numpy_answers(function, backend):
+    if registry.unavailable_reason(backend) is not None:
+        pytest.skip(registry.unavailable_reason(backend))
+    z = special_values(np.dtype(np.complex128))[:200]
+    with np.errstate(all="ignore"):
+        expected = function(np, z)
+    with compiling(backend), np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no kernel fails: they are declined
+        actual = np.asarray(function(dnp, dnp.asarray(z)))
+    assert actual.dtype == expected.dtype
+    np.testing.assert_allclose(actual, expected, rtol=1e-13, equal_nan=True)
+
+
+def test_the_cuda_generator_declines_complex_kernels():
+    if registry.unavailable_reason("cuda-emulator") is not None:
+        pytest.skip(registry.unavailable_reason("cuda-emulator"))
+    z = special_values(np.dtype(np.complex64))
+    with compiling("cuda-emulator"), np.errstate(all="ignore"):
+        lazy = dnp.asarray(z)
+        same_bits(lazy * lazy + lazy, z * z + z)
+    assert dynfuse.stats()["kernels_launched"] == 0 and dynfuse.stats()["fallbacks"] == 0
