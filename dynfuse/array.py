@@ -122,6 +122,9 @@ def _unary(name: str) -> Any:
     return method
 
 
+_conjugate = _unary("conjugate")
+
+
 def reduction_method(name: str, positional: tuple[str, ...]) -> Any:
     """A reduction with NumPy's signature; serves as the method and as the ``dynfuse.numpy`` function."""
 
@@ -604,6 +607,12 @@ class LazyArray:
 
     def clip(self, min: Any = None, max: Any = None) -> Any:
         return numpy_namespace.clip(self, min, max)
+
+    def conjugate(self) -> Any:
+        """The complex conjugate; an array of another dtype itself, as NumPy's method gives."""
+        return _conjugate(self) if self.dtype.kind == "c" else self
+
+    conj = conjugate
 
     sum = reduction_method("sum", ("axis", "dtype", "out", "keepdims"))
     prod = reduction_method("prod", ("axis", "dtype", "out", "keepdims"))

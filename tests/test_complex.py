@@ -65,6 +65,7 @@ BINARY = {
 UNARY = {
     "negative": lambda xp, a: -a,
     "positive": lambda xp, a: +a,
+    "conjugate": lambda xp, a: xp.conj(a) * a.conjugate(),
     "square": lambda xp, a: xp.square(a),
     "power 2": lambda xp, a: a**2,
     "absolute": lambda xp, a: xp.abs(a),
