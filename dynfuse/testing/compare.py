@@ -234,8 +234,15 @@ def _spreads(
             stacked = np.stack(
                 [np.asarray(value, np.float64) if value.dtype.kind != "c" else value for value in values]
             )
-            nan = np.isnan(stacked) if stacked.dtype.kind == "f" else np.zeros(stacked.shape, bool)
-            spreads.append((np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0), nan.any(axis=0)))
+            nan = np.isnan(stacked) if stacked.dtype.kind in "fc" else np.zeros(stacked.shape, bool)
+            if stacked.dtype.kind == "c":  # each part's own ends
+                low, high = (
+                    np.nanmin(stacked.real, axis=0) + 1j * np.nanmin(stacked.imag, axis=0),
+                    np.nanmax(stacked.real, axis=0) + 1j * np.nanmax(stacked.imag, axis=0),
+                )
+            else:
+                low, high = np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0)
+            spreads.append((low, high, nan.any(axis=0)))
     return spreads
 
 
@@ -245,15 +252,19 @@ def _moving(direction: Any, max_ulp: int) -> Callable[..., Any]:
 
     def move(step: Any, value: Any, values: dict) -> Any:
         _undefined_casts_raise(step, value, values)
-        if step.reproducible or np.asarray(value).dtype.kind != "f" or not np.size(value):
+        if step.reproducible or np.asarray(value).dtype.kind not in "fc" or not np.size(value):
             return value  # itself: a view stays a view of its base, a scalar a scalar
         array = np.asarray(value)
-        sign = (
-            direction.choice([-1.0, 1.0], size=array.shape)
-            if isinstance(direction, np.random.Generator)
-            else direction
-        )
-        moved = (array + sign * _rounding(step, array, values, max_ulp)).astype(array.dtype)
+
+        def sign() -> Any:
+            if isinstance(direction, np.random.Generator):
+                return direction.choice([-1.0, 1.0], size=array.shape)
+            return direction
+
+        rounding = _rounding(step, array, values, max_ulp)
+        # a complex value's parts each moved by the rounding of its magnitude
+        offset = sign() * rounding + (1j * sign() * rounding if array.dtype.kind == "c" else 0)
+        moved = (array + offset).astype(array.dtype)
         return moved[()] if isinstance(value, np.generic) else moved
 
     return move
@@ -270,7 +281,7 @@ def _taking(actual: dict[str, np.ndarray]) -> Callable[..., Any]:
         if step.reproducible or step.form == "write" or given is None:
             return value
         array = np.asarray(value)
-        if array.dtype.kind != "f" or given.shape != array.shape or given.dtype != array.dtype:
+        if array.dtype.kind not in "fc" or given.shape != array.shape or given.dtype != array.dtype:
             return value
         return given[()] if isinstance(value, np.generic) else given.copy()
 
@@ -285,7 +296,7 @@ def _rounding(step: Any, value: np.ndarray, values: dict, max_ulp: int) -> np.nd
     magnitude = np.abs(value)
     kwargs = dict(step.kwargs)
     if step.name not in ("sum", "mean", "var", "std", "prod", "cumsum", "einsum", "@"):
-        return max_ulp * np.spacing(magnitude.astype(value.dtype))
+        return max_ulp * np.spacing(magnitude.astype(np.finfo(value.dtype).dtype))
     operand = np.asarray(values[step.args[1 if step.name == "einsum" else 0].name])
     if step.name in ("einsum", "@"):
         terms = operand.shape[-1] if operand.ndim else 1
@@ -332,9 +343,12 @@ def compare(
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         given = f"shape {actual.shape} and dtype {actual.dtype}"
         return f"{given}, where NumPy gives shape {expected.shape} and dtype {expected.dtype}"
-    if expected.dtype.kind == "c":  # each part as a float
-        wrong = _float_mismatches(actual.real, expected.real, exact, max_ulp, None, zero_signs)
-        wrong |= _float_mismatches(actual.imag, expected.imag, exact, max_ulp, None, zero_signs)
+    if expected.dtype.kind == "c":  # each part as a float, within its part of the spread
+        wrong = np.zeros(expected.shape, bool)
+        for part in ("real", "imag"):
+            ends = None if spread is None else (*(getattr(end, part) for end in spread[:2]), spread[2])
+            pair = (getattr(actual, part), getattr(expected, part))
+            wrong |= _float_mismatches(*pair, exact, max_ulp, ends, zero_signs)
     elif expected.dtype.kind == "f":
         wrong = _float_mismatches(actual, expected, exact, max_ulp, spread, zero_signs)
     else:
