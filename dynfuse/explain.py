@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import execute, record, registry, views
 from .devices import HOST
-from .kernel import Backend
+from .kernel import Backend, Kernel
 from .ops import OpKind
 from .trace import Node, topological_order
 
@@ -48,7 +48,14 @@ def kernel_sources(*arrays: Any, backend: str | None = None) -> list[str]:
             "kernel_sources: the reference backend 'numpy' runs op by op and generates no kernels"
         )
     _, plan = execute.explain_plan(outputs, chosen)
-    return [chosen.source(step.kernel) for step in plan.kernels]
+    return [_source(chosen, step.kernel) for step in plan.kernels]
+
+
+def _source(backend: Backend, kernel: Kernel) -> str:
+    """The kernel's generated source, or why there is none: it runs interpreted on this backend."""
+    if not backend.supports(kernel):
+        return f"(none: the {backend.name} generator has no code for an op of it, so it runs interpreted)"
+    return backend.source(kernel)
 
 
 def _shape_text(node: Node) -> str:
@@ -150,7 +157,7 @@ def explain(*arrays: Any, backend: str | None = None, source: bool = False) -> E
             continue
         body += _kernel_lines(position, step, nodes, name)
         if source:
-            body += ["  source:", *(f"    {line}" for line in chosen.source(step.kernel).splitlines())]
+            body += ["  source:", *(f"    {line}" for line in _source(chosen, step.kernel).splitlines())]
     body += _reason_lines(
         schedule.reasons(schedule.number_trace(order, outputs), chosen.target), plan, nodes, name
     )

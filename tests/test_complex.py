@@ -195,3 +195,12 @@ def test_the_cuda_generator_declines_complex_kernels():
         lazy = dnp.asarray(z)
         same_bits(lazy * lazy + lazy, z * z + z)
     assert dynfuse.stats()["kernels_launched"] == 0 and dynfuse.stats()["fallbacks"] == 0
+
+
+def test_explain_says_a_kernel_without_code_runs_interpreted():
+    z = dnp.asarray(special_values(np.dtype(np.complex128)))
+    (source,) = dynfuse.kernel_sources(z * z + 1, backend="cuda")
+    assert "runs interpreted" in source
+    assert "runs interpreted" in dynfuse.explain(z * z + 1, backend="cuda", source=True)
+    (source,) = dynfuse.kernel_sources(z * z + 1, backend="cpu")
+    assert "insertvalue" in source  # complex values as pairs of doubles

@@ -475,7 +475,8 @@ class CpuBackend:
         return _host().emit(str(generate(kernel)[0]), "assembly").decode()
 
     def supports(self, kernel: Kernel) -> bool:
-        """What the LLVM generator has code for (complex values in arithmetic, not yet in functions)."""
+        """What the LLVM generator has code for (``codegen.llvm.supports``: complex values only in
+        the ops it has their code for)."""
         from ..codegen.llvm import supports
 
         return supports(kernel)
