@@ -68,6 +68,7 @@ UNARY = {
     "conjugate": lambda xp, a: xp.conj(a) * a.conjugate(),
     "square": lambda xp, a: xp.square(a),
     "power 2": lambda xp, a: a**2,
+    "reciprocal": lambda xp, a: xp.reciprocal(a) + a**-1,
     "absolute": lambda xp, a: xp.abs(a),
     "isnan": lambda xp, a: xp.isnan(a),
     "isinf": lambda xp, a: xp.isinf(a),

@@ -990,6 +990,22 @@ def _complex_divide(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     )
 
 
+def _complex_reciprocal(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """NumPy's loop: scaled by the larger part (the real one where they tie), as its two branches
+    compute it (both divide 1 and the ratio by the same denominator)."""
+    b = s.b
+    real, imaginary = s.parts(a[0])
+    fabs = s.intrinsic("llvm.fabs", real.type, 1)
+    real_larger = b.fcmp_ordered("<=", b.call(fabs, [imaginary]), b.call(fabs, [real]))  # false with a NaN
+    larger, smaller = b.select(real_larger, real, imaginary), b.select(real_larger, imaginary, real)
+    ratio = b.fdiv(smaller, larger)
+    denominator = b.fadd(larger, b.fmul(smaller, ratio))
+    one_over, ratio_over = b.fdiv(ir.Constant(real.type, 1.0), denominator), b.fdiv(ratio, denominator)
+    return s.complex_of(
+        b.select(real_larger, one_over, ratio_over), b.fneg(b.select(real_larger, ratio_over, one_over))
+    )
+
+
 def _complex_square(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
     real, imaginary = s.parts(a[0])
     cross = s.b.fmul(real, imaginary)
@@ -1062,6 +1078,7 @@ COMPLEX_CODE: dict[str, Code] = {
     "multiply": _complex_multiply,
     "divide": _complex_divide,
     "square": _complex_square,
+    "reciprocal": _complex_reciprocal,
     "absolute": _complex_absolute,
     "squared_magnitude": _complex_squared_magnitude,
     "isnan": _complex_test("isnan", any_part=True),
