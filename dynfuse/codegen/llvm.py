@@ -1042,20 +1042,81 @@ def _complex_squared_magnitude(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.
 
 def _complex_libm(symbol: str) -> Code:
     """The C library's complex function, as NumPy's loop calls it, by x86-64's calling convention:
-    a complex128 passed and returned as two doubles, a complex64 as a vector of two floats."""
+    each complex128 passed and returned as two doubles, each complex64 as a vector of two floats."""
 
     def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
-        b, real, imaginary = s.b, *s.parts(a[0])
-        if real.type == DOUBLE:
+        b = s.b
+        if s.parts(a[0])[0].type == DOUBLE:
             pair = ir.LiteralStructType([DOUBLE, DOUBLE])
-            return b.call(s.function(symbol, pair, [DOUBLE, DOUBLE]), [real, imaginary])
+            arguments = [part for value in a for part in s.parts(value)]
+            return b.call(s.function(symbol, pair, [DOUBLE] * len(arguments)), arguments)
         packed_type = ir.VectorType(FLOAT, 2)
-        packed = b.insert_element(ir.Constant(packed_type, ir.Undefined), real, ir.Constant(I32, 0))
-        packed = b.insert_element(packed, imaginary, ir.Constant(I32, 1))
-        result = b.call(s.function(symbol + "f", packed_type, [packed_type]), [packed])
+        packed = []
+        for value in a:
+            vector = ir.Constant(packed_type, ir.Undefined)
+            for i, part in enumerate(s.parts(value)):
+                vector = b.insert_element(vector, part, ir.Constant(I32, i))
+            packed.append(vector)
+        result = b.call(s.function(symbol + "f", packed_type, [packed_type] * len(a)), packed)
         return s.complex_of(*(b.extract_element(result, ir.Constant(I32, i)) for i in (0, 1)))
 
     return code
+
+
+def _complex_product(s: _Scalars, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The product as C computes it, each product rounded (NumPy's scalar ``cmul``)."""
+    b, (xr, xi), (yr, yi) = s.b, s.parts(x), s.parts(y)
+    return s.complex_of(b.fsub(b.fmul(xr, yr), b.fmul(xi, yi)), b.fadd(b.fmul(xr, yi), b.fmul(xi, yr)))
+
+
+def _complex_power(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """NumPy's complex power: 1 for a zero exponent; 0 for zero to a power of positive real part,
+    else NaN (invalid); an integral exponent below 100 in magnitude by C's products (1, 2 and 3
+    unrolled, others by binary powers from 1, a negative one divided into 1 by NumPy's division);
+    the C library's ``cpow`` otherwise. The integral and the ``cpow`` cases are branches (an
+    exponent is mostly one value); within the integral one, products a case does not take are of
+    harmless operands, so no flag is raised that NumPy's would not."""
+    b = s.b
+    (ar, ai), (br, bi) = s.parts(a[0]), s.parts(a[1])
+    t = ar.type
+    zero, one, nan = ir.Constant(t, 0.0), ir.Constant(t, 1.0), ir.Constant(t, math.nan)
+    unit = s.complex_of(one, zero)
+
+    def is_zero(x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.and_(b.fcmp_ordered("==", x, zero), b.fcmp_ordered("==", y, zero))
+
+    whole = b.fcmp_ordered("==", br, b.call(s.intrinsic("llvm.trunc", t, 1), [br]))
+    below = b.and_(
+        b.fcmp_ordered(">", br, ir.Constant(t, -100.0)), b.fcmp_ordered("<", br, ir.Constant(t, 100.0))
+    )
+    integral = b.and_(b.and_(b.fcmp_ordered("==", bi, zero), whole), below)
+    with b.if_else(integral) as (by_products, by_library):
+        with by_products:
+            exponent = b.fptosi(br, I64)
+            negative = b.icmp_signed("<", exponent, ir.Constant(I64, 0))
+            count = b.select(negative, b.neg(exponent), exponent)
+            power, base = unit, a[0]
+            for bit in range(7):  # |n| < 128
+                taken = b.icmp_unsigned("!=", b.and_(count, ir.Constant(I64, 1 << bit)), ir.Constant(I64, 0))
+                power = b.select(taken, _complex_product(s, power, b.select(taken, base, unit)), power)
+                more = b.icmp_signed(">=", count, ir.Constant(I64, 2 << bit))
+                squared = b.select(more, base, unit)
+                base = b.select(more, _complex_product(s, squared, squared), base)
+            square = _complex_product(s, a[0], a[0])
+            for n, unrolled in ((1, a[0]), (2, square), (3, _complex_product(s, a[0], square))):
+                power = b.select(b.icmp_signed("==", exponent, ir.Constant(I64, n)), unrolled, power)
+            inverse = _complex_divide(s, [unit, b.select(negative, power, unit)], c)
+            integer_power, integer_block = b.select(negative, inverse, power), b.block
+        with by_library:
+            library_power, library_block = _complex_libm("cpow")(s, a, c), b.block
+    result = b.phi(integer_power.type)
+    result.add_incoming(integer_power, integer_block)
+    result.add_incoming(library_power, library_block)
+    base_zero = is_zero(ar, ai)
+    positive_real = b.fcmp_ordered(">", br, zero)
+    s.report(b.and_(base_zero, b.not_(b.or_(positive_real, is_zero(br, bi)))), float_errors.INVALID)
+    zero_power = b.select(positive_real, s.complex_of(zero, zero), s.complex_of(nan, nan))
+    return b.select(is_zero(br, bi), unit, b.select(base_zero, zero_power, result))
 
 
 def _complex_test(name: str, any_part: bool) -> Code:
@@ -1085,6 +1146,7 @@ COMPLEX_CODE: dict[str, Code] = {
     "isinf": _complex_test("isinf", any_part=True),
     "isfinite": _complex_test("isfinite", any_part=False),
     **({name: _complex_libm(symbol) for name, symbol in COMPLEX_C_MATH.items()} if _X86 else {}),
+    **({"power": _complex_power} if _X86 else {}),
 }
 # What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
 COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (
