@@ -1063,6 +1063,31 @@ def _complex_libm(symbol: str) -> Code:
     return code
 
 
+def _scaled_parts(s: _Scalars, z: ir.Value, factor: float) -> ir.Value:
+    """Each part times a real constant rounded to the part's precision."""
+    real, imaginary = s.parts(z)
+    constant = ir.Constant(real.type, float(np.float32(factor)) if real.type == FLOAT else factor)
+    return s.complex_of(s.b.fmul(real, constant), s.b.fmul(imaginary, constant))
+
+
+# NumPy's constants (npy_math.h's NPY_LOG2E, NPY_LOG10E, NPY_LOGE2), rounded to the parts' dtype
+LOG2_E, LOG10_E, LN_2 = (
+    1.442695040888963407359924681001892137,
+    0.434294481903251827651128918916605082,
+    math.log(2),
+)
+
+
+def _complex_logarithm(factor: float) -> Code:
+    """NumPy's log2 and log10 of a complex number: the natural one's parts times log2(e), log10(e)."""
+    return lambda s, a, c: _scaled_parts(s, _complex_libm("clog")(s, a, c), factor)
+
+
+def _complex_exp2(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    """NumPy's: the exponential of the parts times ln 2."""
+    return _complex_libm("cexp")(s, [_scaled_parts(s, a[0], LN_2)], c)
+
+
 def _complex_product(s: _Scalars, x: ir.Value, y: ir.Value) -> ir.Value:
     """The product as C computes it, each product rounded (NumPy's scalar ``cmul``)."""
     b, (xr, xi), (yr, yi) = s.b, s.parts(x), s.parts(y)
@@ -1146,7 +1171,16 @@ COMPLEX_CODE: dict[str, Code] = {
     "isinf": _complex_test("isinf", any_part=True),
     "isfinite": _complex_test("isfinite", any_part=False),
     **({name: _complex_libm(symbol) for name, symbol in COMPLEX_C_MATH.items()} if _X86 else {}),
-    **({"power": _complex_power} if _X86 else {}),
+    **(
+        {
+            "power": _complex_power,
+            "log2": _complex_logarithm(LOG2_E),
+            "log10": _complex_logarithm(LOG10_E),
+            "exp2": _complex_exp2,
+        }
+        if _X86
+        else {}
+    ),
 }
 # What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
 COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (
@@ -1894,6 +1928,11 @@ class _KernelFunction:
             value = self.scalars.cast(operand, BOOL if facts.logical else inst.dtype)
             if facts.additive and value.dtype.kind in "fc":  # added to +0.0, as any NumPy sum
                 value = Value(self.scalars.add(value.ir, self.scalars.const(value.dtype, 0.0)), value.dtype)
+            elif facts.arithmetic and value.dtype.kind == "c":  # 1 times it, as NumPy's product
+                one = self.scalars.const(value.dtype, 1.0)
+                value = Value(
+                    _complex_multiply(self.scalars, [one, value.ir], OpLoop.of(value.dtype)), value.dtype
+                )
             return self.scalars.cast(value, inst.dtype)
         assert kind is OpKind.ELEMENTWISE, inst
         args, flag, param_position = [], None, None
