@@ -35,7 +35,7 @@ def same_bits(actual, expected) -> None:
     if expected.dtype.kind in "fc":
         floats = np.dtype(f"f{expected.dtype.itemsize // (2 if expected.dtype.kind == 'c' else 1)}")
         ints = np.dtype(f"u{floats.itemsize}")
-        got, want = actual.view(floats), expected.view(floats)
+        got, want = actual.reshape(-1).view(floats), expected.reshape(-1).view(floats)
         nan = np.isnan(want)
         np.testing.assert_array_equal(np.isnan(got), nan)
         np.testing.assert_array_equal(got[~nan].view(ints), want[~nan].view(ints))
