@@ -1742,6 +1742,7 @@ static PyObject *run_strips(PyObject *self, PyObject *const *args, Py_ssize_t na
         } else if (outputs[i]) {
             goto declined;
         } else if ((slot->kind = python_scalar_kind(value)) >= 0) {
+            /* a Python scalar: each step converts it to its loop's dtype */
         } else if (PyArray_IsScalar(value, Generic)) {
             held[i] = PyArray_FromScalar(value, NULL);
             if (held[i] == NULL)

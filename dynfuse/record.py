@@ -166,9 +166,9 @@ _common_dtypes: dict[tuple, np.dtype | bool] = {}
 def record_common(op: ops.Op, first: Any, *rest: Any) -> Any:
     """The common case, recorded in as few steps as Python allows (it runs for every operator): one
     to three operands (``where``'s), lazy arrays of shapes that broadcast and supported dtypes or
-    Python floats, bools and small ints, no keywords. None when anything else is involved: the
-    general path then records it. Computed operands of few elements run at once instead
-    (``direct``): NumPy scalars among them."""
+    Python floats, complex numbers, bools and small ints, no keywords. None when anything else is
+    involved: the general path then records it. Computed operands of few elements run at once
+    instead (``direct``): NumPy scalars among them."""
     lazy = LazyArray
     operands = (first, *rest)
     array = None  # the node whose shape the result has
