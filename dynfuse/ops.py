@@ -111,11 +111,16 @@ class Op:
         return functools.partial(self.reference, **dict(params))
 
 
+def discards_imaginary(source: np.dtype | None, dtype: np.dtype) -> bool:
+    """A cast NumPy warns of (``ComplexWarning``): complex values to a real dtype other than bool."""
+    return source is not None and source.kind == "c" and np.dtype(dtype).kind not in "cb"
+
+
 def _astype(a: Any, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
     """A complex value cast to a real dtype is its real part: NumPy's warning of it was given where
     the cast was written."""
     a = np.asarray(a)
-    if a.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
+    if discards_imaginary(a.dtype, dtype):
         a = a.real
     if out is not None:  # an array of the cast's shape and dtype (the reference executor's)
         np.copyto(out, a, casting="unsafe")

@@ -15,6 +15,7 @@ Writes (in-place operators, ``out=``, item assignment) keep NumPy's aliasing sem
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import warnings
@@ -300,15 +301,11 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe", copy: bool = True) -
     dtypes.check_cast(node.dtype, dtype, casting)
     if not copy and dtype == node.dtype and is_lazy(value):
         return value
-    if _discards_imaginary(node.dtype, dtype):  # NumPy's warning, at the caller's line
-        warnings.warn(
-            "Casting complex values to real discards the imaginary part",
-            np.exceptions.ComplexWarning,
-            stacklevel=3,
-        )
-        made = direct.call(lambda buffer: buffer.real.astype(dtype, casting=casting), (value,))
-    else:
-        made = direct.call(lambda buffer: buffer.astype(dtype, casting=casting), (value,))
+    if ops.discards_imaginary(node.dtype, dtype):  # NumPy's warning, at the caller's line
+        message = "Casting complex values to real discards the imaginary part"
+        warnings.warn(message, np.exceptions.ComplexWarning, stacklevel=3)
+    # The cast's reference: the casting rule is checked, and a complex value's real part is cast
+    made = direct.call(functools.partial(ops.ELEMENTWISE["astype"].reference, dtype=dtype), (value,))
     if made is not direct.DECLINED:
         return made
     if _unsupported([node]) or not dtypes.is_supported(dtype):
@@ -329,15 +326,10 @@ def _common_cast(source: np.dtype, given: Any) -> tuple | bool:
     if (
         not dtypes.is_supported(source)
         or not dtypes.is_supported(dtype)
-        or _discards_imaginary(source, dtype)
+        or ops.discards_imaginary(source, dtype)  # warned of by ``astype`` each time
     ):
         return False
     return (("dtype", dtype),)
-
-
-def _discards_imaginary(source: np.dtype | None, dtype: np.dtype) -> bool:
-    """A cast NumPy warns of: complex values to a real dtype other than bool."""
-    return source is not None and source.kind == "c" and dtype.kind not in "cb"
 
 
 def _cast_node(node: Node, dtype: np.dtype) -> Node:

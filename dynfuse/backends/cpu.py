@@ -156,14 +156,14 @@ class _Launcher:
         # which struct does not pack, always by ``convert_params`` (then fields is None).
         pointers = layout.inputs + layout.outputs
         address_codes = "Q" * pointers + "q" * (len(layout.strided) * layout.ndim)
+        packs = all(use.dtype.kind != "c" for use in layout.param_uses)
         param_codes = "".join(
-            _STRUCT_CODES.get((use.dtype.kind, use.dtype.itemsize), "") for use in layout.param_uses
+            _STRUCT_CODES[use.dtype.kind, use.dtype.itemsize] for use in layout.param_uses if packs
         )
         param_fields = "".join(
             f"{code}{8 - use.dtype.itemsize}x" + "q" * use.compared
-            for code, use in zip(param_codes, layout.param_uses, strict=False)
+            for code, use in zip(param_codes, layout.param_uses if packs else (), strict=True)
         )
-        packs = len(param_codes) == len(layout.param_uses)
         self.fields = struct.Struct("=" + address_codes + param_fields) if packs else None
         self.addresses = struct.Struct("=" + address_codes)  # alone: when ``convert_params`` must pack
         self.cell_type = ctypes.c_int64 * self.cell_count
@@ -250,13 +250,14 @@ class _Launcher:
             addresses += element_strides(operand, number)
         values = params if len(params) == self.fields_are_params else self.param_fields(params)
         cells = self.cell_type()
-        try:
-            if self.fields is None:
-                raise struct.error("complex parameters")
-            self.fields.pack_into(cells, 0, *addresses, *values)
-        except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
-            self.addresses.pack_into(cells, 0, *addresses)
-            self.convert_params(cells, values)
+        if self.fields is not None:
+            try:
+                self.fields.pack_into(cells, 0, *addresses, *values)
+                return cells
+            except (struct.error, OverflowError):  # a value struct will not convert as NumPy does
+                pass
+        self.addresses.pack_into(cells, 0, *addresses)
+        self.convert_params(cells, values)
         return cells
 
     def param_fields(self, params: list) -> list:
