@@ -197,6 +197,21 @@ def test_sums_and_products_are_computed_in_kernels_within_rounding(name, shape, 
     assert dynfuse.stats()["kernels_launched"] >= 1 and dynfuse.stats()["interpreted_ops"] == 0
 
 
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize(
+    "shape, axis",
+    [((-1, 9), -1), ((-1, 9), None), ((-1, 9), 0), ((-1, 9, 1), 1), ((-1, 1, 9), (0, 1)), ((-1, 9, 2), 2)],
+    ids=str,
+)
+def test_products_round_as_numpys_loop_for_the_axis_bit_for_bit(shape, axis, dtype):
+    """NumPy's product along the innermost axis (extent-1 axes aside) is C's, each part's products
+    rounded; across a kept innermost axis it is its SIMD loop's, fused where the CPU has FMA. Where
+    a part overflows, the rounding decides between an infinity and NaN."""
+    values = special_values(dtype)
+    values = values[: values.size // 18 * 18].reshape(shape)
+    same_bits(*both(lambda xp, a: (a * 1).prod(axis=axis), values))
+
+
 @pytest.mark.parametrize(
     "function",
     [

@@ -99,6 +99,9 @@ class OpLoop(NamedTuple):
     # clip's bounds are one value each: NumPy then runs another loop, which breaks ties between
     # signed zeros its own way
     scalar_bounds: bool = False
+    # A reduction along the innermost axis: NumPy's loop then reads and writes its accumulator in
+    # place, which its SIMD complex loops decline, so each product is rounded as C rounds it
+    in_place: bool = False
 
     @classmethod
     def of(cls, dtype: np.dtype, scalar_bounds: bool = False) -> OpLoop:
@@ -303,7 +306,9 @@ class KernelFacts:
         self.instructions = kernel.instructions
         self.shape = kernel.shape
         self.reduce_axes = list(kernel.reduce_axes)
-        self.innermost_reduced = len(self.shape) - 1 in self.reduce_axes
+        # Whether NumPy's inner loop would reduce: it runs along the innermost axis of extent > 1
+        stepped = [axis for axis, extent in enumerate(self.shape) if extent > 1]
+        self.innermost_reduced = bool(stepped) and stepped[-1] in self.reduce_axes
         self.kept_axes = [axis for axis in range(len(self.shape)) if axis not in kernel.reduce_axes]
         self.loads = kernel.inputs
         # The operands whose strides the launch gives: loads by slot, then outputs by position

@@ -943,8 +943,9 @@ FLOAT_CODE: dict[str, Code] = {
 
 
 def _multiply_add(s: _Scalars, c: OpLoop) -> Callable[[ir.Value, ir.Value, ir.Value], ir.Value]:
-    """``a*b + c`` rounded as NumPy's complex loops here round it (``complex_loops_fuse``)."""
-    if complex_loops_fuse(c.dtype):
+    """``a*b + c`` rounded as NumPy's complex loops here round it (``complex_loops_fuse``), or as C
+    rounds it in a reduction along the innermost axis."""
+    if complex_loops_fuse(c.dtype) and not c.in_place:
         fma = s.intrinsic("llvm.fma", register_type(part_dtype(c.dtype)), 3)
         return lambda x, y, z: s.b.call(fma, [x, y, z])
     return lambda x, y, z: s.b.fadd(s.b.fmul(x, y), z)
@@ -1209,33 +1210,34 @@ def supports(kernel: Kernel) -> bool:
 # -- reduction code
 
 # A reduction's code: its accumulator combined with a value (``[acc, value]``, in the accumulator's
-# dtype); an indexed reduction's, whether the value is better than the accumulator (an i1).
-ReductionCode = Callable[[_Scalars, list[ir.Value], np.dtype], ir.Value]
+# dtype, the loop's); an indexed reduction's, whether the value is better than the accumulator (an i1).
+ReductionCode = Callable[[_Scalars, list[ir.Value], OpLoop], ir.Value]
 
 
 def _arithmetic_reduction(name: str) -> ReductionCode:
     """NumPy's add or multiply loop on the accumulator's dtype: wrapping integers, or and and on bools."""
 
-    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
-        return (BOOL_CODE if dtype.kind == "b" else INTEGER_CODE)[name](s, a, OpLoop.of(dtype))
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        return (BOOL_CODE if c.dtype.kind == "b" else INTEGER_CODE)[name](s, a, c)
 
     return code
 
 
-def _sum(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
-    if dtype.kind in "fc":  # in lanes within a block (pairwise between them)
+def _sum(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    if c.dtype.kind in "fc":  # in lanes within a block (pairwise between them)
         return s.add(*a, flags=("reassoc",))
-    return _arithmetic_reduction("add")(s, a, dtype)
+    return _arithmetic_reduction("add")(s, a, c)
 
 
-def _prod(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+def _prod(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+    dtype = c.dtype
     if dtype == np.float16:  # rounded at every step, as NumPy's half loop across a kept innermost axis
         return s.b.fptrunc(s.b.fmul(s.b.fpext(a[0], FLOAT), s.b.fpext(a[1], FLOAT)), HALF)
     if dtype.kind == "f":  # in order, as NumPy: where a product overflows is order-dependent
         return s.b.fmul(*a)
     if dtype.kind == "c":
-        return _complex_multiply(s, a, OpLoop.of(dtype))
-    return _arithmetic_reduction("multiply")(s, a, dtype)
+        return _complex_multiply(s, a, c)
+    return _arithmetic_reduction("multiply")(s, a, c)
 
 
 def _extremum_reduction(name: str) -> ReductionCode:
@@ -1244,7 +1246,8 @@ def _extremum_reduction(name: str) -> ReductionCode:
     reduction: NumPy's own reduction keeps whichever zero its vector layout meets, so either sign
     of an equal zero is its answer too (``Op.signed_zeros``)."""
 
-    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        dtype = c.dtype
         if dtype.kind == "f" and dtype.itemsize in (4, 8):
             return s.b.call(s.intrinsic(f"llvm.{name}", register_type(dtype), 2), a)
         return s.apply(name, [Value(value, dtype) for value in a], (dtype, dtype, dtype), dtype).ir
@@ -1255,8 +1258,8 @@ def _extremum_reduction(name: str) -> ReductionCode:
 def _better(comparison: str) -> ReductionCode:
     """Whether the value beats the accumulator: by ``comparison``, or as a NaN (the first one stays)."""
 
-    def code(s: _Scalars, a: list[ir.Value], dtype: np.dtype) -> ir.Value:
-        b, (acc, v) = s.b, a
+    def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
+        b, (acc, v), dtype = s.b, a, c.dtype
         better = s.compare(comparison, [Value(v, dtype), Value(acc, dtype)])
         if dtype.kind == "f":
             better = b.or_(better, b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", acc, acc)))
@@ -1272,8 +1275,8 @@ REDUCTION_CODE: dict[str, ReductionCode] = {
     "min": _extremum_reduction("minimum"),
     "argmax": _better("greater"),
     "argmin": _better("less"),
-    "any": lambda s, a, dtype: s.b.or_(*a),
-    "all": lambda s, a, dtype: s.b.and_(*a),
+    "any": lambda s, a, c: s.b.or_(*a),
+    "all": lambda s, a, c: s.b.and_(*a),
 }
 # -- the kernel's loops ---------------------------------------------------------------------------
 
@@ -1374,6 +1377,7 @@ class _Accumulator:
         self.result = inst.dtype
         operand = facts.instructions[inst.args[0]].dtype
         self.dtype, self.pairwise = accumulation(inst, operand, facts.innermost_reduced)
+        self.loop = OpLoop(self.dtype, in_place=facts.innermost_reduced)
         self.value = function.lane_variable(self.dtype)
         self.index = function.lane_variable(INT64) if self.facts.indexed else None
         if self.pairwise:
@@ -1426,11 +1430,11 @@ class _Accumulator:
         b, scalars = self.function.b, self.function.scalars
         acc = self.get(target)
         if self.index is None:
-            self.put(self.code(scalars, [acc, v], self.dtype), target)
+            self.put(self.code(scalars, [acc, v], self.loop), target)
             return
         best_index = self.function.at(self.index, lane)
         best = self.function.lane_load(best_index)
-        better = self.code(scalars, [acc, v], self.dtype)
+        better = self.code(scalars, [acc, v], self.loop)
         take = b.or_(b.icmp_signed("<", best, ir.Constant(I64, 0)), better)
         if index is not None and index.type != I64:
             index = b.sext(index, I64)
