@@ -2968,6 +2968,10 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     if (element != NULL) /* NumPy's scalar of that element, as its integer indexing makes it */
         return PyArray_Scalar(element, PyArray_DESCR(buffer), (PyObject *)buffer);
     if (gather != NULL) {
+        PyArrayObject *by = (PyArrayObject *)gather;
+        if (PyArray_TYPE(by) == NPY_BOOL && PyArray_NDIM(buffer) > 0 && PyArray_SIZE(buffer) >= limit
+            && PyArray_SAMESHAPE(by, buffer))
+            return NULL; /* a mask of the array's shape, not small: recorded (record._masked_select) */
         PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
     }

@@ -104,6 +104,16 @@ class Op:
             return False
         return self.name in _DIVISION or any(dtype is not None and dtype.kind in "fc" for dtype in dtypes)
 
+    def reproducible_on(self, dtypes: Iterable[np.dtype | None]) -> bool:
+        """``reproducible`` for operands of these dtypes. Of complex ones, an elementwise op's result
+        is only where it is computed part by part, selects or tests: NumPy rounds a product, a
+        quotient or a magnitude by the loop it picks for the operands' layout (its SIMD loops' fused
+        multiply-adds, or C's products and ``hypot`` in its scalar ones)."""
+        complex_operands = any(dtype is not None and dtype.kind == "c" for dtype in dtypes)
+        if self.kind is OpKind.ELEMENTWISE and complex_operands:
+            return self.reproducible and self.name in _EXACT_ON_COMPLEX
+        return self.reproducible
+
     def bound(self, params: tuple) -> Callable[[Any], Any]:
         """The reference with ``params`` (a node's), as a call of its one operand."""
         if self.bind is not None:
@@ -283,6 +293,13 @@ _QUIET_NAMES = (
     "ceil trunc rint heaviside max min argmax argmin any all"
 )
 _QUIET = frozenset(_QUIET_NAMES.split())
+# Ops whose complex results are exact in any correct implementation (``Op.reproducible_on``)
+_EXACT_ON_COMPLEX_NAMES = (
+    "add subtract negative positive conjugate equal not_equal less less_equal greater greater_equal "
+    "maximum minimum fmax fmin logical_and logical_or logical_xor logical_not isnan isinf isfinite "
+    "where astype"
+)
+_EXACT_ON_COMPLEX = frozenset(_EXACT_ON_COMPLEX_NAMES.split())
 
 
 def _cost(name: str) -> float:
@@ -520,6 +537,13 @@ def _check_quantiles(reference: Callable[..., Any]) -> Callable[..., None]:
     return check
 
 
+def _masked_select(array: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray:
+    """``array[mask]``, a mask of the array's shape: its elements where the mask is true, in order.
+    ``count``, the mask's, is a param because the result's length is part of a trace's structure,
+    which the operands' shapes alone do not fix."""
+    return array[mask]
+
+
 def _barrier(name: str, shape_rule: Callable | None = None, reference: Callable | None = None) -> Op:
     reference = reference or getattr(np, name)
     check = _check_quantiles(reference) if name in _QUANTILES else None
@@ -543,6 +567,8 @@ BARRIERS: dict[str, Op] = {
         _barrier("repeat"),
         _barrier("pad", views.pad_shape),
         *(_barrier(name, views.statistic_shape) for name in _STATISTICS),
+        # Its length is the mask's count, known where it is recorded (``record.getitem``)
+        Op("masked_select", OpKind.BARRIER, _masked_select),
     ]
 }
 

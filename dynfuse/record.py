@@ -752,6 +752,8 @@ def broadcast_to(value: Any, shape: Any) -> Any:
 
 def getitem(value: Any, index: Any) -> Any:
     array = lazy(value)
+    if type(index) is LazyArray and _is_whole_mask(array, index):
+        return _masked_select(array, index)
     made = direct.getitem(array, index)
     if made is not direct.DECLINED:
         return made
@@ -760,6 +762,32 @@ def getitem(value: Any, index: Any) -> Any:
         return fallback("getitem", operator.getitem, (array, index), {}, why)
     normalized, shape, is_view = views.basic_index(array.shape, index)
     return view(array, "getitem", (("index", normalized),), shape, is_view)
+
+
+def _is_whole_mask(array: Any, mask: LazyArray) -> bool:
+    """Whether ``mask`` is a lazy boolean mask of ``array``'s shape, in host memory with it, over
+    enough elements to record (a smaller one is NumPy's indexing at once, ``direct.getitem``)."""
+    return (
+        mask.dtype == np.bool_
+        and mask.shape == array.shape
+        and array.ndim > 0
+        and array.size >= direct_elements()
+        and array._node.memory is HOST
+        and mask._node.memory is HOST
+    )
+
+
+def _masked_select(array: Any, mask: LazyArray) -> Any:
+    """``array[mask]``: a library call whose length, the mask's count, is counted here, as NumPy's
+    result's shape is known at its line. Recorded rather than run, so that a masked update of what
+    it selects (``z[m] = z[m]**2 + c[m]``, ``_masked_update``) computes on whole arrays instead."""
+    count = int(np.count_nonzero(host_value(mask._node)))
+    node = _selected(array._node, mask._node, count)
+    return new_array(node, scalar=False)
+
+
+def _selected(array: Node, mask: Node, count: int) -> Node:
+    return Node(ops.BARRIERS["masked_select"], (array, mask), (("count", count),), (count,), array.dtype)
 
 
 # ---- writes ------------------------------------------------------------------------------------
@@ -885,7 +913,7 @@ def setitem(target: Any, index: Any, value: Any) -> None:
     if (
         type(index) is LazyArray
         and target.size >= direct.direct_elements()
-        and _masked_fill(target, index, value)
+        and (_masked_fill(target, index, value) or _masked_update(target, index, value))
     ):
         return
     memory = target._node.memory
@@ -962,6 +990,92 @@ def _masked_fill(target: Any, mask: LazyArray, value: Any) -> bool:
     return True
 
 
+def _masked_update(target: Any, mask: LazyArray, value: Any) -> bool:
+    """``target[mask] = value`` where the value is computed elementwise from arrays read through the
+    same mask, and from 0-d values (``z[m] = z[m]**2 + c[m]``): ``where(mask, f(z, c), target)``,
+    recorded as any value is, so the update fuses with what computes the mask and the arrays, and
+    nothing is compacted. Its values are those of NumPy's assignment, cast as it casts them (a cast
+    that warns, complex to real, is left to it). Whether it wrote."""
+    if type(value) is not LazyArray or not value.size or not value._node.inputs:
+        return False  # an empty one: no element computed, none to give the lanes
+    if not np.can_cast(value.dtype, target.dtype, "same_kind") or not _is_whole_mask(target, mask):
+        return False
+    computed = _on_whole_arrays(value._node, mask)
+    if computed is None:
+        return False
+    if _errors_may_stop(computed) or not can_rebind(target):
+        # Written in place, after what reads the target's memory is computed: the value too, held by
+        # the statement itself. Computed on whole arrays now (its error, if one stops the program,
+        # raised here, the target as it was), the value selects from that instead
+        execute.materialize((computed,))
+        value._node = _selected(computed, mask._node, value.size)
+    if computed.dtype != target.dtype:  # cast once, as NumPy's assignment casts
+        computed = _cast_node(computed, target.dtype)
+    where = ops.ELEMENTWISE["where"]
+    assign(target, as_node(elementwise(where, (mask, new_array(computed, scalar=False), target))))
+    return True
+
+
+def _on_whole_arrays(value: Node, mask: LazyArray) -> Node | None:
+    """``value``, a function of arrays read through ``mask``, computed on the whole arrays; None where
+    it is not an elementwise one. Where the mask is false, each array is given its element at the
+    mask's first true position: those lanes compute what NumPy computes there, so they raise no
+    floating-point error NumPy's would not."""
+    reads = _read_through(value, mask._node)
+    if not reads:
+        return None
+    shape = mask.shape
+    first = np.unravel_index(int(np.argmax(host_value(mask._node).reshape(-1))), shape)
+    where = ops.ELEMENTWISE["where"]
+    whole: dict[Node, Node] = {}
+    for read in reads:
+        array = read.inputs[0]
+        whole[read] = as_node(elementwise(where, (mask, new_array(array), host_value(array)[first])))
+    return _rebuilt(value, whole, shape)
+
+
+def _rebuilt(node: Node, whole: dict[Node, Node], shape: tuple[int, ...]) -> Node:
+    """An elementwise ``node`` (``_read_through``) over ``shape``, its reads replaced as ``whole``
+    says (the nodes made so far, the reads through the mask first); a 0-d one as it is."""
+    if not node.shape:
+        return node
+    if node not in whole:
+        inputs = tuple(_rebuilt(child, whole, shape) for child in node.inputs)
+        whole[node] = Node(node.op, inputs, node.params, shape, node.dtype)
+        whole[node].errstate = node.errstate
+    return whole[node]
+
+
+def _errors_may_stop(node: Node) -> bool:
+    """Whether a floating-point error of ``node``'s ops could stop the program, so that nothing may be
+    written before its kernel's flags are heeded (``float_errors.may_interrupt``)."""
+    nodes = (node, *node.ancestors)
+    states = [each.errstate for each in nodes]
+    return float_errors.may_interrupt(states, lambda: [each.op.name for each in nodes])
+
+
+def _read_through(node: Node, mask: Node) -> set[Node] | None:
+    """The reads through ``mask`` (``masked_select``) that ``node`` is an elementwise function of,
+    with 0-d values, each of its shape; None where it is not one."""
+    reads: set[Node] = set()
+    shape, pending = node.shape, [node]
+    seen: set[Node] = set()
+    while pending:
+        node = pending.pop()
+        if node in seen or not node.shape:
+            continue
+        seen.add(node)
+        if node.shape != shape:
+            return None
+        if node.op is ops.BARRIERS["masked_select"] and node.inputs[1] is mask:
+            reads.add(node)
+        elif node.op.kind is OpKind.ELEMENTWISE:
+            pending.extend(node.inputs)
+        else:
+            return None
+    return reads
+
+
 # A value whose trace reads the region's memory costs about as much again to check (its trace
 # walked, the views it reads made again by NumPy), so it is written in place from this many times
 # ``Target.in_place_elements``: an FDTD update (``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])``),
@@ -991,10 +1105,7 @@ def _write_in_place(target: Any, index: Any, node: Node) -> bool:
         or node.op.kind is OpKind.VIEW
         or node.dtype != target.dtype
         or node.key is None
-        or float_errors.may_interrupt(
-            [node.errstate, *(member.errstate for member in node.ancestors)],
-            lambda: [member.op.name for member in (node, *node.ancestors)],
-        )
+        or _errors_may_stop(node)
     ):
         return False
     # The target's memory: its buffer, or a pending view's NumPy view of the buffer under it, made
