@@ -278,7 +278,7 @@ def _taking(actual: dict[str, np.ndarray]) -> Callable[..., Any]:
     def take(step: Any, value: Any, values: dict) -> Any:
         _undefined_casts_raise(step, value, values)
         given = actual.get(step.target)
-        if step.reproducible or step.form == "write" or given is None:
+        if step.reproducible or step.writes or given is None:
             return value
         array = np.asarray(value)
         if array.dtype.kind not in "fc" or given.shape != array.shape or given.dtype != array.dtype:

@@ -5,8 +5,9 @@ A program is a list of steps over named values: its inputs ``x0, x1, ...`` and o
 ...`` per step. Steps are calls into the namespace (``xp.exp(x0)``), methods (``v1.sum(axis=0)``),
 operators (``v2 * 0.5``) and basic indexing (``v3[::-1, None]``), so the one program exercises both
 what NumPy's functions and what its operators do (Python scalars promote differently there). Writes
-(``v2[1:, ::2] += v0``, ``x1[...] = 3``) change a value in place, and with it every view of its
-memory, while results computed from it before keep the values from before: NumPy's aliasing.
+(``v2[1:, ::2] += v0``, ``x1[...] = 3``, ``v1[v4] = xp.add(v1[v4], x0[v4])`` through a boolean mask)
+change a value in place, and with it every view of its memory, while results computed from it
+before keep the values from before: NumPy's aliasing.
 
 Each step is drawn against stand-ins of the values it reads (arrays of their shapes and dtypes), so
 NumPy accepts every step for its shapes and dtypes; what depends on the data (an integer raised to
@@ -20,6 +21,7 @@ from NumPy's in its last bit, they could differ in every bit, and the difference
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import warnings
 from dataclasses import dataclass
@@ -64,6 +66,7 @@ _UNARY_OPERATORS = {
 # Writes: an assignment, or an augmented one (``a[key] += b`` is Python's ``a[key] = a[key].__iadd__(b)``),
 # of ops that round correctly, so a write is reproducible where what it writes is
 _WRITES = {"=": None, "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul}
+_MASKED_UPDATES = ("add", "subtract", "multiply", "maximum")  # ``a[m] = xp.f(a[m], b[m])``
 _REDUCTIONS = sorted(ops.REDUCTIONS)
 _SCALARS = st.sampled_from([0, 1, 2, -1, 3, 0.5, -2.0, 1.5, 1e-3, 100.0, True, False])
 
@@ -90,13 +93,19 @@ class Step:
 
     target: str  # a write's is the name of the value it writes into
     # "call": xp.name(...); "method": args[0].name(...); "operator"; "index": args[0][key];
-    # "write": args[0][args[1]] name args[2], name one of ``_WRITES``
+    # "write": args[0][args[1]] name args[2], name one of ``_WRITES``; "masked":
+    # args[0][args[1]] = xp.name(args[0][args[1]], args[2][args[1]]), args[1] a boolean mask
     form: str
     name: str
     args: tuple = ()
     kwargs: tuple[tuple[str, Any], ...] = ()
     reproducible: bool = True
     signed_zeros: bool = True  # ``ops.Op.signed_zeros``
+
+    @property
+    def writes(self) -> bool:
+        """Whether it changes a value in place (its target) rather than making a new one."""
+        return self.form in ("write", "masked")
 
     def apply(self, xp: Any, values: dict[str, Any]) -> Any:
         args = [values[arg.name] if isinstance(arg, Ref) else arg for arg in self.args]
@@ -111,6 +120,10 @@ class Step:
             target, key, value = args
             in_place = _WRITES[self.name]
             target[key] = value if in_place is None else in_place(target[key], value)
+            return target
+        if self.form == "masked":
+            target, mask, value = args
+            target[mask] = getattr(xp, self.name)(target[mask], value[mask])
             return target
         if len(args) == 1:
             return _UNARY_OPERATORS[self.name][0](args[0])
@@ -127,6 +140,9 @@ class Step:
             return f"{self.target} = {args[0]}[{_index_source(self.args[1])}]"
         if self.form == "write":
             return f"{args[0]}[{_index_source(self.args[1])}] {self.name} {args[2]}"
+        if self.form == "masked":
+            target, mask, value = args
+            return f"{target}[{mask}] = xp.{self.name}({target}[{mask}], {value}[{mask}])"
         if len(args) == 1:
             return (
                 f"{self.target} = abs({args[0]})"
@@ -168,8 +184,8 @@ class Program:
         """The steps ``name``'s value may depend on: those it is computed from, and every write with
         what it writes (a write reaches every value sharing the memory it writes, which this does
         not follow: all of them count)."""
-        by_target = {step.target: step for step in self.steps if step.form != "write"}
-        writes = [step for step in self.steps if step.form == "write"]
+        by_target = {step.target: step for step in self.steps if not step.writes}
+        writes = [step for step in self.steps if step.writes]
         found: dict[int, Step] = {}
         stack = [name, *(arg.name for step in writes for arg in step.args if isinstance(arg, Ref))]
         while stack:
@@ -291,9 +307,11 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
         if probed is None:
             continue
         stand_in, is_array = probed
+        if step.reproducible and not _reproducible_on(step, [value.stand_in.dtype for value in reads]):
+            step = dataclasses.replace(step, reproducible=False)
         reproducible = step.reproducible and all(value.reproducible for value in reads)
         steps.append(step)
-        if step.form == "write":
+        if step.writes:
             if not reproducible:  # what shares the written memory is not known here: every value
                 for value in values:
                     value.reproducible = False
@@ -302,7 +320,7 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
         writable = is_array and (step.name != "broadcast_to") and (family != "view" or reads[0].writable)
         values.append(_Value(step.target, stand_in, reproducible, writable))
     input_names = {value.name for value in values[: len(program_inputs)]}
-    written_inputs = {step.target for step in steps if step.form == "write" and step.target in input_names}
+    written_inputs = {step.target for step in steps if step.writes and step.target in input_names}
     computed = [value.name for value in values[len(program_inputs) :]] + sorted(written_inputs)
     if not computed:
         return Program(program_inputs, (), ("x0",))
@@ -310,6 +328,19 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
     if computed[-1] not in outputs:
         outputs.append(computed[-1])
     return Program(program_inputs, tuple(steps), tuple(outputs))
+
+
+def _reproducible_on(step: Step, dtypes: list[np.dtype]) -> bool:
+    """Whether the step's op gives NumPy's result bit for bit on operands of these dtypes
+    (``ops.Op.reproducible_on``: complex ones change which ops do)."""
+    if step.form == "operator":
+        name = (_UNARY_OPERATORS if len(step.args) == 1 else _BINARY_OPERATORS)[step.name][1]
+    elif step.form == "write":
+        name = {"+=": "add", "-=": "subtract", "*=": "multiply"}.get(step.name, "")
+    else:
+        name = step.name
+    op = ops.OPS.get(name)
+    return op is None or op.reproducible_on(dtypes)
 
 
 def _jumps(step: Step) -> bool:
@@ -498,6 +529,10 @@ def _write(draw, values: list[_Value], target: str):
     if not writable:
         return None
     a = _pick(draw, writable)
+    shape = a.stand_in.shape
+    masks = [value for value in values if value.stand_in.dtype == np.bool_ and value.stand_in.shape == shape]
+    if shape and masks and draw(st.booleans()):
+        return _masked_write(draw, values, a, _pick(draw, masks))
     key = tuple(_index_item(draw, side) for side in a.stand_in.shape[: draw(st.integers(0, a.stand_in.ndim))])
     name = draw(st.sampled_from(sorted(_WRITES)))
     if draw(st.booleans()):
@@ -511,6 +546,26 @@ def _write(draw, values: list[_Value], target: str):
         if b.float_like and not b.reproducible and a.stand_in.dtype.kind in "biu":
             return None  # a float that may differ in its last bit, cast to an integer: any bit may differ
     return Step(a.name, "write", name, (Ref(a.name), key or (Ellipsis,), written)), reads
+
+
+def _masked_write(draw, values: list[_Value], a: _Value, mask: _Value):
+    """``a[mask] = xp.f(a[mask], b[mask])``: an update of the elements a boolean mask of ``a``'s shape
+    selects, by an op that rounds correctly, whose result casts to ``a``'s dtype as NumPy's
+    assignment allows for every value."""
+    b = _pick(draw, [value for value in values if value.stand_in.shape == a.stand_in.shape])
+    name = draw(st.sampled_from(_MASKED_UPDATES))
+    try:
+        with np.errstate(all="ignore"):
+            result = getattr(np, name)(a.stand_in, b.stand_in).dtype
+    except TypeError:  # no loop for these dtypes (bools subtracted)
+        return None
+    if not np.can_cast(result, a.stand_in.dtype, "same_kind"):
+        return None
+    if b.float_like and not b.reproducible and a.stand_in.dtype.kind in "biu":
+        return None
+    op = ops.ELEMENTWISE[name]
+    step = Step(a.name, "masked", name, (Ref(a.name), Ref(mask.name), Ref(b.name)), (), True, op.signed_zeros)
+    return step, [a, mask, b]
 
 
 _DRAWERS = {
