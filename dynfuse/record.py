@@ -1056,10 +1056,13 @@ def _errors_may_stop(node: Node) -> bool:
 
 def _read_through(node: Node, mask: Node) -> set[Node] | None:
     """The reads through ``mask`` (``masked_select``) that ``node`` is an elementwise function of,
-    with 0-d values, each of its shape; None where it is not one."""
+    with 0-d values, each of its shape; None where it is not one. A read through another mask of
+    the same values counts (``x[x < 0] -= y[x < 0]`` makes the mask twice): a pending read's mask
+    holds the values it was counted with, as a write into it computes its readers first."""
     reads: set[Node] = set()
     shape, pending = node.shape, [node]
     seen: set[Node] = set()
+    same = {mask: True}  # each mask read through: whether it holds ``mask``'s values
     while pending:
         node = pending.pop()
         if node in seen or not node.shape:
@@ -1067,7 +1070,12 @@ def _read_through(node: Node, mask: Node) -> set[Node] | None:
         seen.add(node)
         if node.shape != shape:
             return None
-        if node.op is ops.BARRIERS["masked_select"] and node.inputs[1] is mask:
+        if node.op is ops.BARRIERS["masked_select"]:
+            under = node.inputs[1]
+            if under not in same:
+                same[under] = np.array_equal(host_value(under), host_value(mask))
+            if not same[under]:
+                return None
             reads.add(node)
         elif node.op.kind is OpKind.ELEMENTWISE:
             pending.extend(node.inputs)

@@ -229,3 +229,29 @@ def test_a_value_of_another_shape_gets_numpys_error():
         with pytest.raises(TypeError, match="0 or 1-dimensional input"):
             z[m] = z[m] + xp.zeros((2, 1))  # (2, 7): values of two dimensions
         np.testing.assert_array_equal(np.asarray(z), np.arange(12.0).reshape(3, 4))
+
+
+def augmented_updates(xp, x, y):
+    m = x > 0.5
+    x[m] += 1
+    x[m] *= y[m]
+    x[x < 0.2] -= y[x < 0.2] * 2  # the mask made twice: two masks of the same values
+    return (x,)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_masked_updates_are_numpys(backend):
+    rng = np.random.default_rng(2)
+    run_both(augmented_updates, rng.random((6, 7)), rng.random((6, 7)), backend=backend)
+
+
+def test_a_mask_made_twice_still_updates_whole_arrays():
+    rng = np.random.default_rng(3)
+    x, y = rng.random((6, 7)), rng.random((6, 7))
+    with compiling("cpu"):
+        lazy = dnp.asarray(x) + 0  # pending: the update rebinds it to its where
+        lazy[lazy < 0.2] -= dnp.asarray(y)[lazy < 0.2] * 2
+        assert lazy._node.op.name == "where"
+        expected = x.copy()
+        expected[x < 0.2] -= y[x < 0.2] * 2
+        assert_same(lazy, expected)
