@@ -24,7 +24,7 @@
 #include <numpy/arrayobject.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 15
+#define INTERFACE_VERSION 16
 
 enum { OP, INPUTS, PARAMS, SHAPE, DTYPE, BUFFER, EXPOSED, DEVICE, DEPTH, KEY, LEAVES, ANCESTORS, ERRSTATE, NODE_SLOTS };
 static const char *const node_slot_names[NODE_SLOTS] = {
@@ -74,6 +74,7 @@ static struct {
     PyObject *lock;               /* execute.lock */
     PyObject *replays;            /* replay._replays */
     PyObject *getitem_op, *transpose_op, *reshape_op, *astype_op; /* ops.VIEWS[...], ops.ELEMENTWISE["astype"] */
+    PyObject *masked_select_op; /* ops.BARRIERS["masked_select"] */
     PyObject *common_reductions, *common_reduction; /* record._common_reductions, record._common_reduction */
     PyObject *common_casts, *common_cast;           /* record._common_casts, record._common_cast */
     PyObject *str_index, *str_shape, *str_axes, *str_axis, *str_keepdims, *str_dtype;
@@ -4353,6 +4354,21 @@ static PyObject *record_expand_dims(PyObject *const *args, Py_ssize_t nargs)
 
 /* record.reduction(name, array, axis=..., keepdims=...) for a primitive reduction (the op) of a
    non-empty array; ``one_axis`` for argmax and argmin, whose axis is one int or None. */
+/* Whether a pending node reads through a boolean mask (record._masked_select), so that its reduction
+   is the Python method's (record._masked_reduction, on whole arrays) */
+static int reads_through_a_mask(PyObject *node)
+{
+    if (NODE_SLOT(node, OP) == S.masked_select_op)
+        return 1;
+    PyObject *ancestors = NODE_SLOT(node, ANCESTORS);
+    if (ancestors == NULL || !PyTuple_CheckExact(ancestors))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ancestors); i++)
+        if (NODE_SLOT(PyTuple_GET_ITEM(ancestors, i), OP) == S.masked_select_op)
+            return 1;
+    return 0;
+}
+
 static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
@@ -4361,7 +4377,7 @@ static PyObject *record_reduction(PyObject *op, int one_axis, PyObject *const *a
     char chosen[MAX_AXES];
     PyObject *values[2] = {NULL, NULL}, *const *items, *result = NULL;
     PyObject *source = arguments(args, nargs, kwnames, names, 2, 1, values) ? pending_node(args[0], extents, &ndim) : NULL;
-    if (source == NULL)
+    if (source == NULL || reads_through_a_mask(source))
         return declined();
     PyObject *axis = values[0], *keepdims = values[1] == NULL ? Py_False : values[1];
     for (Py_ssize_t i = 0; i < ndim; i++)
@@ -5869,6 +5885,7 @@ static PyObject *bind(PyObject *module, PyObject *args, PyObject *kwargs)
         {"transpose_op", &S.transpose_op, NULL},
         {"reshape_op", &S.reshape_op, NULL},
         {"astype_op", &S.astype_op, NULL},
+        {"masked_select_op", &S.masked_select_op, NULL},
         {"common_reductions", &S.common_reductions, &PyDict_Type},
         {"common_reduction", &S.common_reduction, NULL},
         {"common_casts", &S.common_casts, &PyDict_Type},

@@ -46,7 +46,7 @@ from . import (
 from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
-INTERFACE_VERSION = 15
+INTERFACE_VERSION = 16
 LAUNCH_INTERFACE_VERSION = 3
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
@@ -142,6 +142,7 @@ def _load() -> ModuleType | None:
             transpose_op=ops.VIEWS["transpose"],
             reshape_op=ops.VIEWS["reshape"],
             astype_op=ops.ELEMENTWISE["astype"],
+            masked_select_op=ops.BARRIERS["masked_select"],
             common_reductions=record._common_reductions,
             common_reduction=record._common_reduction,
             common_casts=record._common_casts,

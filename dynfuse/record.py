@@ -348,6 +348,11 @@ def reduction(
 ) -> Any:
     op = ops.REDUCTIONS[name]
     expansion = None
+    masked = type(value) is LazyArray and out is None and not unsupported_kwargs
+    if masked and _reads_through_a_mask(value._node):
+        made = _masked_reduction(op, value._node, axis, dtype, keepdims, ddof)
+        if made is not None:
+            return made
     if out is None and not unsupported_kwargs:
         made = direct.reduce(op, value, axis, dtype, keepdims, ddof)
         if made is not direct.DECLINED:
@@ -540,6 +545,98 @@ class Emitter:
     def warn(message: str) -> None:
         Emitter.warnings += 1
         warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+
+def _reads_through_a_mask(node: Node) -> bool:
+    """Whether a pending node reads through a boolean mask (``_masked_select``); the C recorder
+    leaves such a node's reductions to ``reduction`` by the same test."""
+    select = ops.BARRIERS["masked_select"]
+    return node.op is select or any(ancestor.op is select for ancestor in node.ancestors)
+
+
+class _NotWhole(Exception):
+    """An expansion's operand that is not an elementwise function of reads through its mask."""
+
+
+class _WholeArrayEmitter(Emitter):
+    """An expansion's primitives over a value read through ``mask``: each reduction on the whole
+    arrays, where the mask is false a value that leaves it unchanged (``_whole_reduction``)."""
+
+    def __init__(self, mask: LazyArray) -> None:
+        self.mask = mask
+
+    def reduce(self, name: str, node: Node, axes: tuple, keepdims: bool, dtype: np.dtype | None) -> Node:
+        neutral = _NEUTRAL.get(name, lambda dtype: None)(node.dtype)
+        computed = _on_whole_arrays(node, self.mask) if neutral is not None else None
+        if computed is None:
+            raise _NotWhole
+        unchanged, where = np.array(neutral, node.dtype)[()], ops.ELEMENTWISE["where"]
+        kept = elementwise(where, (self.mask, new_array(computed, scalar=False), unchanged))
+        result = Emitter.reduce(name, as_node(kept), tuple(range(self.mask.ndim)), False, dtype)
+        if keepdims:  # the (count,) value's kept axis
+            result = Node(ops.VIEWS["reshape"], (result,), (("shape", (1,)),), (1,), result.dtype)
+        return result
+
+
+def _extreme(largest: bool) -> Callable[[np.dtype], Any]:
+    """What a max (``largest``) or min leaves unchanged: None for complex, which NumPy orders by parts."""
+
+    def value(dtype: np.dtype) -> Any:
+        if dtype.kind == "f":
+            return -np.inf if largest else np.inf
+        if dtype.kind == "b":
+            return not largest
+        if dtype.kind in "iu":
+            return np.iinfo(dtype).min if largest else np.iinfo(dtype).max
+        return None
+
+    return value
+
+
+# By reduction: what it leaves unchanged (a sum -0.0, since -0.0 + x is x for every x, +0.0 too)
+_NEUTRAL: dict[str, Callable[[np.dtype], Any]] = {
+    "sum": lambda dtype: -0.0 if dtype.kind in "fc" else 0,
+    "prod": lambda dtype: 1,
+    "any": lambda dtype: False,
+    "all": lambda dtype: True,
+    "max": _extreme(largest=True),
+    "min": _extreme(largest=False),
+}
+
+
+def _masked_reduction(op: ops.Op, node: Node, axis: Any, dtype: Any, keepdims: Any, ddof: Any) -> Any:
+    """A reduction of a value read through a mask (``x[m].sum()``, ``(x[m] ** 2).mean()``), computed
+    on whole arrays: the value where the mask holds, and where it does not what leaves the reduction
+    unchanged. No compaction is made, and the structure does not depend on the mask's count, so a
+    loop whose count changes replays. Sums add in another order than over the compacted values
+    (within rounding). None where it does not apply: another axis or rank, a count below 2 (NumPy's
+    empty and one-element cases), an argmax, a ddof of no degrees of freedom left."""
+    count = node.shape[0] if len(node.shape) == 1 else 0
+    if count < 2 or op.name in ops.SINGLE_AXIS_REDUCTIONS or keepdims not in (True, False):
+        return None
+    try:
+        if views.reduction_axes(op.name, axis, 1) != (0,):
+            return None
+    except (TypeError, ValueError, np.exceptions.AxisError):
+        return None  # NumPy's error, by the general path
+    takes_dtype = op.name in ops.REDUCTIONS_WITH_DTYPE
+    if dtype is not None and not (takes_dtype and dtypes.is_supported(np.dtype(dtype))):
+        return None
+    degrees = None if ddof is None else _integer(ddof)
+    if ddof is not None and (op.name not in ops.REDUCTIONS_WITH_DDOF or degrees is None or degrees >= count):
+        return None
+    select = ops.BARRIERS["masked_select"]
+    mask = next(each.inputs[1] for each in (node, *node.ancestors) if each.op is select)
+    emit = _WholeArrayEmitter(new_array(mask, scalar=False))
+    dtype = None if dtype is None else np.dtype(dtype)
+    try:
+        if op.expand is not None:
+            result = op.expand(emit, node, (0,), keepdims, dtype, ddof)
+        else:
+            result = emit.reduce(op.name, node, (0,), keepdims, dtype)
+    except _NotWhole:
+        return None
+    return new_array(result)
 
 
 # ---- library calls ---------------------------------------------------------------------------------
@@ -1031,16 +1128,17 @@ def _on_whole_arrays(value: Node, mask: LazyArray) -> Node | None:
     for read in reads:
         array = read.inputs[0]
         whole[read] = as_node(elementwise(where, (mask, new_array(array), host_value(array)[first])))
-    return _rebuilt(value, whole, shape)
+    return _rebuilt(value, whole, value.shape, shape)
 
 
-def _rebuilt(node: Node, whole: dict[Node, Node], shape: tuple[int, ...]) -> Node:
-    """An elementwise ``node`` (``_read_through``) over ``shape``, its reads replaced as ``whole``
-    says (the nodes made so far, the reads through the mask first); a 0-d one as it is."""
-    if not node.shape:
+def _rebuilt(node: Node, whole: dict[Node, Node], selected: tuple[int, ...], shape: tuple[int, ...]) -> Node:
+    """An elementwise ``node`` of the ``selected`` shape (``_read_through``) over ``shape``, its
+    reads replaced as ``whole`` says (the nodes made so far, the reads through the mask first); a
+    value of one element (0-d, or a kept axis's reduction) as it is."""
+    if node.shape != selected:
         return node
     if node not in whole:
-        inputs = tuple(_rebuilt(child, whole, shape) for child in node.inputs)
+        inputs = tuple(_rebuilt(child, whole, selected, shape) for child in node.inputs)
         whole[node] = Node(node.op, inputs, node.params, shape, node.dtype)
         whole[node].errstate = node.errstate
     return whole[node]
@@ -1056,7 +1154,7 @@ def _errors_may_stop(node: Node) -> bool:
 
 def _read_through(node: Node, mask: Node) -> set[Node] | None:
     """The reads through ``mask`` (``masked_select``) that ``node`` is an elementwise function of,
-    with 0-d values, each of its shape; None where it is not one. A read through another mask of
+    with values of one element, each of its shape; None where it is not one. A read through another mask of
     the same values counts (``x[x < 0] -= y[x < 0]`` makes the mask twice): a pending read's mask
     holds the values it was counted with, as a write into it computes its readers first."""
     reads: set[Node] = set()
@@ -1069,6 +1167,8 @@ def _read_through(node: Node, mask: Node) -> set[Node] | None:
             continue
         seen.add(node)
         if node.shape != shape:
+            if math.prod(node.shape) == 1:  # a (1,) value broadcasts as a 0-d one does
+                continue
             return None
         if node.op is ops.BARRIERS["masked_select"]:
             under = node.inputs[1]

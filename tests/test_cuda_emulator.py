@@ -332,3 +332,17 @@ def test_contiguous_arrays_go_in_packs_when_aligned_and_one_by_one_when_not(dtyp
     run(lambda x, y: (np.maximum(x, y), x == y), a, b)
     run(lambda x, y: np.minimum(x[1:], y[:-1]), a, b)
     run(lambda x, w: (x * 2 > w, (w * 3).astype(x.dtype)), a, wide)
+
+
+def test_a_kernel_that_reports_a_flag_over_a_library_calls_result_warns_as_numpy():
+    """NumPy's rerun for the warning reads the library call's result, which the device computed:
+    on a host copy of it."""
+    x = np.arange(12.0).reshape(3, 4)
+    lazy = dynfuse.asarray(x) + 0
+    empty = np.concatenate([lazy[:0, 0], lazy[:0, 1]])
+    with pytest.warns(RuntimeWarning) as said:
+        result = np.asarray(empty.std(keepdims=True))
+    with pytest.warns(RuntimeWarning) as numpy_said:
+        expected = np.concatenate([x[:0, 0], x[:0, 1]]).std(keepdims=True)
+    assert [str(w.message) for w in said] == [str(w.message) for w in numpy_said]
+    np.testing.assert_array_equal(result, expected)
