@@ -559,20 +559,41 @@ class _NotWhole(Exception):
 
 
 class _WholeArrayEmitter(Emitter):
-    """An expansion's primitives over a value read through ``mask``: each reduction on the whole
-    arrays, where the mask is false a value that leaves it unchanged (``_whole_reduction``)."""
+    """An expansion's primitives over a value read through ``mask``, on the whole arrays: each
+    reduction's operand, where the mask is false, a value that leaves it unchanged; a variance's
+    deviations there zero."""
 
     def __init__(self, mask: LazyArray) -> None:
         self.mask = mask
 
+    def read(self, node: Node) -> Node | None:
+        """The array ``node`` reads through the mask, where it is such a read alone."""
+        select = ops.BARRIERS["masked_select"]
+        return node.inputs[0] if node.op is select and node.inputs[1] is self.mask._node else None
+
+    def apply(self, name: str, *operands: Any) -> Node:
+        """A deviation from one value (a variance's, ``x - mean``) on the whole array, the value
+        itself where the mask is false: zero there, and nothing raised NumPy's would not."""
+        if name != "subtract" or not all(isinstance(operand, Node) for operand in operands):
+            return Emitter.apply(name, *operands)
+        array, center = self.read(operands[0]), operands[1]
+        if array is None or math.prod(center.shape) != 1:
+            return Emitter.apply(name, *operands)
+        centred = elementwise(ops.ELEMENTWISE["where"], (self.mask, new_array(array), new_array(center)))
+        return Emitter.apply(name, as_node(centred), center)
+
     def reduce(self, name: str, node: Node, axes: tuple, keepdims: bool, dtype: np.dtype | None) -> Node:
-        neutral = _NEUTRAL.get(name, lambda dtype: None)(node.dtype)
-        computed = _on_whole_arrays(node, self.mask) if neutral is not None else None
-        if computed is None:
-            raise _NotWhole
-        unchanged, where = np.array(neutral, node.dtype)[()], ops.ELEMENTWISE["where"]
-        kept = elementwise(where, (self.mask, new_array(computed, scalar=False), unchanged))
-        result = Emitter.reduce(name, as_node(kept), tuple(range(self.mask.ndim)), False, dtype)
+        if node.shape == self.mask.shape:  # the squares of ``apply``'s deviations: zero where false
+            kept = node
+        else:
+            neutral = _NEUTRAL.get(name, lambda dtype: None)(node.dtype)
+            # A read alone computes nothing where the mask is false: no element need stand there
+            computed = self.read(node) or _on_whole_arrays(node, self.mask) if neutral is not None else None
+            if computed is None:
+                raise _NotWhole
+            unchanged, where = np.array(neutral, node.dtype)[()], ops.ELEMENTWISE["where"]
+            kept = as_node(elementwise(where, (self.mask, new_array(computed, scalar=False), unchanged)))
+        result = Emitter.reduce(name, kept, tuple(range(self.mask.ndim)), False, dtype)
         if keepdims:  # the (count,) value's kept axis
             result = Node(ops.VIEWS["reshape"], (result,), (("shape", (1,)),), (1,), result.dtype)
         return result

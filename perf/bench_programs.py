@@ -274,6 +274,16 @@ def escape_time_masked(np, c, steps):
     return count
 
 
+def exceedance_statistics(np, field, levels):
+    """Mean, spread and peak of a field where it exceeds each of a list of levels, as a report of
+    extremes tabulates them: a selection of another size at every level."""
+    rows = []
+    for level in levels:
+        above = field[field > level]
+        rows.append([float(above.mean()), float(above.std()), float(above.max())])
+    return np.array(rows)
+
+
 def complex_plane(np, side):
     real = np.linspace(-1.6, 1.6, side)
     imaginary = np.linspace(-1.0, 1.0, side)
@@ -439,6 +449,14 @@ def programs() -> list[Program]:
             "complex escape time, masked",
             escape_time_masked,
             complex_planes,
+        ),
+        (
+            "exceedance statistics",
+            exceedance_statistics,
+            {
+                "100²": lambda np: (random_values(np, 19, 100, 100), [0.05 * k for k in range(1, 20)]),
+                "400²": lambda np: (random_values(np, 19, 400, 400), [0.05 * k for k in range(1, 20)]),
+            },
         ),
         (
             "Game of Life",
