@@ -583,7 +583,8 @@ class _WholeArrayEmitter(Emitter):
         return Emitter.apply(name, as_node(centred), center)
 
     def reduce(self, name: str, node: Node, axes: tuple, keepdims: bool, dtype: np.dtype | None) -> Node:
-        if node.shape == self.mask.shape:  # the squares of ``apply``'s deviations: zero where false
+        if node.shape == self.mask.shape:  # ``apply``'s deviations, squared (zero where the mask is
+            # false), or a selection of every element of a 1-d array
             kept = node
         else:
             neutral = _NEUTRAL.get(name, lambda dtype: None)(node.dtype)
@@ -1174,10 +1175,11 @@ def _errors_may_stop(node: Node) -> bool:
 
 
 def _read_through(node: Node, mask: Node) -> set[Node] | None:
-    """The reads through ``mask`` (``masked_select``) that ``node`` is an elementwise function of,
-    with values of one element, each of its shape; None where it is not one. A read through another mask of
-    the same values counts (``x[x < 0] -= y[x < 0]`` makes the mask twice): a pending read's mask
-    holds the values it was counted with, as a write into it computes its readers first."""
+    """The reads through ``mask`` (``masked_select``) of which ``node`` is an elementwise function,
+    all of its shape (values of one element aside, which broadcast); None where it is not one. A read
+    through another mask of the same values counts (``x[x < 0] -= y[x < 0]`` makes the mask twice):
+    a pending read's mask holds the values it was counted with, as a write into it computes its
+    readers first."""
     reads: set[Node] = set()
     shape, pending = node.shape, [node]
     seen: set[Node] = set()
