@@ -623,7 +623,7 @@ class _Run:
         # NumPy's warning or error, outside the fault handling: the program's, not a fault
         interpret.heed_kernel_flags(
             lambda: [self.nodes[number] for number in step.nodes],
-            lambda: {self.nodes[number]: value for number, value in self.buffers.items()},
+            lambda: {self.nodes[number]: self.on_host(value) for number, value in self.buffers.items()},
         )
         self.compiled_step = (kernel, compiled)
         stats.count("kernels_launched")
@@ -634,6 +634,11 @@ class _Run:
             bases = [self.buffers.get(source.node, self.nodes[source.node].buffer) for source in step.loads]
             stored = [self.buffers[number] for number in step.stores]
             self.launched.append((step, replay.kernel_launch(kernel, compiled, bases, inputs, stored)))
+
+    def on_host(self, value: Any) -> Any:
+        """A value the plan computed, on the host: in the plan's memory, a library call's too,
+        whatever its node's device says (NumPy reruns the ops that report errors from these)."""
+        return value if isinstance(value, np.ndarray) else move(value, self.memory, HOST)
 
     def writing_given(self, step: KernelStep) -> tuple[KernelStep, tuple[int, Any] | None]:
         """The step with its kernel writing the given array, where it stores the given node in the

@@ -399,14 +399,11 @@ def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = N
             pending.extend(child for child in node.inputs if child in inside)
     stats.count("float_error_reruns")
     rerun = [node for node in order if node in needed]
-    from . import registry  # its backends import this module
-
     known = dict(known or {})
     for read in {child for node in rerun for child in node.inputs if child not in needed}:
         value = known.get(read, read.buffer)
-        memory = registry.owner(value)  # a device kernel's or library call's: NumPy runs on host copies
-        if memory is not None:
-            known[read] = move(value, memory, HOST)
+        if read.memory is not HOST and not isinstance(value, np.ndarray):  # a device kernel's: NumPy
+            known[read] = move(value, read.memory, HOST)  # runs on host copies
     with float_errors.warned_where_asked():
         run(rerun, (), known)  # for what NumPy says alone
 
