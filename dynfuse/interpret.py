@@ -402,8 +402,9 @@ def rerun_for_errors(order: Sequence[Node], known: Mapping[Node, Any] | None = N
     known = dict(known or {})
     for read in {child for node in rerun for child in node.inputs if child not in needed}:
         value = known.get(read, read.buffer)
-        if read.memory is not HOST and not isinstance(value, np.ndarray):  # a device kernel's: NumPy
-            known[read] = move(value, read.memory, HOST)  # runs on host copies
+        # A device kernel's (not a plan's value, which comes as a host copy): NumPy runs on host copies
+        if read.memory is not HOST and not isinstance(value, np.ndarray):
+            known[read] = move(value, read.memory, HOST)
     with float_errors.warned_where_asked():
         run(rerun, (), known)  # for what NumPy says alone
 
