@@ -952,7 +952,7 @@ def _multiply_add(s: _Scalars, c: OpLoop) -> Callable[[ir.Value, ir.Value, ir.Va
 
 
 def _complex_parts(method: str) -> Code:
-    """An op done part by part (add, subtract, negative)."""
+    """An op done part by part (subtract, negative; add is ``_Scalars.add``)."""
 
     def code(s: _Scalars, a: list[ir.Value], c: OpLoop) -> ir.Value:
         parts = zip(*(s.parts(v) for v in a), strict=True)
@@ -1157,7 +1157,7 @@ def _complex_test(name: str, any_part: bool) -> Code:
 
 
 COMPLEX_CODE: dict[str, Code] = {
-    "add": _complex_parts("fadd"),
+    "add": lambda s, a, c: s.add(*a),
     "subtract": _complex_parts("fsub"),
     "negative": _complex_parts("fneg"),
     "positive": _unchanged,

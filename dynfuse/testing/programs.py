@@ -330,26 +330,28 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
     return Program(program_inputs, tuple(steps), tuple(outputs))
 
 
-def _reproducible_on(step: Step, dtypes: list[np.dtype]) -> bool:
-    """Whether the step's op gives NumPy's result bit for bit on operands of these dtypes
-    (``ops.Op.reproducible_on``: complex ones change which ops do)."""
+def _op_of(step: Step) -> ops.Op | None:
+    """The op a step records: an operator's, an augmented write's, or the one it names; None for
+    a plain assignment, an index or a method the op table does not know."""
     if step.form == "operator":
         name = (_UNARY_OPERATORS if len(step.args) == 1 else _BINARY_OPERATORS)[step.name][1]
     elif step.form == "write":
         name = {"+=": "add", "-=": "subtract", "*=": "multiply"}.get(step.name, "")
     else:
         name = step.name
-    op = ops.OPS.get(name)
+    return ops.OPS.get(name)
+
+
+def _reproducible_on(step: Step, dtypes: list[np.dtype]) -> bool:
+    """Whether the step's op gives NumPy's result bit for bit on operands of these dtypes
+    (``ops.Op.reproducible_on``: complex ones change which ops do)."""
+    op = _op_of(step)
     return op is None or op.reproducible_on(dtypes)
 
 
 def _jumps(step: Step) -> bool:
-    if step.form == "operator":
-        operators = _UNARY_OPERATORS if len(step.args) == 1 else _BINARY_OPERATORS
-        name = operators[step.name][1]
-    else:
-        name = step.name
-    return name in ops.OPS and ops.OPS[name].jumps
+    op = _op_of(step)
+    return op is not None and op.jumps
 
 
 def _casts_to_integer(step: Step) -> bool:
