@@ -34,7 +34,8 @@ class Memory(Protocol):
         ...
 
     def from_host(self, array: np.ndarray) -> Any:
-        """A copy of ``array`` in this memory."""
+        """A C-contiguous copy of ``array`` in this memory (what plans of a backend that copies host
+        arrays, ``Target.copies_host_arrays``, lay a host leaf out as)."""
         ...
 
     def to_host(self, array: Any) -> np.ndarray:

@@ -11,7 +11,10 @@ form, each numbered by its position:
   over the whole shape), ``zero_dim`` (its source is 0-d: one value for the whole kernel),
   ``fastest`` (the axis along which it steps through memory fastest, None for one value) and
   ``wraps`` (a rolled read: (axis, start, modulus) for each axis read at (i + start) % modulus,
-  past the array's extent along it up to ``modulus``);
+  past the array's extent along it up to ``modulus``). A gathering load (``x[idx]``, ``take``)
+  has ``gather``, an (element stride, extent) per argument: each argument, an integer value,
+  moves the read by its value (plus the extent where it is negative, as NumPy's indices count
+  from the end) times the stride; its array is laid out at the index 0 of those axes;
 - ``param``: weak Python scalar ``slot`` of Python ``type`` (bool, int or float), passed at launch:
   ``x * 2`` and ``x * 3`` are one kernel;
 - an elementwise op of the op table, on earlier values;
@@ -96,6 +99,11 @@ class Instruction:
             wraps = dict(self.params).get("wraps", ())
             call = f"load in{self.slot}" + "".join(
                 f", axis {axis} at (i + {start}) % {modulus}" for axis, start, modulus in wraps
+            )
+            gather = dict(self.params).get("gather", ())
+            call += "".join(
+                f", moved by v{arg} * {stride} (of {extent})"
+                for arg, (stride, extent) in zip(self.args, gather, strict=True)
             )
         elif kind is OpKind.SCALAR:
             call = f"param p{self.slot} ({dict(self.params)['type']})"
@@ -247,6 +255,10 @@ class Target:
     # into a fresh array copied in (0: never). The copy saved must outweigh what the direct store's
     # run costs more than a cached replay's.
     in_place_elements: int = 0
+    # Whether the backend's kernels read host arrays from copies in its own memory (a device's):
+    # each copy is C-contiguous whatever the host array's layout (``Memory.from_host``), and plans
+    # lay such a leaf out so.
+    copies_host_arrays: bool = False
 
     def __hash__(self) -> int:  # part of every plan-cache key: cheaper than hashing every field
         return hash(self.name)

@@ -34,6 +34,9 @@ class OpKind(enum.Enum):
     # Elements moved to other places (``np.roll``): a new array of its own, fused as an index map
     # over its input, as a view is
     MOVE = "move"
+    # Elements read at positions integer arrays give (``x[idx]``, ``take``): a new array, read
+    # inside kernels by a load whose position the index arrays' values move
+    GATHER = "gather"
     BARRIER = "barrier"  # a library call (matmul, concatenate): not fusable, its neighbours still are
 
 
@@ -512,6 +515,48 @@ def _roll(
 MOVES: dict[str, Op] = {"roll": Op("roll", OpKind.MOVE, _roll, fills_out=True)}
 
 
+def _gather(data: np.ndarray, *indices: np.ndarray, sources: tuple[int, ...]) -> np.ndarray:
+    """Elements of ``data`` at computed positions. Along data axis ``d``, the position is the
+    result's index along axis ``sources[d]`` where that is >= 0, else the value of index array
+    ``-1 - sources[d]`` (negative from the end, as NumPy's); the index arrays have the result's
+    number of axes, each of extent 1 or the result's. Run as NumPy's indexing: where the indexed
+    axes are adjacent and the others keep their order around the indices' axes (``x[idx]``,
+    ``x[:, rows, cols]``, ``take``), by that index, with NumPy's fast copies; else by open ranges
+    along the followed axes."""
+    indexed = [axis for axis, source in enumerate(sources) if source < 0]
+    first, count = indexed[0], len(indexed)
+    block = (indices[0].ndim if indices else 0) - (data.ndim - count)  # the indices' own axes
+    own = slice(first, first + block)
+    natural = (
+        indexed == list(range(first, first + count))
+        and all(
+            source == (axis if axis < first else axis - count + block)
+            for axis, source in enumerate(sources)
+            if source >= 0
+        )
+        and all(np.prod(index.shape) == np.prod(index.shape[own]) for index in indices)
+    )
+    if natural:
+        index: list[Any] = [slice(None)] * first
+        for axis in indexed:
+            positions = indices[-1 - sources[axis]]
+            index.append(positions.reshape(positions.shape[own]))
+        return data[tuple(index)]
+    ndim = indices[0].ndim
+    index = []
+    for axis, source in enumerate(sources):
+        if source >= 0:
+            along = [1] * ndim
+            along[source] = data.shape[axis]
+            index.append(np.arange(data.shape[axis]).reshape(along))
+        else:
+            index.append(indices[-1 - source])
+    return data[tuple(index)]
+
+
+GATHERS: dict[str, Op] = {"gather": Op("gather", OpKind.GATHER, _gather)}
+
+
 def _concatenate(*arrays: np.ndarray, **params: Any) -> np.ndarray:
     """``numpy.concatenate`` with each array an operand, as a node's inputs are."""
     return np.concatenate(arrays, **params)
@@ -573,7 +618,9 @@ BARRIERS: dict[str, Op] = {
 }
 
 OPS: dict[str, Op] = {
-    op.name: op for table in (ELEMENTWISE, REDUCTIONS, SCANS, VIEWS, MOVES, BARRIERS) for op in table.values()
+    op.name: op
+    for table in (ELEMENTWISE, REDUCTIONS, SCANS, VIEWS, MOVES, GATHERS, BARRIERS)
+    for op in table.values()
 }
 
 # Elementwise NumPy ufuncs that ``__array_ufunc__`` records, and the op each one is (matmul, a gufunc,

@@ -877,7 +877,10 @@ def getitem(value: Any, index: Any) -> Any:
     if made is not direct.DECLINED:
         return made
     if not views.is_basic_index(index):
-        why = "an index of integer arrays or masks (advanced indexing) is not recorded"
+        made = _gather_by_index(array, index)
+        if made is not direct.DECLINED:
+            return made
+        why = "an index of masks, new axes, or arrays that are not integers, is not recorded"
         return fallback("getitem", operator.getitem, (array, index), {}, why)
     normalized, shape, is_view = views.basic_index(array.shape, index)
     return view(array, "getitem", (("index", normalized),), shape, is_view)
@@ -907,6 +910,121 @@ def _masked_select(array: Any, mask: LazyArray) -> Any:
 
 def _selected(array: Node, mask: Node, count: int) -> Node:
     return Node(ops.BARRIERS["masked_select"], (array, mask), (("count", count),), (count,), array.dtype)
+
+
+# ---- gathers -----------------------------------------------------------------------------------
+
+
+def _gather_by_index(array: Any, index: Any) -> Any:
+    """``array[index]`` for an index of integer arrays, integers and slices (NumPy's advanced
+    indexing): the slices taken first as a view, then a gather (``gather``) whose result axes are
+    laid out as NumPy lays them: the index arrays' broadcast axes in place of the indexed axes
+    where those are adjacent, else first. DECLINED for anything else (a mask, a new axis, an index
+    NumPy refuses), which NumPy's indexing then answers."""
+    items = list(index) if type(index) is tuple else [index]
+    if sum(item is Ellipsis for item in items) > 1 or any(item is None for item in items):
+        return direct.DECLINED
+    if any(item is Ellipsis for item in items):
+        at = next(at for at, item in enumerate(items) if item is Ellipsis)
+        items[at : at + 1] = [slice(None)] * (array.ndim - len(items) + 1)
+    if len(items) > array.ndim:
+        return direct.DECLINED
+    items += [slice(None)] * (array.ndim - len(items))
+    indices: dict[int, Any] = {}
+    for axis, item in enumerate(items):
+        if type(item) is slice:
+            continue
+        if type(item) is int or isinstance(item, np.integer):
+            item = np.asarray(item, np.intp)
+        elif not is_lazy(item):
+            item = np.asarray(item)
+        if item.dtype.kind not in "iu" or (is_lazy(item) and item._node.memory is not array._node.memory):
+            return direct.DECLINED
+        indices[axis] = item
+    try:
+        shape = views.broadcast_shapes("getitem", *(np.shape(item) for item in indices.values()))
+    except ValueError:
+        return direct.DECLINED
+    if not array._node.inputs:  # computed data: NumPy's indexing at once, the indices computed
+        computed = tuple(host_value(item._node) if is_lazy(item) else item for item in items)
+        made = direct.getitem(array, computed)
+        if made is not direct.DECLINED:
+            return made
+    sliced = tuple(slice(None) if axis in indices else item for axis, item in enumerate(items))
+    if any(item != slice(None) for item in sliced):
+        array = getitem(array, sliced)  # basic: a view of the axes the indices leave
+    indexed = sorted(indices)
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    first = indexed[0] if adjacent else 0
+    followed = [axis for axis in range(array.ndim) if axis not in indices]
+    before = [axis for axis in followed if axis < first] if adjacent else []
+    result_shape = (
+        tuple(array.shape[axis] for axis in before)
+        + shape
+        + tuple(array.shape[axis] for axis in followed[len(before) :])
+    )
+    sources = [0] * array.ndim
+    for position, axis in enumerate(followed):
+        sources[axis] = position if position < len(before) else position + len(shape)
+    for number, axis in enumerate(indexed):
+        sources[axis] = -1 - number
+    placed = [(indices[axis], len(before) + len(shape)) for axis in indexed]  # each ends where its axes end
+    return gather(array, placed, tuple(sources), result_shape)
+
+
+def take_along_axis(arr: Any, indices: Any, axis: Any) -> Any:
+    """``np.take_along_axis``: each result element is ``arr``'s at the index ``indices`` gives along
+    ``axis``, the other axes broadcast together as NumPy's."""
+    array, index = lazy(arr), lazy(indices)
+    if not array._node.inputs and array._node.memory is HOST and index._node.memory is HOST:
+        return direct.result(np.take_along_axis(array._node.buffer, host_value(index._node), axis))
+    if axis is None:
+        if index.ndim != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        return take_along_axis(reshape(array, -1), index, 0)
+    axis = views.normalize_axis_index(axis, array.ndim)
+    if index.ndim != array.ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    if index.dtype.kind not in "iu":
+        raise IndexError("`indices` must be an integer array")
+    others = [(extent if at != axis else 1) for at, extent in enumerate(array.shape)]
+    index_others = [(extent if at != axis else 1) for at, extent in enumerate(index.shape)]
+    broadcast = views.broadcast_shapes("take_along_axis", tuple(others), tuple(index_others))
+    data_shape = tuple(array.shape[axis] if at == axis else extent for at, extent in enumerate(broadcast))
+    if data_shape != array.shape:
+        array = broadcast_to(array, data_shape)
+    result_shape = tuple(index.shape[axis] if at == axis else extent for at, extent in enumerate(broadcast))
+    sources = tuple(-1 if at == axis else at for at in range(array.ndim))
+    return gather(array, [(index, array.ndim)], sources, result_shape)
+
+
+def gather(array: Any, indices: list[tuple[Any, int]], sources: tuple[int, ...], shape: tuple) -> Any:
+    """Elements of ``array`` at the positions ``ops._gather``'s ``sources`` describe, each index
+    array given with the result axis its own last axis lands before. The indices are computed here
+    and checked against their axes' extents, so an index out of bounds raises NumPy's IndexError
+    at its line; the data is recorded, read by the kernel that consumes the result at the
+    positions the indices give."""
+    memory = array._node.memory
+    nodes = []
+    axis_of = {-1 - source: axis for axis, source in enumerate(sources) if source < 0}
+    for number, (index, end) in enumerate(indices):
+        axis = axis_of[number]
+        node = array_node(index) if not is_lazy(index) else index._node
+        values = host_value(node)
+        extent = array.shape[axis]
+        if values.size and (values.max() >= extent or values.min() < -extent):
+            bad = values[(values >= extent) | (values < -extent)].flat[0]
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {extent}")
+        if node.memory is not memory:
+            if node.memory is not HOST:
+                mixed_devices("getitem", (array._node, node))
+            node = pressure.new_leaf(devices.move(values, HOST, memory), exposed=False, device=memory)
+        placed = (1,) * (end - len(node.shape)) + node.shape + (1,) * (len(shape) - end)
+        if placed != node.shape:
+            node = Node(ops.VIEWS["reshape"], (node,), (("shape", placed),), placed, node.dtype)
+        nodes.append(node)
+    gathered = Node(ops.GATHERS["gather"], (array._node, *nodes), (("sources", sources),), shape, array.dtype)
+    return new_array(gathered)
 
 
 # ---- writes ------------------------------------------------------------------------------------

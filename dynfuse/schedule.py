@@ -46,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import cache, config, ops, views
+from .devices import HOST
 from .kernel import LOAD, PARAM, Instruction, Kernel, Output, Signature, Target
 from .ops import OpKind
 from .trace import Node, buffer_key
@@ -104,6 +105,7 @@ class Why(enum.Enum):
     SCAN_READ = "a scan along axes {} that a kernel over {} reads other than in order in its own pass"
     RESHAPE = "a reshape from {} to {} that no index map expresses reads it"
     MOVED = "a kernel over {} reads this roll with a step or across axes, which no wrap expresses"
+    GATHERED = "a gather reads it at the positions its index arrays give"
     MANY_PLACES = "a kernel reads it at more than {} places around each element (a stencil of a stencil)"
     LONG_ROWS = "its readers need another pass over rows of {} elements, more than the {} one kernel makes"
     COST = "computing it in each of {} kernels costs {:g}, storing it once {:g} (in element loads)"
@@ -209,7 +211,7 @@ def _scan_axes(node: Node) -> tuple[int, ...]:
 # Nodes that read whole rows of their operand for each value: never computed twice.
 _RUNNING = (OpKind.REDUCTION, OpKind.SCAN)
 # What a kernel computes inline where a kernel it joins stores it: values per element, in its pass
-_INLINE = (OpKind.ELEMENTWISE, OpKind.SCAN, OpKind.MOVE)
+_INLINE = (OpKind.ELEMENTWISE, OpKind.SCAN, OpKind.MOVE, OpKind.GATHER)
 # The most index maps a kernel computes one elementwise node at (a 3x3 stencil's of a computed
 # value); a node read at more is stored, so a chain of stencils (a time loop of rolls) is not
 # inlined step into step, its work multiplying with each step.
@@ -309,27 +311,9 @@ class _Planner:
         it steps along fastest (its smallest stride; None if it reads one value), which tells a
         backend whether a reduction reads memory in order along its rows or across them.
 
-        Found from the buffers this trace holds (their strides are part of the trace signature, so
-        the answer holds for every trace that shares the plan); a buffer the plan computes is a
-        fresh C-contiguous array, stood in for by one that shares no memory and is never read.
+        Found from the buffers this trace holds (``source_array``).
         """
-        node = self.nodes[source.node]
-        if node.op is ops.SCALAR:
-            array = np.asarray(node.buffer)
-        elif node.is_materialized:
-            array = node.buffer
-        else:
-            array = _contiguous_stand_in(node.shape, node.dtype)
-        for number in source.views:
-            view = self.nodes[number]
-            params = dict(view.params)
-            if view.op.name == "reshape":
-                try:
-                    array = np.reshape(array, params["shape"], copy=False)
-                except ValueError:  # the executor's reshape copies: a fresh C-contiguous array
-                    array = _contiguous_stand_in(view.shape, array.dtype)
-            else:
-                array = view.op.reference(array, **params)
+        array = self.source_array(source)
         if array.size == 0:  # read only by an empty iteration, as an empty array: NumPy's strides 0
             strides = (0,) * len(shape)
         else:  # the strides of the view ``views.strided_view`` would make
@@ -349,6 +333,31 @@ class _Planner:
         # array C-contiguous, whose C strides would read every row's value at the first row's place
         contiguous = views.size_of(shape) > 0 and views.is_c_contiguous(shape, strides, array.dtype.itemsize)
         return broadcast, contiguous, array.ndim == 0, fastest
+
+    def source_array(self, source: Source) -> np.ndarray:
+        """The array a step reads for ``source``, or one of its layout: the buffers this trace holds
+        (their strides are part of the trace signature, so the answer holds for every trace that
+        shares the plan); a buffer the plan computes, or a host array a device's kernels read from
+        their copy, is a fresh C-contiguous array, stood in for by one that shares no memory and is
+        never read."""
+        node = self.nodes[source.node]
+        if node.op is ops.SCALAR:
+            array = np.asarray(node.buffer)
+        elif node.is_materialized and not (self.target.copies_host_arrays and node.memory is HOST):
+            array = node.buffer
+        else:
+            array = _contiguous_stand_in(node.shape, node.dtype)
+        for number in source.views:
+            view = self.nodes[number]
+            params = dict(view.params)
+            if view.op.name == "reshape":
+                try:
+                    array = np.reshape(array, params["shape"], copy=False)
+                except ValueError:  # the executor's reshape copies: a fresh C-contiguous array
+                    array = _contiguous_stand_in(view.shape, array.dtype)
+            else:
+                array = view.op.reference(array, **params)
+        return array
 
     def plan(self) -> Plan:
         built: dict[tuple, tuple[_KernelBuilder, set[int], frozenset[int]]] = {}
@@ -830,6 +839,21 @@ class _KernelBuilder:
                 self.needs[n] = Why.SCAN_READ, (_scan_axes(node), self.shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
             return [(planner.number(node.inputs[0]), identity)], lambda values: self._compute(n, values)
+        if kind is OpKind.GATHER:  # a load moved by the index arrays' values, read at the same place
+            data = planner.number(node.inputs[0])
+            chain = planner.source_chain(data, self.roots)
+            if chain is None:
+                self.needs[data] = Why.GATHERED, ()
+                return [], lambda _: self._load(Source(n, (), index_map))
+            self.computed.add(n)
+            sources = dict(node.params)["sources"]
+            data_map = views.gathered_data_map(index_map, sources, len(self.shape))
+            read = Source(chain.node, chain.views, data_map)
+            operands = [
+                (planner.number(index), views.broadcast_input_map(index_map, index.shape, node.shape))
+                for index in node.inputs[1:]
+            ]
+            return operands, lambda values: self._load(read, self._gather_axes(read, sources), values)
         assert kind is OpKind.REDUCTION, node
         axes = reduction_axes(node)
         fits = (
@@ -850,12 +874,17 @@ class _KernelBuilder:
             self.instructions.append(instruction)
         return number
 
-    def _load(self, source: Source) -> int:
+    def _load(self, source: Source, gather: tuple = (), positions: tuple[int, ...] | list[int] = ()) -> int:
+        """A load of ``source``; a gathering one moved from there by the values ``positions`` (index
+        instructions), each along a data axis of ``gather``'s (element stride, extent)."""
+        positions = tuple(positions)
         row = bool(self.axes) and views.ignores_axes(source.index_map, self.axes)
+        row = row and all(self.instructions[number].row for number in positions)
+        stage = max((self.instructions[number].stage for number in positions), default=0)
         dtype = self.planner.nodes[source.views[-1] if source.views else source.node].dtype
         if dtype is None:  # a view of a weak scalar: NumPy makes it an array first
             dtype = np.asarray(self.planner.nodes[source.node].buffer).dtype
-        key = ("load", source)
+        key = ("load", source, positions)
         if key not in self.numbering:
             slot = len(self.loads)
             self.loads.append(source)
@@ -865,13 +894,22 @@ class _KernelBuilder:
             params = (
                 ("slot", slot),
                 ("broadcast", broadcast),
-                ("contiguous", contiguous and not wraps),
-                ("zero_dim", zero_dim),
+                ("contiguous", contiguous and not wraps and not gather),
+                ("zero_dim", zero_dim and not gather),
                 ("fastest", fastest),
                 ("wraps", wraps),
             )
-            return self._emit(key, Instruction(LOAD, (), params, dtype, row, 0))
+            if gather:
+                params += (("gather", gather),)
+            return self._emit(key, Instruction(LOAD, positions, params, dtype, row, stage))
         return self.numbering[key]
+
+    def _gather_axes(self, source: Source, sources: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """Each indexed data axis's element stride and extent, in the order of the index arrays."""
+        array = self.planner.source_array(source)
+        indexed = sorted((-1 - at, axis) for axis, at in enumerate(sources) if at < 0)
+        itemsize = array.dtype.itemsize
+        return tuple((array.strides[axis] // itemsize, array.shape[axis]) for _, axis in indexed)
 
     def _param(self, n: int) -> int:
         key = ("param", n)

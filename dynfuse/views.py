@@ -402,6 +402,17 @@ def is_row_read(index_map: IndexMap, shape: Shape, axes: tuple[int, ...], keepdi
     )
 
 
+def gathered_data_map(index_map: IndexMap, sources: tuple[int, ...], width: int) -> IndexMap:
+    """The map into a gather's data (``ops._gather``'s ``sources``) given the map into the gather,
+    in an iteration of ``width`` axes: along a followed axis, the result's axis; along an indexed
+    axis, 0 (the index values move the read from there)."""
+    return IndexMap(
+        tuple(index_map.rows[at] if at >= 0 else (0,) * width for at in sources),
+        tuple(index_map.offsets[at] if at >= 0 else 0 for at in sources),
+        index_map.wraps,
+    )
+
+
 def ignores_axes(index_map: IndexMap, axes: tuple[int, ...]) -> bool:
     """True when the node's index does not depend on ``axes`` of the iteration (a per-row value)."""
     return all(row[axis] == 0 for row in index_map.rows for axis in axes)

@@ -32,10 +32,10 @@ class ndarray(EmulatedArray):
     __slots__ = ()
 
 
-def array(value: Any, copy: bool = True) -> ndarray:
+def array(value: Any, copy: bool = True, order: str = "K") -> ndarray:
     if isinstance(value, EmulatedArray):
-        return ndarray(value._data.copy())
-    return ndarray(np.array(value, copy=True))
+        return ndarray(value._data.copy(order))
+    return ndarray(np.array(value, copy=True, order=order))
 
 
 def empty(shape: tuple[int, ...], dtype: Any) -> ndarray:

@@ -194,6 +194,21 @@ def test_rolled_loads_compile():
     check_compiles(kernels)
 
 
+def test_gathering_loads_compile():
+    """Loads moved by index values of every integer dtype (``x[idx]``, ``take_along_axis``),
+    elementwise and in reductions along and across the gathered axes."""
+    kernels = []
+    for shape in [(6, 5), (64, 2000)]:
+        x = dynfuse.asarray(np.ones(shape, np.float32))
+        for dtype in ["int8", "uint16", "int32", "int64", "uint64"]:
+            rows = np.array([3, 1, 0, 5], dtype)
+            columns = np.zeros((4, 1), dtype)
+            kernels += kernels_of((x * 2)[rows] + 1) + kernels_of((x * 2)[rows, columns].sum(axis=1))
+        kernels += kernels_of(np.take_along_axis(x - 1, np.zeros((1, shape[1]), np.int64), 0).max(axis=0))
+    assert sum("moved by" in kernel.text() for kernel in kernels) == 2 * (5 * 2 + 1)
+    check_compiles(kernels)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     arrays=inputs(),

@@ -118,9 +118,12 @@ def test_views_of_views_share_one_base_and_an_integer_index_copies():
     assert x[1, 2, ...].base is x
 
 
-def test_an_advanced_index_falls_back_counted():
-    x = owned(np.arange(4.0))
-    assert_same(x[[0, 2]], np.arange(4.0)[[0, 2]])
+def test_an_index_of_integer_arrays_is_a_gather_and_a_mask_of_rows_falls_back_counted():
+    x = owned(np.arange(8.0).reshape(4, 2))
+    gathered = x[[0, 2]]
+    assert gathered._node.op is ops.GATHERS["gather"]
+    assert_same(gathered, np.arange(8.0).reshape(4, 2)[[0, 2]])
+    assert_same(x[np.array([True, False, True, False])], np.arange(8.0).reshape(4, 2)[[0, 2]])
     assert dynfuse.stats()["fallback_names"] == {"getitem": 1}
 
 

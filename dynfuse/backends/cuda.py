@@ -139,7 +139,12 @@ class CudaBackend:
         self.name = name
         self.device = device
         self.memory: Memory = device  # where its kernels read and write
-        self.target = Target(name, persistent_row_elements=self.persistent_row_elements, compute_weight=0.1)
+        self.target = Target(
+            name,
+            persistent_row_elements=self.persistent_row_elements,
+            compute_weight=0.1,
+            copies_host_arrays=True,
+        )
 
     def source(self, kernel: Kernel) -> str:
         from ..codegen.cuda import generate

@@ -264,7 +264,7 @@ class EmulatedDevice:
         return type(value) is EmulatedArray
 
     def from_host(self, array: np.ndarray) -> EmulatedArray:
-        return EmulatedArray(np.array(array, copy=True))
+        return EmulatedArray(np.array(array, order="C", copy=True))
 
     def to_host(self, array: EmulatedArray) -> np.ndarray:
         return array.get()

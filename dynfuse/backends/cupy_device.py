@@ -203,7 +203,7 @@ class CupyDevice:
     def from_host(self, array: np.ndarray) -> Any:
         if array.ndim == 0:  # CuPy (14.2) puts a 0-d array's value there, not its bytes: -0.0 as 0.0
             return self.library.array(array.reshape(1), copy=True).reshape(())
-        return self.library.array(array, copy=True)
+        return self.library.array(array, copy=True, order="C")
 
     def to_host(self, array: Any) -> np.ndarray:
         return array.get()

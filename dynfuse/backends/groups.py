@@ -32,6 +32,39 @@ def _wrapped(array: np.ndarray, wraps: tuple[tuple[int, int, int], ...]) -> np.n
     return whole
 
 
+def _gathered(
+    array: np.ndarray,
+    wraps: tuple[tuple[int, int, int], ...],
+    positions: list[np.ndarray],
+    gather: tuple[tuple[int, int], ...],
+    shape: tuple[int, ...],
+) -> np.ndarray:
+    """A gathering load as an array of ``shape`` (the kernel's, or its row shape): the memory the
+    load reaches from ``array`` (laid out at index 0 of the gathered axes), moved along each
+    gathered axis by a position's value, negative ones from the end; along a wrapped axis, at
+    (i + start) % modulus."""
+    reach = list(array.shape)
+    for axis, _, modulus in wraps:
+        reach[axis] = modulus
+    extents = tuple(extent for _, extent in gather)
+    strides = tuple(stride * array.itemsize for stride, _ in gather)
+    whole = np.lib.stride_tricks.as_strided(
+        array, (*reach, *extents), array.strides + strides, writeable=False
+    )
+    starts = {axis: (start, modulus) for axis, start, modulus in wraps}
+    grids = []
+    for axis, extent in enumerate(shape):
+        along = np.arange(extent)
+        if axis in starts:
+            along = (along + starts[axis][0]) % starts[axis][1]
+        grids.append(along.reshape([extent if k == axis else 1 for k in range(len(shape))]))
+    moved = [
+        np.where(p < 0, p + extent, p) if p.dtype.kind == "i" else p
+        for p, extent in zip(positions, extents, strict=True)
+    ]
+    return whole[(*grids, *moved)]
+
+
 # The names generated code calls: every op by its table name, and NumPy's dtype for params.
 _NAMESPACE: dict[str, Any] = {
     **{name: op.reference for name, op in ops.OPS.items()},
@@ -41,6 +74,7 @@ _NAMESPACE: dict[str, Any] = {
         array, shape, strides, writeable=False
     ),
     "wrapped": _wrapped,
+    "gathered": _gathered,
 }
 
 
@@ -74,10 +108,15 @@ class GroupBackend:
                 # re-strided, not sliced, so they hold their value even when rows are empty.
                 read = f"inputs[{inst.slot}]"
                 wraps = dict(inst.params).get("wraps")
-                if wraps:
+                gather = dict(inst.params).get("gather")
+                if wraps and not gather:
                     lines.append(f"    v{number} = wrapped({read}, {wraps!r})")
                     read = f"v{number}"
-                if dict(inst.params)["zero_dim"]:
+                if gather:
+                    reads = kernel.row_shape if inst.row else shape
+                    positions = ", ".join(f"v{arg}" for arg in inst.args)
+                    call = f"gathered({read}, {wraps!r}, [{positions}], {gather!r}, {reads!r})"
+                elif dict(inst.params)["zero_dim"]:
                     call = f"as_strided({read}, (), ())"
                 elif inst.row:
                     call = f"as_strided({read}, {kernel.row_shape!r}, {read}.strides)"

@@ -711,6 +711,13 @@ class _Generator(KernelFacts):
             for axis, extent in enumerate(self.shape)
         ]
 
+    def position(self, number: int, extent: int) -> str:
+        """Index value ``v{number}`` as a position along an axis of ``extent``: negative ones from
+        the end."""
+        if self.instructions[number].dtype.kind != "i":
+            return f"(df_i64)v{number}"
+        return f"((df_i64)v{number} < 0 ? (df_i64)v{number} + {extent} : (df_i64)v{number})"
+
     @staticmethod
     def offset(coordinates: dict[int, str], strides: list[str], wraps: tuple = ()) -> str:
         """An element's offset from its coordinates; along a wrapped axis (a rolled load's
@@ -766,6 +773,8 @@ class _Generator(KernelFacts):
                 raw = f"in{inst.slot}[{element}]"
             else:
                 offset = self.offset(coordinates, self.strides(inst), params.get("wraps", ()))
+                for arg, (stride, extent) in zip(inst.args, params.get("gather", ()), strict=True):
+                    offset += f" + {self.position(arg, extent)} * {stride}"
                 raw = f"in{inst.slot}[{offset}]"
             return [f"const {t} v{number} = {from_memory(raw, inst.dtype)};"]
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value

@@ -1895,6 +1895,16 @@ class _KernelFunction:
             instruction.set_metadata("noalias", self.module.module.add_metadata(scopes))
         return Value(from_memory(self.b, instruction, operand.dtype), operand.dtype)
 
+    def position(self, index: Value, extent: int) -> ir.Value:
+        """An index value as a position along an axis of ``extent``: negative ones from the end."""
+        value = index.ir
+        if value.type.width < 64:
+            value = (self.b.sext if index.dtype.kind == "i" else self.b.zext)(value, I64)
+        if index.dtype.kind != "i":
+            return value
+        negative = self.b.icmp_signed("<", value, ir.Constant(I64, 0))
+        return self.b.select(negative, self.b.add(value, ir.Constant(I64, extent)), value)
+
     def store(self, position: int, value: Value, offset: ir.Value) -> None:
         module, scopes = self.module.module, self.module.scopes
         operand = self.operands[len(self.module.loads) + position]
@@ -1916,7 +1926,11 @@ class _KernelFunction:
         inst = module.instructions[number]
         kind = inst.op.kind
         if kind is OpKind.BUFFER:
-            return self.load(self.operands[inst.slot], offsets[inst.slot])
+            offset = offsets[inst.slot]
+            for arg, (stride, extent) in zip(inst.args, dict(inst.params).get("gather", ()), strict=True):
+                moved = self.b.mul(self.position(values[arg], extent), ir.Constant(I64, stride))
+                offset = self.b.add(offset, moved)
+            return self.load(self.operands[inst.slot], offset)
         if kind is OpKind.SCAN:  # NumPy's accumulate: the operand cast, combined with the last value
             running = self.at(self.running[number], lane)
             last = Value(from_memory(self.b, self.b.load(running), inst.dtype), inst.dtype)

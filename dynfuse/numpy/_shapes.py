@@ -2,7 +2,8 @@
 
 Views (reshape, transpose, broadcasting, new axes, flips) cost nothing: a kernel reads through
 them, and through ``roll`` too (an index map that wraps around the axis; its result is an array of
-its own, as NumPy's). ``concatenate``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers)
+its own, as NumPy's); ``take`` and ``take_along_axis`` are gathers, read at computed positions.
+``concatenate``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers)
 that NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
 and ``meshgrid`` are written here as NumPy writes them, from those and from views.
 """
@@ -49,6 +50,8 @@ __all__ = [
     "squeeze",
     "stack",
     "swapaxes",
+    "take",
+    "take_along_axis",
     "tile",
     "transpose",
     "vstack",
@@ -244,6 +247,23 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
 
 
 roll.asks_site = True  # run at once unless its place in the program records (``record.roll``)
+
+
+def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:
+    """NumPy's ``take``: a gather along one axis (of the flattened array without one), read by the
+    kernel that consumes it. ``out=`` and the clipping or wrapping modes are NumPy's to run."""
+    if out is not None or mode != "raise":
+        arguments = {"axis": axis, "out": out, "mode": mode}
+        return record.fallback("take", np.take, (a, indices), arguments, "out= or a mode other than 'raise'")
+    array = record.lazy(a)
+    if axis is None:
+        array, axis = record.reshape(array, -1), 0
+    axis = normalize_axis_index(axis, array.ndim)
+    return record.getitem(array, (slice(None),) * axis + (indices,))
+
+
+def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Any:
+    return record.take_along_axis(arr, indices, axis)
 
 
 def tile(A: Any, reps: Any) -> Any:
