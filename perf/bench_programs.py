@@ -7,8 +7,9 @@ shifted slices and a boundary row written every step, a lid-driven cavity (Navie
 an inner pressure iteration and boundary conditions, a periodic reaction-diffusion by ``np.roll``, a
 sliding-window convolution as Python loops over output positions, a tridiagonal (Thomas) sweep along
 one axis, a vertical advection sweep over levels, a Python loop over rows, a clipped and masked
-in-place update, a leapfrog wave equation, the Game of Life, and a complex escape-time iteration
-written with ``where`` and with masks.
+in-place update, a leapfrog wave equation, the Game of Life, a complex escape-time iteration
+written with ``where`` and with masks, statistics of a field above levels, and gradient descent
+under softmax cross-entropy (gathers and a scatter).
 
 Every program is a function of the namespace it gets (NumPy or ``dynfuse.numpy``), so both run the
 same code; its arrays are made by that namespace's creation functions, as ``dynfuse run`` makes a
@@ -284,6 +285,24 @@ def exceedance_statistics(np, field, levels):
     return np.array(rows)
 
 
+def cross_entropy_descent(np, logits0, labels, steps):
+    """Gradient descent on a batch of logits under softmax cross-entropy, as a classifier's training
+    loop writes it: each sample's probability of its own class gathered for the loss (printed each
+    step), one subtracted there by a scatter for the gradient."""
+    logits = logits0.copy()
+    rows = np.arange(logits.shape[0])
+    losses = []
+    for _ in range(steps):
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        probabilities = np.exp(shifted)
+        probabilities /= probabilities.sum(axis=1, keepdims=True)
+        losses.append(float(-np.log(probabilities[rows, labels]).mean()))
+        gradient = probabilities
+        gradient[rows, labels] -= 1.0
+        logits -= 0.5 * gradient / len(labels)
+    return logits, np.array(losses)
+
+
 def complex_plane(np, side):
     real = np.linspace(-1.6, 1.6, side)
     imaginary = np.linspace(-1.0, 1.0, side)
@@ -304,6 +323,10 @@ def smooth_grid(np, *shape):
 
 def random_values(np, seed, *shape):
     return np.asarray(numpy.random.default_rng(seed).random(shape))
+
+
+def class_labels(np, seed, samples, classes):
+    return np.asarray(numpy.random.default_rng(seed).integers(0, classes, samples))
 
 
 @dataclass(frozen=True)
@@ -456,6 +479,22 @@ def programs() -> list[Program]:
             {
                 "100²": lambda np: (random_values(np, 19, 100, 100), [0.05 * k for k in range(1, 20)]),
                 "400²": lambda np: (random_values(np, 19, 400, 400), [0.05 * k for k in range(1, 20)]),
+            },
+        ),
+        (
+            "cross-entropy descent, gathers and a scatter",
+            cross_entropy_descent,
+            {
+                "100x100": lambda np: (
+                    random_values(np, 20, 100, 100) * 4,
+                    class_labels(np, 21, 100, 100),
+                    20,
+                ),
+                "1600x100": lambda np: (
+                    random_values(np, 20, 1600, 100) * 4,
+                    class_labels(np, 21, 1600, 100),
+                    10,
+                ),
             },
         ),
         (

@@ -454,6 +454,8 @@ def _view(draw, values: list[_Value], target: str):
                 "triu",
                 "tril",
                 "roll",
+                "gather",
+                "take",
             ]
         )
     )
@@ -461,6 +463,24 @@ def _view(draw, values: list[_Value], target: str):
         key = tuple(_index_item(draw, side) for side in a.stand_in.shape[: draw(st.integers(0, ndim))])
         key = key + ((None,) if draw(st.booleans()) else ())
         return Step(target, "index", "getitem", (Ref(a.name), key or (Ellipsis,))), [a]
+    if kind == "gather":  # integer arrays (nested tuples) mixed with slices and integers
+        shape = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
+        key = tuple(
+            _positions(draw, shape, side) if side and draw(st.booleans()) else _index_item(draw, side)
+            for side in a.stand_in.shape[: draw(st.integers(1, max(ndim, 1)))]
+        )
+        if not any(isinstance(item, tuple) for item in key):
+            return None
+        return Step(target, "index", "getitem", (Ref(a.name), key)), [a]
+    if kind == "take":
+        if not a.stand_in.size:
+            return None
+        axis = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1))) if ndim else None
+        side = a.stand_in.size if axis is None else a.stand_in.shape[axis]
+        if not side:
+            return None
+        positions = _positions(draw, tuple(draw(st.lists(st.integers(0, 3), max_size=2))), side)
+        return Step(target, "call", "take", (Ref(a.name), positions), (("axis", axis),)), [a]
     if kind == "transpose":
         axes = tuple(draw(st.permutations(range(ndim))))
         return Step(target, "call", "transpose", (Ref(a.name), axes)), [a]
@@ -497,6 +517,18 @@ def _index_item(draw, side: int) -> Any:
     start = draw(st.one_of(st.none(), st.integers(-side - 1, side + 1)))
     stop = draw(st.one_of(st.none(), st.integers(-side - 1, side + 1)))
     return slice(start, stop, draw(st.sampled_from([None, 2, -1, -2, 3])))
+
+
+def _positions(draw, shape: tuple[int, ...], side: int) -> Any:
+    """Positions along an axis of ``side`` elements (negative ones too), in ``shape``, as nested
+    tuples: an index of integer arrays as a program writes it literally."""
+    values = draw(hnp.arrays(np.int64, shape, elements=st.integers(-side, side - 1)))
+
+    def nested(value: Any) -> Any:
+        return tuple(nested(item) for item in value) if isinstance(value, list) else value
+
+    positions = nested(values.tolist())
+    return positions if isinstance(positions, tuple) else (positions,)
 
 
 def _barrier(draw, values: list[_Value], target: str):
