@@ -2952,7 +2952,7 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
     PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
     if (node == NULL)
         return NULL;
-    PyObject *gather = NULL; /* a computed lazy array as the index: NumPy's gather or mask, any size */
+    PyObject *gather = NULL; /* a computed lazy array as the index: NumPy's mask, or a small gather */
     if (Py_IS_TYPE(index, S.array_type)) {
         PyObject *by = host_node(index);
         if (by == NULL)
@@ -2973,6 +2973,9 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
         if (PyArray_TYPE(by) == NPY_BOOL && PyArray_NDIM(buffer) > 0 && PyArray_SIZE(buffer) >= limit
             && PyArray_SAMESHAPE(by, buffer))
             return NULL; /* a mask of the array's shape, not small: recorded (record._masked_select) */
+        if (PyArray_TYPE(by) != NPY_BOOL && PyArray_NDIM(buffer) > 0 && PyArray_DIM(buffer, 0) > 0
+            && PyArray_SIZE(by) * (PyArray_SIZE(buffer) / PyArray_DIM(buffer, 0)) >= limit)
+            return NULL; /* a gather of a large result: recorded, read by the kernel that consumes it */
         PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
     }

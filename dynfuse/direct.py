@@ -174,13 +174,25 @@ def getitem(array: Any, index: Any) -> Any:
         return DECLINED
     if not _is_view_index(index):
         computed = _computed_index(index)
-        return DECLINED if computed is DECLINED else result(node.buffer[computed])
+        if computed is DECLINED or _gathers_much(node.buffer, computed, limit):
+            return DECLINED
+        return result(node.buffer[computed])
     viewed = node.buffer[index]
     if not isinstance(viewed, np.ndarray):  # NumPy's scalar: one element, copied
         return viewed
     if viewed.size >= limit:
         return DECLINED
     return view(array, viewed, False)
+
+
+def _gathers_much(buffer: np.ndarray, index: Any, limit: int) -> bool:
+    """Whether ``index`` gathers (integer arrays, no mask) ``limit`` elements or more of ``buffer``:
+    then it is recorded, and the kernel that consumes it reads the elements where they are. Its
+    size is NumPy's indexing of a stand-in without bytes, which raises NumPy's IndexError."""
+    items = index if type(index) is tuple else (index,)
+    if any(np.asarray(item).dtype == np.bool_ for item in items if not isinstance(item, slice)):
+        return False
+    return views.zero_byte_stand_in(buffer.shape)[index].size >= limit
 
 
 def viewed_by_numpy(node: Node) -> bool:

@@ -376,6 +376,8 @@ INTERNAL: dict[str, Op] = {
 
 # Other names NumPy gives the same ufuncs.
 ALIASES = {
+    "radians": "deg2rad",  # ufuncs of their own in NumPy, with the same loops
+    "degrees": "rad2deg",
     "true_divide": "divide",
     "mod": "remainder",
     "abs": "absolute",
@@ -627,7 +629,7 @@ OPS: dict[str, Op] = {
 # has its own branch: it is recorded as the barrier it is).
 UFUNC_OPS: dict[np.ufunc, Op] = {
     op.reference: op for op in ELEMENTWISE.values() if isinstance(op.reference, np.ufunc)
-}
+} | {np.radians: ELEMENTWISE["deg2rad"], np.degrees: ELEMENTWISE["rad2deg"]}
 
 # Elementwise ops each of whose NumPy loops gives every element its exact or correctly rounded value
 # (no SIMD approximation of a function, no tie between signed zeros, which the vector and scalar

@@ -8,8 +8,9 @@ an inner pressure iteration and boundary conditions, a periodic reaction-diffusi
 sliding-window convolution as Python loops over output positions, a tridiagonal (Thomas) sweep along
 one axis, a vertical advection sweep over levels, a Python loop over rows, a clipped and masked
 in-place update, a leapfrog wave equation, the Game of Life, a complex escape-time iteration
-written with ``where`` and with masks, statistics of a field above levels, and gradient descent
-under softmax cross-entropy (gathers and a scatter).
+written with ``where`` and with masks, statistics of a field above levels, gradient descent
+under softmax cross-entropy (gathers and a scatter), a pair energy over the upper triangle's
+index pairs, haversine distances, and outliers clipped and counted.
 
 Every program is a function of the namespace it gets (NumPy or ``dynfuse.numpy``), so both run the
 same code; its arrays are made by that namespace's creation functions, as ``dynfuse run`` makes a
@@ -303,6 +304,35 @@ def cross_entropy_descent(np, logits0, labels, steps):
     return logits, np.array(losses)
 
 
+def pair_energy(np, positions):
+    """Lennard-Jones energy of a cluster, each pair once: the upper triangle's index pairs gather the
+    two ends of every bond."""
+    first, second = np.triu_indices(len(positions), k=1)
+    distance = np.linalg.norm(positions[first] - positions[second], axis=1)
+    ratio6 = (0.05 / distance) ** 6
+    return 4.0 * (ratio6 * ratio6 - ratio6).sum()
+
+
+def haversine(np, latitude1, longitude1, latitude2, longitude2):
+    """Great-circle distances in km between pairs of points given in degrees."""
+    latitude1, longitude1, latitude2, longitude2 = (
+        np.radians(angle) for angle in (latitude1, longitude1, latitude2, longitude2)
+    )
+    half_chord = (
+        np.sin((latitude2 - latitude1) / 2) ** 2
+        + np.cos(latitude1) * np.cos(latitude2) * np.sin((longitude2 - longitude1) / 2) ** 2
+    )
+    return 6371.0 * 2 * np.arcsin(np.sqrt(half_chord))
+
+
+def clip_outliers(np, data):
+    """Each column's values past three standard deviations clipped back to that bound, and how
+    many were, as a data-cleaning script reports them."""
+    mean, spread = data.mean(axis=0), data.std(axis=0)
+    cleaned = np.clip(data, mean - 3 * spread, mean + 3 * spread)
+    return cleaned, np.count_nonzero(cleaned != data, axis=0)
+
+
 def complex_plane(np, side):
     real = np.linspace(-1.6, 1.6, side)
     imaginary = np.linspace(-1.0, 1.0, side)
@@ -323,6 +353,16 @@ def smooth_grid(np, *shape):
 
 def random_values(np, seed, *shape):
     return np.asarray(numpy.random.default_rng(seed).random(shape))
+
+
+def heavy_tailed(np, seed, *shape):
+    return np.asarray(numpy.random.default_rng(seed).standard_t(3, shape))
+
+
+def coordinates(np, seed, count):
+    """Latitudes and longitudes in degrees, two points for each of ``count`` pairs."""
+    draw = numpy.random.default_rng(seed)
+    return tuple(np.asarray(draw.uniform(-limit, limit, count)) for limit in (90, 180, 90, 180))
 
 
 def class_labels(np, seed, samples, classes):
@@ -495,6 +535,30 @@ def programs() -> list[Program]:
                     class_labels(np, 21, 1600, 100),
                     10,
                 ),
+            },
+        ),
+        (
+            "pair energy over the upper triangle",
+            pair_energy,
+            {
+                "150 atoms": lambda np: (random_values(np, 22, 150, 3),),
+                "600 atoms": lambda np: (random_values(np, 22, 600, 3),),
+            },
+        ),
+        (
+            "haversine distances",
+            haversine,
+            {
+                "2^16 pairs": lambda np: coordinates(np, 23, 1 << 16),
+                "2^22 pairs": lambda np: coordinates(np, 23, 1 << 22),
+            },
+        ),
+        (
+            "outliers clipped and counted",
+            clip_outliers,
+            {
+                "2000x8": lambda np: (heavy_tailed(np, 24, 2000, 8),),
+                "100000x8": lambda np: (heavy_tailed(np, 24, 100000, 8),),
             },
         ),
         (

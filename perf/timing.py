@@ -130,7 +130,7 @@ def _answer(worker: subprocess.Popen) -> str:
 # A timed process warms up for this many calls and this long at least, then until a call compiles
 # nothing and does what the call before it did (its tiers settled: a fresh process's first kernels
 # wait until interpreting has cost what starting LLVM would), for this long at most
-WARM_UP_CALLS, WARM_UP_SECONDS, WARM_UP_LIMIT = 3, 0.5, 20.0
+WARM_UP_CALLS, WARM_UP_SECONDS, WARM_UP_LIMIT = 3, 1.0, 20.0
 SETTLING = ("kernels_compiled", "kernels_launched", "interpreted_ops", "replays", "direct_ops")
 
 

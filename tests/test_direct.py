@@ -213,6 +213,20 @@ def test_gathers_and_masks_of_computed_arrays_are_numpys(recorder):
         a[dnp.asarray(np.array([5]))]
 
 
+def test_a_large_gather_of_a_computed_array_is_recorded_for_its_consumer(recorder):
+    """A gather of ``direct_elements`` or more is read by the kernel that consumes it, in place."""
+    values = np.arange(900.0 * 3).reshape(900, 3)
+    a = dnp.asarray(values.copy())
+    first, second = np.triu_indices(900, k=1)
+    pairs = [dnp.asarray(first), dnp.asarray(second)]
+    differences = a[pairs[0]] - a[pairs[1]]
+    assert differences._node.inputs  # pending: both gathers are in its kernel
+    same(differences, values[first] - values[second])
+    same(a[first[:10]], values[first[:10]])  # a small one is NumPy's indexing at once
+    with pytest.raises(IndexError, match="index 900 is out of bounds for axis 0 with size 900"):
+        a[dnp.asarray(np.append(first, 900))]
+
+
 @pytest.mark.parametrize("shape", [(5, 6), (300, 300)])
 def test_writes_through_masks_and_index_arrays_of_computed_arrays_are_numpys(recorder, shape):
     """At any size: NumPy writes through a mask or an index array in place either way."""

@@ -709,6 +709,17 @@ def test_norms_raise_numpys_errors(kwargs):
 # ---- ufunc methods, __array_function__ and the array API ---------------------------------------------
 
 
+def test_ufuncs_numpy_has_twice_under_two_names_are_recorded():
+    """``radians`` and ``degrees`` are ufuncs of their own, with ``deg2rad``'s and ``rad2deg``'s loops."""
+    a = values(np.float32, (2, 3))
+    x = dynfuse.asarray(a)
+    recorded = [dnp.radians(x), np.radians(x), dnp.degrees(x), np.degrees(x)]
+    assert_lazy(*recorded)
+    for got, want in zip(recorded, [np.radians(a)] * 2 + [np.degrees(a)] * 2, strict=True):
+        assert_like_numpy(got, want)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
 def test_ufuncs_carry_numpys_methods_and_attributes():
     a, b = values(np.float64, (2, 3)), values(np.int8, (4,))
     x, y = dynfuse.asarray(a), dynfuse.asarray(b)
