@@ -475,6 +475,9 @@ class LazyArray:
             return record.reduction(ops.UFUNC_REDUCE_OPS[ufunc].name, inputs[0], out=out, **kwargs)
         if method == "outer" and ufunc in ops.UFUNC_OPS and len(inputs) == 2:
             return record.ufunc_call(ops.UFUNC_OPS[ufunc], _outer_operands(*inputs), out, kwargs)
+        if method == "at" and type(inputs[0]) is LazyArray and inputs[0]._node.memory is HOST and not kwargs:
+            # an unbuffered write, accumulating at repeated indices: NumPy's, into the target's memory
+            return record.write_now(f"{ufunc.__name__}.at", inputs[0], inputs[1:], ufunc.at)
         if out is not None:
             kwargs["out"] = out
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"

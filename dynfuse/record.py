@@ -1168,16 +1168,22 @@ def setitem(target: Any, index: Any, value: Any) -> None:
                 buffer = prepare_write(target, [node])
                 buffer[index] = node.buffer
         return
-    lazy_parts = [item for item in flatten((index, value)) if is_lazy(item)]
+    write_now("setitem", target, (index, value), operator.setitem)
+
+
+def write_now(name: str, target: Any, parts: tuple, write: Callable[..., None]) -> None:
+    """``write(buffer, *parts)`` into ``target``'s memory at its line, ``parts`` computed (host
+    arrays among them copied to the target's device), after what reads that memory is computed:
+    NumPy's assignment through an index array or a mask, or a ufunc's ``at``."""
+    memory = target._node.memory
+    lazy_parts = [item for item in flatten(parts) if is_lazy(item)]
     elsewhere = [item._node for item in lazy_parts if item._node.device not in (None, memory)]
     if elsewhere:
-        mixed_devices("setitem", (target._node, *elsewhere))
+        mixed_devices(name, (target._node, *elsewhere))
     with execute.lock:
         buffer = prepare_write(target, [item._node for item in lazy_parts])
-        if memory is HOST:
-            buffer[_concrete(index)] = _concrete(value)
-        else:
-            buffer[_on_device(_concrete(index), memory)] = _on_device(_concrete(value), memory)
+        concrete = _concrete(parts)
+        write(buffer, *(concrete if memory is HOST else _on_device(concrete, memory)))
 
 
 def _is_region(target: Any, index: Any, node: Node) -> bool:

@@ -234,3 +234,48 @@ def test_gathers_of_rolled_reduced_and_large_values(kernel_backend):
             result = np.asarray(case(dnp, dynfuse.asarray(x)))
         np.testing.assert_array_equal(result, case(np, x))
     assert dynfuse.stats()["fallbacks"] == 0
+
+
+# ---- scatters: writes through index arrays --------------------------------------------------------
+
+
+SCATTERS = {
+    "assigned, the last write wins": lambda xp, a, i, v: a.__setitem__(i, v),
+    "added, buffered": lambda xp, a, i, v: a.__setitem__(i, a[i] + v),
+    "added at, accumulating": lambda xp, a, i, v: xp.add.at(a, i, v),
+    "multiplied at": lambda xp, a, i, v: xp.multiply.at(a, i, v),
+    "maximum at, through a view": lambda xp, a, i, v: xp.maximum.at(a[::-1], i, v),
+}
+
+
+@pytest.mark.parametrize("kernel_backend", KERNEL_BACKENDS)
+@given(
+    a=hnp.arrays(np.int64, st.integers(1, 8), elements=st.integers(-50, 50)),
+    data=st.data(),
+    scatter=st.sampled_from(sorted(SCATTERS)),
+)
+def test_a_scatter_writes_what_numpy_writes_and_earlier_reads_keep_the_old_values(
+    kernel_backend, a, data, scatter
+):
+    index = data.draw(hnp.arrays(np.int64, st.integers(0, 6), elements=st.integers(-len(a), len(a) - 1)))
+    value = data.draw(
+        st.one_of(st.integers(-9, 9), hnp.arrays(np.int64, index.shape, elements=st.integers(-9, 9)))
+    )
+    expected = a * 2
+    read_before = expected + 1
+    SCATTERS[scatter](np, expected, index, value)
+    with backend(kernel_backend):
+        lazy = dynfuse.asarray(a) * 2  # pending: the write computes it first
+        before = lazy + 1
+        SCATTERS[scatter](dnp, lazy, dynfuse.asarray(index), value)
+        np.testing.assert_array_equal(np.asarray(lazy), expected)
+        np.testing.assert_array_equal(np.asarray(before), read_before)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
+def test_a_scatter_out_of_bounds_raises_numpys_error_and_writes_nothing():
+    lazy = dynfuse.asarray(np.arange(5.0)) * 2
+    for write in (lambda: lazy.__setitem__(np.array([1, 5]), 0.0), lambda: dnp.add.at(lazy, [1, 7], 1.0)):
+        with pytest.raises(IndexError, match="out of bounds"):
+            write()
+    np.testing.assert_array_equal(np.asarray(lazy), np.arange(5.0) * 2)
