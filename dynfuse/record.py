@@ -998,6 +998,19 @@ def take_along_axis(arr: Any, indices: Any, axis: Any) -> Any:
     return gather(array, [(index, array.ndim)], sources, result_shape)
 
 
+def selected_now(function: Callable, value: Any) -> Any:
+    """``function`` (``nonzero``, ``argwhere``) of ``value`` computed here, NumPy's on its buffer:
+    how many elements it gives depends on the values, as the length of the positions a selection
+    (``extract``, ``compress``) gathers. ``value``'s kernel is what fuses; NumPy's errors (a 0-d
+    array's ``nonzero``) at the line. Another memory's arrays are NumPy's to run on host copies."""
+    array = lazy(value)
+    if array._node.memory is not HOST:
+        why = "positions of nonzero values on a device"
+        return fallback(function.__name__, function, (value,), {}, why)
+    made = function(host_value(array._node))
+    return tuple(direct.result(part) for part in made) if isinstance(made, tuple) else direct.result(made)
+
+
 def gather(array: Any, indices: list[tuple[Any, int]], sources: tuple[int, ...], shape: tuple) -> Any:
     """Elements of ``array`` at the positions ``ops._gather``'s ``sources`` describe, each index
     array given with the result axis its own last axis lands before. The indices are computed here

@@ -27,7 +27,6 @@ ADVANCED_INDEX = "an index of masks, new axes, or arrays that are not integers, 
             lambda a: np.add.accumulate(a, axis=0),
         ),
         ("unique", UNRECORDED_FUNCTION, lambda a: np.unique(a)),
-        ("where", "one-argument where: its shape depends on the values", lambda a: np.where(a > 2)),
         ("round", UNRECORDED_FUNCTION, lambda a: np.round(a, 1)),
     ],
 )

@@ -279,3 +279,39 @@ def test_a_scatter_out_of_bounds_raises_numpys_error_and_writes_nothing():
         with pytest.raises(IndexError, match="out of bounds"):
             write()
     np.testing.assert_array_equal(np.asarray(lazy), np.arange(5.0) * 2)
+
+
+# ---- selections whose length the values decide ----------------------------------------------------
+
+
+SELECTIONS = {
+    "nonzero": lambda xp, a: xp.nonzero(a * 2),
+    "where": lambda xp, a: xp.where(a > 0),
+    "flatnonzero": lambda xp, a: xp.flatnonzero(a - 1),
+    "argwhere": lambda xp, a: xp.argwhere(a < 0),
+    "extract": lambda xp, a: xp.extract(a > 0, a * 3),
+    "compress": lambda xp, a: xp.compress(a.ravel()[: a.shape[-1]] > 0, a + 1, axis=-1),
+    "compress flattened": lambda xp, a: xp.compress(a.ravel() != 0, a * 2),
+}
+
+
+@pytest.mark.parametrize("kernel_backend", KERNEL_BACKENDS)
+@given(
+    a=hnp.arrays(
+        np.int64,
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+        elements=st.integers(-3, 3),
+    ),
+    selection=st.sampled_from(sorted(SELECTIONS)),
+)
+def test_selections_give_numpys_positions_and_values(kernel_backend, a, selection):
+    expected = SELECTIONS[selection](np, a)
+    with backend(kernel_backend):
+        result = SELECTIONS[selection](dnp, dynfuse.asarray(a))
+    for got, want in zip(
+        *((result, expected) if isinstance(expected, tuple) else ((result,), (expected,))), strict=True
+    ):
+        got = np.asarray(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert dynfuse.stats()["fallbacks"] == 0

@@ -80,9 +80,8 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs
 
 
 def where(condition: Any, x: Any = None, y: Any = None) -> Any:
-    if x is None and y is None:
-        why = "one-argument where: its shape depends on the values"
-        return record.fallback("where", np.where, (condition,), {}, why)
+    if x is None and y is None:  # the positions of the nonzero values, computed here
+        return record.selected_now(np.nonzero, condition)
     if x is None or y is None:
         raise ValueError("where: either both or neither of x and y should be given")
     return record.elementwise(ops.ELEMENTWISE["where"], (condition, x, y))

@@ -2,7 +2,8 @@
 
 Views (reshape, transpose, broadcasting, new axes, flips) cost nothing: a kernel reads through
 them, and through ``roll`` too (an index map that wraps around the axis; its result is an array of
-its own, as NumPy's); ``take`` and ``take_along_axis`` are gathers, read at computed positions.
+its own, as NumPy's); ``take`` and ``take_along_axis`` are gathers, read at computed positions;
+``extract`` and ``compress`` gather where ``nonzero``, computed at the call, says.
 ``concatenate``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers)
 that NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
 and ``meshgrid`` are written here as NumPy writes them, from those and from views.
@@ -20,18 +21,22 @@ from .. import ops, record, views
 from ..array import LazyArray
 
 __all__ = [
+    "argwhere",
     "atleast_1d",
     "atleast_2d",
     "atleast_3d",
     "broadcast_arrays",
     "broadcast_to",
     "column_stack",
+    "compress",
     "concat",
     "concatenate",
     "copy",
     "diff",
     "dstack",
     "expand_dims",
+    "extract",
+    "flatnonzero",
     "flip",
     "fliplr",
     "flipud",
@@ -39,6 +44,7 @@ __all__ = [
     "meshgrid",
     "moveaxis",
     "ndim",
+    "nonzero",
     "pad",
     "permute_dims",
     "ravel",
@@ -264,6 +270,32 @@ def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "r
 
 def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Any:
     return record.take_along_axis(arr, indices, axis)
+
+
+def nonzero(a: Any) -> tuple:
+    return record.selected_now(np.nonzero, a)
+
+
+def flatnonzero(a: Any) -> Any:
+    return record.selected_now(np.nonzero, record.reshape(a, -1))[0]
+
+
+def argwhere(a: Any) -> Any:
+    return record.selected_now(np.argwhere, a)
+
+
+def extract(condition: Any, arr: Any) -> Any:
+    """The values of ``arr`` where ``condition`` holds, flattened: a gather at the positions of the
+    condition's nonzero values (computed here: their count is the result's length)."""
+    return take(record.reshape(arr, -1), flatnonzero(condition))
+
+
+def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
+    """The slices of ``a`` along ``axis`` where ``condition`` (1-d) holds: a gather, as ``take``."""
+    if out is not None or np.ndim(condition) != 1:
+        why = "out=, or a condition of other than one dimension"
+        return record.fallback("compress", np.compress, (condition, a), {"axis": axis, "out": out}, why)
+    return take(a, nonzero(condition)[0], axis)
 
 
 def tile(A: Any, reps: Any) -> Any:
