@@ -258,9 +258,11 @@ REDUCTION_FACTS = {
 
 
 def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) -> tuple[np.dtype, bool]:
-    """The dtype a reduction accumulates in, and whether it sums pairwise.
+    """The dtype a reduction accumulates in, and whether it sums pairwise: where the kernel's
+    innermost axis is reduced, as NumPy's reduce loop along it does; across a kept innermost axis
+    NumPy adds each row of elements to the row of sums in turn, so each sum is in order.
 
-    A float16 sum accumulates in float32 (pairwise, as NumPy's). A float16 product follows NumPy's
+    A float16 sum accumulates in float32. A float16 product follows NumPy's
     loops: where the kernel's innermost axis is reduced, NumPy's inner loop runs along it in float32
     and rounds once (a product may pass 65504 on the way and come back); where it is kept, the
     inner loop runs across the kept axis and every step is rounded to float16."""
@@ -272,7 +274,7 @@ def accumulation(inst: Instruction, operand: np.dtype, innermost_reduced: bool) 
         dtype = BOOL
     else:
         dtype = operand
-    return dtype, facts.additive and dtype.kind in "fc"
+    return dtype, facts.additive and dtype.kind in "fc" and innermost_reduced
 
 
 def scan_step(inst: Instruction) -> str:
