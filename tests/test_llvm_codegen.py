@@ -116,3 +116,26 @@ def test_finish_is_vectorized_only_where_it_combines_every_columns_states(shape,
     finish = optimized[optimized.index(f"@{llvm.FINISH}(") :]
     finish = finish[: finish.index("\n}\n")]
     assert bool(re.search(r"<\d+ x ", finish)) == vectorized  # a vector type: <8 x float>
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(50, 100), (3, 8192), (3, 8193)])
+def test_a_dear_value_a_later_pass_reads_again_is_kept_from_its_own_pass(dtype, shape):
+    """Softmax's divide reads the sum's exponentials: kept in a row from the pass that computes them
+    (where the row fits ``ROW_KEPT_BYTES``), not computed again; the result is the same either way."""
+    values = np.random.default_rng(3).random(shape).astype(dtype) * 4
+    x = dynfuse.asarray(values)
+
+    def softmax(xp, x):
+        e = xp.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True) + xp.sqrt(x)  # sqrt: cheap, computed again
+
+    kernel = kernel_of(softmax(np, x))
+    kept_in_row = llvm._KernelModule(kernel).kept_in_row
+    exponentials = [n for n, inst in enumerate(kernel.instructions) if inst.op.name == "exp"]
+    row_bytes = shape[1] * np.dtype(dtype).itemsize
+    assert kept_in_row == ({exponentials[0]: row_bytes} if row_bytes <= llvm.ROW_KEPT_BYTES else {})
+    with np.errstate(all="ignore"):
+        expected = softmax(np, values)
+    tolerance = 4 * np.finfo(dtype).eps
+    np.testing.assert_allclose(np.asarray(softmax(np, x)), expected, rtol=tolerance, atol=tolerance)

@@ -106,6 +106,12 @@ LINE_COLUMNS = 64  # a narrower chunk holds a multiple of this many columns
 # 5.3 and 6.9; 16 int8, 10.9 and 3.9.
 MIN_COLUMNS = 16
 MIN_COLUMN_BYTES = 20
+# A per-element value that a later pass over a row reads again is kept from the pass that computes
+# it, in a row of its own in the call's scratch (at most this many bytes in all), where computing it again
+# costs at least ``ROW_KEPT_COST`` (an exp: softmax's divide reads the sum's exponentials); a store
+# and a load from L1 cost about 2.
+ROW_KEPT_BYTES = 1 << 16
+ROW_KEPT_COST = 8
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 HALF, FLOAT, DOUBLE = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -1555,6 +1561,7 @@ class _KernelModule(KernelFacts):
         self.operand_strides = self.known_strides()
         self.operand_wraps = self.known_wraps()
         self.lanes = self.chunk_columns() if self.columns else 1  # rows reduced together
+        self.kept_in_row = self.values_kept_in_row()
         domain = self.module.add_metadata([ir.MetaDataString(self.module, "dynfuse.outputs")])
         self.scopes = [
             self.module.add_metadata([ir.MetaDataString(self.module, f"out{position}"), domain])
@@ -1674,14 +1681,16 @@ class _KernelModule(KernelFacts):
         return not output.row or not self.reduce_axes
 
     def needed(self, stage: int | None) -> list[int]:
-        """Per-element instructions a pass computes: what its reductions and outputs read."""
+        """Per-element instructions a pass computes, or reads from where an earlier pass kept them
+        (``kept_in_row``): what its reductions and outputs read."""
         roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
         roots = [n for n in roots if stage is None or self.instructions[n].stage == stage]
         roots += [self.instructions[n].args[0] for n in self.accumulating(stage)]
-        return self.reading(roots)
+        return self.reading(roots, self.kept_before(stage))
 
-    def reading(self, roots: list[int]) -> list[int]:
-        """``roots`` and the per-element instructions they read, in order (per-row ones are known)."""
+    def reading(self, roots: list[int], known: frozenset[int] = frozenset()) -> list[int]:
+        """``roots`` and the per-element instructions they read, in order (per-row ones are known,
+        and so are the arguments of ``known`` ones)."""
         wanted: set[int] = set()
         roots = list(roots)
         while roots:
@@ -1690,8 +1699,57 @@ class _KernelModule(KernelFacts):
             if number in wanted or (inst.row and self.reduce_axes) or inst.op.kind is OpKind.SCALAR:
                 continue
             wanted.add(number)
-            roots.extend(inst.args)
+            if number not in known:
+                roots.extend(inst.args)
         return sorted(wanted)
+
+    def kept_before(self, stage: int | None) -> frozenset[int]:
+        """The values pass ``stage`` reads from where an earlier pass kept them."""
+        if stage is None:
+            return frozenset()
+        return frozenset(n for n in self.kept_in_row if self.instructions[n].stage < stage)
+
+    def values_kept_in_row(self) -> dict[int, int]:
+        """Per-element values a pass computes that a later pass reads again, where computing them
+        again costs ``ROW_KEPT_COST`` or more: kept in a row of their own (by number: its bytes).
+        Only row by row (no columns, no scans) and where the rows fit ``ROW_KEPT_BYTES``."""
+        passes = self.kernel.passes
+        if not self.reduce_axes or self.columns or self.scans or passes < 2:
+            return {}
+        computed = {stage: set(self.reading(self._pass_roots(stage))) for stage in range(passes)}
+        kept: dict[int, int] = {}
+        for number in sorted(computed[0].union(*computed.values()), key=self._cost, reverse=True):
+            inst = self.instructions[number]
+            if inst.op.kind is not OpKind.ELEMENTWISE or self._cost(number) < ROW_KEPT_COST:
+                continue
+            later = any(number in computed[stage] for stage in range(inst.stage + 1, passes))
+            size = self.row_elements * inst.dtype.itemsize
+            if (
+                number in computed.get(inst.stage, ())
+                and later
+                and sum(kept.values()) + size <= ROW_KEPT_BYTES
+            ):
+                kept[number] = size
+        return kept
+
+    def _pass_roots(self, stage: int) -> list[int]:
+        roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
+        roots = [n for n in roots if self.instructions[n].stage == stage]
+        return roots + [self.instructions[n].args[0] for n in self.accumulating(stage)]
+
+    def _cost(self, number: int) -> float:
+        """What computing per-element value ``number`` again costs: its op and the per-element ops
+        under it (loads and per-row values are at hand)."""
+        total, stack, seen = 0.0, [number], set()
+        while stack:
+            at = stack.pop()
+            inst = self.instructions[at]
+            if at in seen or inst.row or inst.op.kind is not OpKind.ELEMENTWISE:
+                continue
+            seen.add(at)
+            total += element_cost(inst)
+            stack.extend(inst.args)
+        return total
 
     def accumulating(self, stage: int | None) -> list[int]:
         return [n for n in self.reductions if self.instructions[self.instructions[n].args[0]].stage == stage]
@@ -1741,6 +1799,7 @@ class _KernelFunction:
         self.params = self.load_params()
         self.kept: dict[int, tuple[ir.Value, np.dtype]] = {}  # per-row values, by number: lane storage
         self.running: dict[int, ir.Value] = {}  # each scan's running value: lane storage
+        self.rows_kept: dict[int, ir.Value] = {}  # per-element values kept between passes: a row each
 
     def watch_flags(self) -> None:
         """Start counting floating-point flags: the ones ``_Scalars.report`` raises, and on x86 the
@@ -1817,6 +1876,13 @@ class _KernelFunction:
                 if others:
                     instruction.set_metadata("noalias", module.add_metadata(others))
 
+    def in_row(self, number: int, index: ir.Value) -> ir.Value:
+        """Where value ``number`` of the row's element ``index`` is kept between passes."""
+        if number not in self.rows_kept:
+            row = ir.ArrayType(storage_type(self.module.instructions[number].dtype), self.module.row_elements)
+            self.rows_kept[number] = self.scratch_array(row, self.module.kept_in_row[number])
+        return self.b.gep(self.rows_kept[number], [ir.Constant(I64, 0), index])
+
     def variable(self, value_type: ir.Type) -> ir.Value:
         """An alloca in the entry block, where LLVM promotes it to registers."""
         return ir.IRBuilder(self.entry_block).alloca(value_type)
@@ -1830,8 +1896,12 @@ class _KernelFunction:
         array_type = ir.ArrayType(value_type, self.module.lanes)
         if levels is not None:
             array_type = ir.ArrayType(array_type, levels)
+        return self.scratch_array(array_type, dtype.itemsize * self.module.lanes * (levels or 1))
+
+    def scratch_array(self, array_type: ir.Type, size: int) -> ir.Value:
+        """An array of ``size`` bytes in the call's scratch, in a scope of its own."""
         offset = aligned(self.scratch_used)
-        self.scratch_used = offset + dtype.itemsize * self.module.lanes * (levels or 1)
+        self.scratch_used = offset + size
         builder = ir.IRBuilder(self.entry_block)
         start = builder.gep(self.scratch, [ir.Constant(I64, offset)])
         self.lane_arrays.append(builder.bitcast(start, array_type.as_pointer()))
@@ -2032,6 +2102,9 @@ class _KernelFunction:
                     buffers[number] = self.variable(ir.ArrayType(values[number].ir.type, BLOCK))
                 self.b.store(values[number].ir, buffered(number, slot))
 
+        reading_kept = sorted(module.kept_before(stage).intersection(wanted))
+        keeping = [n for n in wanted if n in module.kept_in_row and module.instructions[n].stage == stage]
+
         def body(index: ir.Value, offsets: list[ir.Value], slot: ir.Value) -> None:
             def lane(j: ir.Value | None) -> None:
                 values = self.row_values(j)
@@ -2039,10 +2112,18 @@ class _KernelFunction:
                     values[number] = Value(
                         self.b.load(buffered(number, slot)), module.instructions[number].dtype
                     )
+                for number in reading_kept:
+                    dtype = module.instructions[number].dtype
+                    values[number] = Value(
+                        from_memory(self.b, self.b.load(self.in_row(number, index)), dtype), dtype
+                    )
                 lane_offsets = self.lane_offsets(unit, j, offsets)
                 for number in wanted:
                     if number not in values:
                         values[number] = self.compute(number, values, lane_offsets, j)
+                for number in keeping:
+                    stored = to_memory(self.b, values[number].ir, values[number].dtype)
+                    self.b.store(stored, self.in_row(number, index))
                 for accumulator in accumulators:
                     accumulator.update(values[module.instructions[accumulator.number].args[0]], index, j)
                 for position, value in outputs:
