@@ -2976,7 +2976,12 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
         if (PyArray_TYPE(by) != NPY_BOOL && PyArray_NDIM(buffer) > 0 && PyArray_DIM(buffer, 0) > 0
             && PyArray_SIZE(by) * (PyArray_SIZE(buffer) / PyArray_DIM(buffer, 0)) >= limit)
             return NULL; /* a gather of a large result: recorded, read by the kernel that consumes it */
-        PyObject *gathered = PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
+        int type = PyArray_TYPE(by);
+        PyObject *gathered = PyTypeNum_ISINTEGER(type) && (PyTypeNum_ISSIGNED(type) || PyArray_ITEMSIZE(by) < 8)
+                                     && PyArray_NDIM(buffer) > 0 && PyArray_NDIM(by) > 0
+                                 /* NumPy's take: its indexing copies each element apart */
+                                 ? PyArray_TakeFrom(buffer, gather, 0, NULL, NPY_RAISE)
+                                 : PyObject_GetItem(NODE_SLOT(node, BUFFER), gather);
         return gathered == NULL ? NULL : direct_result(gathered);
     }
     int too_large = 0;

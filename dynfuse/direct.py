@@ -14,6 +14,7 @@ Each function returns ``DECLINED`` where its op is not direct: the recorder then
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -176,6 +177,8 @@ def getitem(array: Any, index: Any) -> Any:
         computed = _computed_index(index)
         if computed is DECLINED or _gathers_much(node.buffer, computed, limit):
             return DECLINED
+        if type(computed) is np.ndarray and computed.dtype.kind == "i" and computed.ndim and node.buffer.ndim:
+            return result(np.take(node.buffer, computed, axis=0))  # NumPy's indexing, faster
         return result(node.buffer[computed])
     viewed = node.buffer[index]
     if not isinstance(viewed, np.ndarray):  # NumPy's scalar: one element, copied
@@ -187,12 +190,32 @@ def getitem(array: Any, index: Any) -> Any:
 
 def _gathers_much(buffer: np.ndarray, index: Any, limit: int) -> bool:
     """Whether ``index`` gathers (integer arrays, no mask) ``limit`` elements or more of ``buffer``:
-    then it is recorded, and the kernel that consumes it reads the elements where they are. Its
-    size is NumPy's indexing of a stand-in without bytes, which raises NumPy's IndexError."""
+    then it is recorded, and the kernel that consumes it reads the elements where they are. Counted
+    from the shapes alone; an index NumPy refuses is left to NumPy's indexing, and its error, and so
+    is one with a new axis (``record`` takes none)."""
     items = index if type(index) is tuple else (index,)
-    if any(np.asarray(item).dtype == np.bool_ for item in items if not isinstance(item, slice)):
+    if any(item is None for item in items):
         return False
-    return views.zero_byte_stand_in(buffer.shape)[index].size >= limit
+    axes = buffer.ndim - sum(item is not None and item is not Ellipsis for item in items)
+    arrays, elements, axis = [], 1, 0
+    try:
+        for item in items:
+            if item is Ellipsis:
+                elements *= math.prod(buffer.shape[axis : axis + axes])
+                axis += axes
+            elif isinstance(item, slice):
+                elements *= len(range(*item.indices(buffer.shape[axis])))
+                axis += 1
+            elif item is not None:
+                value = item if isinstance(item, np.ndarray) else np.asarray(item)
+                if value.dtype == np.bool_:
+                    return False
+                arrays.append(value.shape)
+                axis += 1
+        indexed = math.prod(np.broadcast_shapes(*arrays))
+    except (IndexError, ValueError):
+        return False
+    return elements * indexed * math.prod(buffer.shape[axis:]) >= limit
 
 
 def viewed_by_numpy(node: Node) -> bool:

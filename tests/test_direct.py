@@ -227,6 +227,29 @@ def test_a_large_gather_of_a_computed_array_is_recorded_for_its_consumer(recorde
         a[dnp.asarray(np.append(first, 900))]
 
 
+@pytest.mark.parametrize(
+    ("index", "recorded"),
+    [
+        ((slice(None), np.arange(300)), True),
+        ((Ellipsis, np.arange(10)), False),
+        ((np.arange(300)[:, None], np.arange(300)), True),
+        ((np.arange(300), 5), False),
+        ((None, np.arange(300), slice(10, None, 2)), False),  # a new axis: NumPy's indexing
+        ((np.arange(300), slice(10, None, 2)), True),
+        ((np.arange(300) % 2 == 0, slice(None)), False),  # a mask: NumPy's indexing at any size
+        ((slice(None), np.array([[1, -1]] * 200)), True),
+    ],
+)
+def test_a_gather_is_recorded_from_direct_elements_of_result(recorder, index, recorded):
+    values = np.arange(300.0 * 300).reshape(300, 300)
+    a = dnp.asarray(values.copy())
+    got = a[index]
+    assert bool(got._node.inputs) is recorded
+    same(got, values[index])
+    with pytest.raises(IndexError):
+        a[np.arange(301), np.arange(301)]
+
+
 @pytest.mark.parametrize("shape", [(5, 6), (300, 300)])
 def test_writes_through_masks_and_index_arrays_of_computed_arrays_are_numpys(recorder, shape):
     """At any size: NumPy writes through a mask or an index array in place either way."""
