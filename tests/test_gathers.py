@@ -315,3 +315,17 @@ def test_selections_give_numpys_positions_and_values(kernel_backend, a, selectio
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert dynfuse.stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("kernel_backend", ["cpu", pytest.param("cuda-emulator", marks=pytest.mark.slow)])
+def test_an_index_changed_where_numpy_sees_it_never_reads_outside_the_array(kernel_backend):
+    """Indices are checked where the gather is written; one changed later through memory NumPy can
+    see (as a pending read of any array sees such a change) moves the read to the first element,
+    never outside the data."""
+    with backend(kernel_backend):
+        index = dynfuse.evaluate(dynfuse.asarray(np.array([0, 1, 2])) * 1)
+        data = dynfuse.evaluate(dynfuse.asarray(np.arange(5.0)) + 1)
+        gathered = (data * 2)[index]
+        shared = np.asarray(index)  # the index's own memory
+        shared[0], shared[1] = 10**12, -(10**12)
+        np.testing.assert_array_equal(np.asarray(gathered), [2.0, 2.0, 6.0])

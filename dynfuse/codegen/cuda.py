@@ -712,11 +712,8 @@ class _Generator(KernelFacts):
         ]
 
     def position(self, number: int, extent: int) -> str:
-        """Index value ``v{number}`` as a position along an axis of ``extent``: negative ones from
-        the end."""
-        if self.instructions[number].dtype.kind != "i":
-            return f"(df_i64)v{number}"
-        return f"((df_i64)v{number} < 0 ? (df_i64)v{number} + {extent} : (df_i64)v{number})"
+        """Index value ``v{number}`` as a position along an axis of ``extent`` (``df_position``)."""
+        return f"df_position((df_i64)v{number}, {extent})"
 
     @staticmethod
     def offset(coordinates: dict[int, str], strides: list[str], wraps: tuple = ()) -> str:

@@ -150,6 +150,14 @@ __device__ __forceinline__ df_i64 df_wrap(df_i64 coordinate, df_i64 start, df_i6
   return moved >= modulus ? moved - modulus : moved;
 }
 
+// A gathering load's position along an axis of extent elements: a negative index from the end. An
+// index is checked where it is written; one that memory NumPy can see changed since (its bounds
+// checked no more) reads the first element, never outside the array.
+__device__ __forceinline__ df_i64 df_position(df_i64 index, df_i64 extent) {
+  const df_i64 position = index < 0 ? index + extent : index;
+  return (df_u64)position < (df_u64)extent ? position : 0;
+}
+
 // x86's truncating conversions, which NumPy's loops give: the lowest integer when out of range
 __device__ __forceinline__ df_i32 df_truncate32(double value) {
   return (value >= -2147483648.0 && value < 2147483648.0) ? (df_i32)value : (df_i32)0x80000000;

@@ -1966,14 +1966,17 @@ class _KernelFunction:
         return Value(from_memory(self.b, instruction, operand.dtype), operand.dtype)
 
     def position(self, index: Value, extent: int) -> ir.Value:
-        """An index value as a position along an axis of ``extent``: negative ones from the end."""
+        """An index value as a position along an axis of ``extent``: negative ones from the end. An
+        index is checked where it is written; one that memory NumPy can see changed since (its
+        bounds checked no more) reads the first element, never outside the array."""
         value = index.ir
         if value.type.width < 64:
             value = (self.b.sext if index.dtype.kind == "i" else self.b.zext)(value, I64)
-        if index.dtype.kind != "i":
-            return value
-        negative = self.b.icmp_signed("<", value, ir.Constant(I64, 0))
-        return self.b.select(negative, self.b.add(value, ir.Constant(I64, extent)), value)
+        bound = ir.Constant(I64, extent)
+        if index.dtype.kind == "i":
+            negative = self.b.icmp_signed("<", value, ir.Constant(I64, 0))
+            value = self.b.select(negative, self.b.add(value, bound), value)
+        return self.b.select(self.b.icmp_unsigned("<", value, bound), value, ir.Constant(I64, 0))
 
     def store(self, position: int, value: Value, offset: ir.Value) -> None:
         module, scopes = self.module.module, self.module.scopes
