@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+import pytest
 
 import dynfuse
 from dynfuse import execute, registry, replay
@@ -79,6 +80,20 @@ def on_cpu_leaving_to_numpy(monkeypatch, library_ops: Iterable[tuple[str, str]])
         yield
     finally:
         replay.clear_plans()
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[None]:
+    """``name`` as the chosen backend inside the block; the test skipped where it cannot run here."""
+    reason = registry.unavailable_reason(name)
+    if reason is not None:
+        pytest.skip(reason)
+    saved = registry.backend
+    dynfuse.set_backend(name)
+    try:
+        yield
+    finally:
+        dynfuse.set_backend(saved)
 
 
 def kernel_of(array):

@@ -5,8 +5,6 @@ what consumes the result; the result's axes are laid out as NumPy lays them. An 
 bounds raises NumPy's IndexError where it is written.
 """
 
-import contextlib
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -15,7 +13,8 @@ from hypothesis.extra import numpy as hnp
 
 import dynfuse
 import dynfuse.numpy as dnp
-from dynfuse import registry
+
+from .helpers import backend
 
 KERNEL_BACKENDS = [
     "numpy",
@@ -24,19 +23,6 @@ KERNEL_BACKENDS = [
     pytest.param("cuda-emulator", marks=pytest.mark.slow),
     pytest.param("cuda", marks=pytest.mark.gpu),
 ]
-
-
-@contextlib.contextmanager
-def backend(name):
-    reason = registry.unavailable_reason(name)
-    if reason is not None:
-        pytest.skip(reason)
-    saved = registry.backend
-    dynfuse.set_backend(name)
-    try:
-        yield
-    finally:
-        dynfuse.set_backend(saved)
 
 
 @st.composite

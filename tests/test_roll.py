@@ -4,8 +4,6 @@ A roll's result is an array of its own (NumPy's is a copy), so writes through it
 rolled are checked too; its errors are NumPy's, raised where it is called.
 """
 
-import contextlib
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -16,25 +14,14 @@ import dynfuse
 import dynfuse.numpy as dnp
 from dynfuse import registry
 
+from .helpers import backend
+
 KERNEL_BACKENDS = [
     "groups",
     "cpu",
     pytest.param("cuda-emulator", marks=pytest.mark.slow),
     pytest.param("cuda", marks=pytest.mark.gpu),
 ]
-
-
-@contextlib.contextmanager
-def backend(name):
-    reason = registry.unavailable_reason(name)
-    if reason is not None:
-        pytest.skip(reason)
-    saved = registry.backend
-    dynfuse.set_backend(name)
-    try:
-        yield
-    finally:
-        dynfuse.set_backend(saved)
 
 
 def laplacian(xp, z):
