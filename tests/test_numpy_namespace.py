@@ -173,9 +173,16 @@ def test_fall_through_functions_run_numpy_and_are_counted_by_name():
         lambda xp, x: xp.fill_diagonal(x.reshape(2, 2), 9),
         lambda xp, x: xp.add.at(x, [0, 0, 3], 1),
         lambda xp, x: np.copyto(x, 5),  # through __array_function__
+        lambda xp, x: xp.copyto(x, x[::-1] * 3, where=x > 1),
+        lambda xp, x: xp.putmask(x, x % 2 == 0, [10, 20]),
+        lambda xp, x: xp.place(x, x > 0, [5, 6]),
+        lambda xp, x: xp.put_along_axis(x.reshape(2, 2), np.array([[1], [0]]), -1, axis=1),
+        lambda xp, x: xp.put(x, [5, -9], [1, 2], mode="clip"),
     ],
 )
-def test_fall_through_writes_keep_numpys_aliasing(write):
+def test_writes_into_a_lazy_array_keep_numpys_aliasing(write):
+    """NumPy's functions that write into their first argument write at their line: what was
+    recorded before reads the values from before, as in NumPy."""
     expected = np.arange(4)
     before = expected * 2
     write(np, expected)
@@ -184,6 +191,17 @@ def test_fall_through_writes_keep_numpys_aliasing(write):
     write(dnp, x)
     assert_like_numpy(x, expected)
     assert_like_numpy(pending, before)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap"])
+def test_take_clips_or_wraps_its_indices_as_numpys(mode):
+    values = np.arange(12.0).reshape(3, 4)
+    indices = np.array([[-7, 0], [3, 9]])
+    for axis in (None, 0, 1, -1):
+        got = dnp.take(dynfuse.asarray(values) * 2, indices, axis=axis, mode=mode)
+        assert_like_numpy(got, np.take(values * 2, indices, axis=axis, mode=mode))
+    assert dynfuse.stats()["fallbacks"] == 0
 
 
 # ---- creation ----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Views (reshape, transpose, broadcasting, new axes, flips) cost nothing: a kernel reads through
 them, and through ``roll`` too (an index map that wraps around the axis; its result is an array of
 its own, as NumPy's); ``take`` and ``take_along_axis`` are gathers, read at computed positions;
-``extract`` and ``compress`` gather where ``nonzero``, computed at the call, says.
+``extract`` and ``compress`` gather where ``nonzero``, computed at the call, says. ``copyto``,
+``put``, ``place``, ``putmask``, ``fill_diagonal`` and ``put_along_axis`` write at their line.
 ``concatenate``, ``tile``, ``repeat`` and ``pad`` are library calls (barriers)
 that NumPy runs on buffers; ``stack``, ``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``diff``
 and ``meshgrid`` are written here as NumPy writes them, from those and from views.
@@ -19,6 +20,7 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from .. import ops, record, views
 from ..array import LazyArray
+from ..devices import HOST
 
 __all__ = [
     "argwhere",
@@ -32,10 +34,12 @@ __all__ = [
     "concat",
     "concatenate",
     "copy",
+    "copyto",
     "diff",
     "dstack",
     "expand_dims",
     "extract",
+    "fill_diagonal",
     "flatnonzero",
     "flip",
     "fliplr",
@@ -47,6 +51,10 @@ __all__ = [
     "nonzero",
     "pad",
     "permute_dims",
+    "place",
+    "put",
+    "put_along_axis",
+    "putmask",
     "ravel",
     "repeat",
     "reshape",
@@ -257,14 +265,20 @@ roll.asks_site = True  # run at once unless its place in the program records (``
 
 def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:
     """NumPy's ``take``: a gather along one axis (of the flattened array without one), read by the
-    kernel that consumes it. ``out=`` and the clipping or wrapping modes are NumPy's to run."""
-    if out is not None or mode != "raise":
-        arguments = {"axis": axis, "out": out, "mode": mode}
-        return record.fallback("take", np.take, (a, indices), arguments, "out= or a mode other than 'raise'")
+    kernel that consumes it. The clipping and wrapping modes move the indices into the axis here
+    (they are computed here anyway); ``out=`` is NumPy's to run."""
     array = record.lazy(a)
+    extent = array.size if axis is None else array.shape[normalize_axis_index(axis, array.ndim)]
+    if out is not None or mode not in ("raise", "clip", "wrap") or (mode != "raise" and not extent):
+        arguments = {"axis": axis, "out": out, "mode": mode}
+        why = "out=, or a clipping or wrapping mode along an empty axis"
+        return record.fallback("take", np.take, (a, indices), arguments, why)
     if axis is None:
         array, axis = record.reshape(array, -1), 0
     axis = normalize_axis_index(axis, array.ndim)
+    if mode != "raise":
+        positions = np.asarray(record.host_value(record.lazy(indices)._node))
+        indices = np.clip(positions, 0, extent - 1) if mode == "clip" else np.mod(positions, extent)
     return record.getitem(array, (slice(None),) * axis + (indices,))
 
 
@@ -296,6 +310,32 @@ def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
         why = "out=, or a condition of other than one dimension"
         return record.fallback("compress", np.compress, (condition, a), {"axis": axis, "out": out}, why)
     return take(a, nonzero(condition)[0], axis)
+
+
+def _written(function: Callable) -> Callable:
+    """NumPy's ``function`` that writes into its first argument (``copyto``, ``put``, ``place``...),
+    run at its line into a lazy array's memory, as a write through an index array or a mask is
+    (``record.write_now``); into another array, NumPy's on computed arguments."""
+
+    def write(target: Any, *args: Any, **kwargs: Any) -> None:
+        if type(target) is not LazyArray or target._node.memory is not HOST:
+            why = "a write into an array that is not a lazy array of the host"
+            return record.fallback(function.__name__, function, (target, *args), kwargs, why)
+        return record.write_now(
+            function.__name__,
+            target,
+            (args, kwargs),
+            lambda buffer, args, kwargs: function(buffer, *args, **kwargs),
+        )
+
+    write.__name__ = write.__qualname__ = function.__name__
+    write.__doc__ = function.__doc__
+    return write
+
+
+copyto, put, place, putmask, fill_diagonal, put_along_axis = map(
+    _written, (np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis)
+)
 
 
 def tile(A: Any, reps: Any) -> Any:
