@@ -527,7 +527,7 @@ def _gather(data: np.ndarray, *indices: np.ndarray, sources: tuple[int, ...]) ->
     ranges along the followed axes."""
     indexed = [axis for axis, source in enumerate(sources) if source < 0]
     first, count = indexed[0], len(indexed)
-    block = (indices[0].ndim if indices else 0) - (data.ndim - count)  # the indices' own axes
+    block = indices[0].ndim - (data.ndim - count)  # the indices' own axes
     own = slice(first, first + block)
     natural = (
         indexed == list(range(first, first + count))

@@ -1683,10 +1683,7 @@ class _KernelModule(KernelFacts):
     def needed(self, stage: int | None) -> list[int]:
         """Per-element instructions a pass computes, or reads from where an earlier pass kept them
         (``kept_in_row``): what its reductions and outputs read."""
-        roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
-        roots = [n for n in roots if stage is None or self.instructions[n].stage == stage]
-        roots += [self.instructions[n].args[0] for n in self.accumulating(stage)]
-        return self.reading(roots, self.kept_before(stage))
+        return self.reading(self._pass_roots(stage), self.kept_before(stage))
 
     def reading(self, roots: list[int], known: frozenset[int] = frozenset()) -> list[int]:
         """``roots`` and the per-element instructions they read, in order (per-row ones are known,
@@ -1732,9 +1729,10 @@ class _KernelModule(KernelFacts):
                 kept[number] = size
         return kept
 
-    def _pass_roots(self, stage: int) -> list[int]:
+    def _pass_roots(self, stage: int | None) -> list[int]:
+        """What a pass writes and accumulates (every pass: ``None``)."""
         roots = [out.value for out in self.kernel.outputs if self.per_element(out)]
-        roots = [n for n in roots if self.instructions[n].stage == stage]
+        roots = [n for n in roots if stage is None or self.instructions[n].stage == stage]
         return roots + [self.instructions[n].args[0] for n in self.accumulating(stage)]
 
     def _cost(self, number: int) -> float:
