@@ -196,7 +196,7 @@ def _gathers_much(buffer: np.ndarray, index: Any, limit: int) -> bool:
     items = index if type(index) is tuple else (index,)
     if any(item is None for item in items):
         return False
-    axes = buffer.ndim - sum(item is not None and item is not Ellipsis for item in items)
+    axes = buffer.ndim - sum(item is not Ellipsis for item in items)  # what an Ellipsis stands for
     arrays, elements, axis = [], 1, 0
     try:
         for item in items:
@@ -206,7 +206,7 @@ def _gathers_much(buffer: np.ndarray, index: Any, limit: int) -> bool:
             elif isinstance(item, slice):
                 elements *= len(range(*item.indices(buffer.shape[axis])))
                 axis += 1
-            elif item is not None:
+            else:
                 value = item if isinstance(item, np.ndarray) else np.asarray(item)
                 if value.dtype == np.bool_:
                     return False
