@@ -32,6 +32,10 @@ CASES = [
     ("arctanh of 1", lambda xp, x: xp.arctanh(x * 1.0), [_floats(1.0)]),
     ("cosh overflow", lambda xp, x: xp.cosh(x * 1.0), [_floats(800.0)]),
     ("sin of inf", lambda xp, x: xp.sin(x * 1.0), [_floats(np.inf)]),
+    ("float32 cos of inf", lambda xp, x: xp.cos(x * 1.0), [_floats(np.inf, np.float32)]),
+    ("sin of a subnormal", lambda xp, x: xp.sin(x * 1.0), [_floats(5e-324)]),
+    ("float32 sin of a tiny number", lambda xp, x: xp.sin(x * 1.0), [_floats(1e-30, np.float32)]),
+    ("float32 cos of a tiny number", lambda xp, x: xp.cos(x * 1.0), [_floats(-2e-19, np.float32)]),
     ("divide by zero", lambda xp, x, y: x / (y * 1.0), [_floats(1.0), _floats(0.0)]),
     ("zero by zero", lambda xp, x, y: x / (y * 1.0), [_floats(0.0), _floats(0.0)]),
     ("inf minus inf", lambda xp, x: (x * 1.0) - x, [_floats(np.inf)]),
@@ -175,6 +179,7 @@ def test_clean_data_raises_no_flag():
             dnp.where(x > 0, x, 0.5 * x).sum(),
             (x * 1000.0).astype(np.int16),
             (x * 1.0) // y,
+            dnp.sin(x * 1e7) + dnp.cos(y * 1e-200),  # libm's sin past 2^20, a tiny cos
         ]
         for value in values:
             np.asarray(value)

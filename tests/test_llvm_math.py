@@ -14,6 +14,7 @@ from dynfuse import execute
 from dynfuse.backends import cpu
 from dynfuse.codegen import llvm_math
 from dynfuse.codegen.common import C_MATH
+from dynfuse.codegen.llvm import ENTRY
 
 from .helpers import on_cpu_leaving_to_numpy
 
@@ -55,6 +56,7 @@ def on_the_cpu_backend(monkeypatch):
 def test_the_table_covers_every_function():
     assert set(DOMAINS) == llvm_math.FUNCTIONS
     assert set(BINARY_ARGUMENTS) == llvm_math.BINARY_FUNCTIONS
+    assert {"sin", "cos"} == llvm_math.GUARDED
 
 
 def arguments(name, dtype, rng):
@@ -94,6 +96,47 @@ def assert_within_ulps(actual, reference, max_ulp):
     ulp = np.spacing(np.abs(rounded[compared])).astype(wider)
     error = np.abs(actual[compared].astype(wider) - reference[compared]) / ulp
     assert float(error.max()) <= max_ulp, (np.argmax(error), float(error.max()))
+
+
+def circular_arguments(rng):
+    """Where sin's and cos's errors show: every quarter turn's edges, the doubles nearest multiples
+    of pi/2 up to the core's limit (the remainder cancels most there), magnitudes from 2^-90 to
+    2^60 (tiny ones, and libm's beyond the limit), and both sides of the limit."""
+    count = 100_000
+    turns = rng.integers(1, int(llvm_math.TRIG_LIMIT / 1.5), count).astype(np.longdouble)
+    half_pi = np.longdouble("1.570796326794896619231321691639751442")
+    near = (turns * half_pi).astype(np.float64)
+    limit = llvm_math.TRIG_LIMIT * (1 + rng.uniform(-1e-6, 1e-6, 1000))
+    signs = rng.choice([-1.0, 1.0], count)
+    return np.concatenate(
+        [
+            rng.uniform(-10, 10, count),
+            near * signs,
+            signs * np.exp2(rng.uniform(-90, 60, count)),
+            limit,
+            -limit,
+        ]
+    )
+
+
+# sin and cos in float64: glibc's are within 0.514 ulp on these arguments, the core within 0.57
+# (its last addition's half ulp, and its terms' roundings, 2^-54 of the result at most)
+CIRCULAR_MAX_ULP = {np.dtype(np.float32): 0.501, np.dtype(np.float64): 0.6}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+@pytest.mark.parametrize("name", sorted(llvm_math.GUARDED))
+def test_circular_accuracy_against_a_more_precise_reference(name, dtype):
+    """sin and cos below the core's limit and beyond it (libm's there): float32 correctly rounded
+    from the double, float64 within 0.6 ulp."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        x = circular_arguments(np.random.default_rng(7)).astype(dtype)
+    function = getattr(np, name)
+    wider = np.longdouble if dtype == np.float64 else np.float64
+    with np.errstate(all="ignore"):
+        actual = np.asarray(function(dynfuse.asarray(x)))
+        assert_within_ulps(actual, function(x.astype(wider)), CIRCULAR_MAX_ULP[dtype])
 
 
 def power_arguments(dtype, rng):
@@ -158,7 +201,7 @@ EDGES = np.array(
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
-@pytest.mark.parametrize("name", sorted(DOMAINS))
+@pytest.mark.parametrize("name", sorted([*DOMAINS, *llvm_math.GUARDED]))
 def test_edges_give_what_libm_gives(name, dtype):
     """NaN, ±inf, signed zeros, overflow, subnormal results and domain errors, as NumPy's libm loops."""
     with np.errstate(all="ignore"):
@@ -209,15 +252,23 @@ def computing(name, x):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
 @pytest.mark.parametrize("name", sorted(llvm_math.INLINE))
 def test_loops_calling_them_vectorize(name, dtype):
-    """No call to libm is left in the loop, and the loop works on whole vector registers (for
-    float64 too: no table, whose gather would keep the loop scalar)."""
+    """No call to libm is left in the loop (but on a guarded function's rare path), and the loop
+    works on whole vector registers (for float64 too: no table, whose gather would keep the loop
+    scalar)."""
     x = dynfuse.asarray(np.ones(4096, dtype))
     _, plan = execute.explain_plan([computing(name, x)._node], cpu.BACKEND)
     (step,) = plan.kernels
     assembly = cpu.BACKEND.assembly(step.kernel)
     symbol = C_MATH.get(name, name)
-    assert f"{symbol}f" not in assembly and f"{symbol}@" not in assembly
-    assert re.search(r"\b(vfmadd\d*pd|v?mulpd)\b", assembly), assembly  # packed, not scalar (sd)
+    kernel = assembly[assembly.index(f"{ENTRY}:") :]
+    kernel = kernel[: kernel.index(".Lfunc_end")]
+    if name in llvm_math.GUARDED:
+        # libm only in the rare path's function, which the inlined vector variant calls
+        assert f"{symbol}@" not in kernel and f"dynfuse.{name}.library.v" in kernel
+        assert not re.search(rf"dynfuse\.{name}\.f\d+\.v\d+@", kernel)  # inlined, not called
+    else:
+        assert f"{symbol}f" not in assembly and f"{symbol}@" not in assembly
+    assert re.search(r"\b(vfmadd\d*pd|v?mulpd)\b", kernel), assembly  # packed, not scalar (sd)
 
 
 @pytest.mark.parametrize("name", sorted(llvm_math.INLINE))

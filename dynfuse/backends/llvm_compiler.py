@@ -67,12 +67,16 @@ def target_machine(cpu: str, features: str) -> llvm.TargetMachine:
 # The optimization pipeline: O3 with loop and SLP vectorization, without loop unrolling. A kernel's
 # loops are vectorized with interleaved accumulators already; unrolling them again (a block loop of
 # 128 elements, fully) cost 13-29% of the examples' compile time and made object code larger, for
-# no speed that perf/bench.py could measure. Part of every disk-cache key (object code depends on it).
+# no speed that perf/bench.py could measure. Then ``alwaysinline`` functions are inlined again: the
+# vector variants the loop vectorizer calls (codegen/llvm_math's guarded functions) exist as calls
+# only from then on, and inlined, the interleaved calls' work overlaps. Part of every disk-cache key
+# (object code depends on it).
 PIPELINE = (
     ("speed_level", 3),
     ("loop_vectorization", True),
     ("slp_vectorization", True),
     ("loop_unrolling", False),
+    ("inline_after_vectorizing", True),
 )
 
 
@@ -83,11 +87,16 @@ def compile_ir(machine: llvm.TargetMachine, text: str, output: str) -> bytes:
     module.data_layout = str(machine.target_data)
     module.verify()
     settings = dict(PIPELINE)
+    inline_after_vectorizing = settings.pop("inline_after_vectorizing")
     options = llvm.create_pipeline_tuning_options(speed_level=settings.pop("speed_level"))
     for name, value in settings.items():
         setattr(options, name, value)
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
+    if inline_after_vectorizing:
+        inliner = llvm.create_new_module_pass_manager()
+        inliner.add_always_inliner_pass()
+        inliner.run(module, builder)
     if output == "object":
         return machine.emit_object(module)
     return (machine.emit_assembly(module) if output == "assembly" else str(module)).encode()

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..float_errors import DIVIDE, INVALID, OVERFLOW
+from ..float_errors import DIVIDE, INVALID, OVERFLOW, UNDERFLOW
 from ..kernel import Instruction, Kernel
 from ..ops import HALF_POWERS, SCAN_STEPS, OpKind
 
@@ -70,13 +70,16 @@ COMPLEX_C_MATH = {
     "arctanh": "catanh",
 }
 
-# What C's libm raises for a function of one argument where a generator's own code for it (branch-free,
-# its special cases selected) raises nothing, as tests of the argument: each (flags, test, bound),
-# the tests ``"at_most"`` x <= bound, ``"under"`` x < bound, ``"beyond"`` bound < |x| < inf,
-# ``"outside"`` |x| > bound, ``"from"`` |x| >= bound (``float_errors``' bits). The rest the hardware
-# raises as the code computes: overflow and underflow as the exponentials scale their result. A test
-# that holds where libm raises nothing costs a rerun by NumPy, never a wrong report.
-LIBM_RAISES: dict[str, tuple[tuple[int, str, float], ...]] = {
+# What NumPy's loop raises for a function of one argument where a generator's own code for it
+# (branch-free, its special cases selected) raises nothing, as tests of the argument: each (flags,
+# test, bound), the tests ``"at_most"`` x <= bound, ``"under"`` x < bound, ``"beyond"`` bound < |x|
+# < inf, ``"outside"`` |x| > bound, ``"from"`` |x| >= bound, ``"tiny"`` 0 < |x| < bound
+# (``float_errors``' bits); a bound is one number, or float32's and float64's. The rest the
+# hardware raises as the code computes: overflow and underflow as the exponentials scale their
+# result. A test that holds where NumPy raises nothing costs a rerun by NumPy, never a wrong report.
+# sin and cos underflow as NumPy's loops do: glibc's float64 sin at subnormal x, NumPy's own float32
+# loops wherever their series underflows (|x| up to 2.66e-19, measured).
+LIBM_RAISES: dict[str, tuple[tuple[int, str, float | tuple[float, float]], ...]] = {
     "log": ((DIVIDE | INVALID, "at_most", 0.0),),
     "log2": ((DIVIDE | INVALID, "at_most", 0.0),),
     "log10": ((DIVIDE | INVALID, "at_most", 0.0),),
@@ -86,6 +89,8 @@ LIBM_RAISES: dict[str, tuple[tuple[int, str, float], ...]] = {
     "arcsin": ((INVALID, "outside", 1.0),),
     "arccos": ((INVALID, "outside", 1.0),),
     "sinh": ((OVERFLOW, "beyond", 710.4758600739439),),  # float64's largest finite sinh (float32's rounds)
+    "sin": ((UNDERFLOW, "tiny", (2.6557422e-19, 2.2250738585072014e-308)),),
+    "cos": ((UNDERFLOW, "tiny", (2.6557422e-19, 0.0)),),  # glibc's float64 cos raises none
 }
 
 _CLIP = np._core.umath.clip

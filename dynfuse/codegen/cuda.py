@@ -51,6 +51,7 @@ from .common import (
     BOOL,
     C_MATH,
     COMPARISONS,
+    LIBM_RAISES,
     REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
@@ -855,6 +856,7 @@ class _Generator(KernelFacts):
         raised = _raised(f"v{number}", inst.dtype, operands, name in _EXACT)
         if name in _NAN_INVALID:
             raised += f" | ({_any_nan(operands)} ? DF_INVALID : 0u)"
+        raised += _underflows_by_argument(name, operands[0][0], inst.dtype)
         return [f"df_flags |= {raised};"]
 
     def store(self, position: int, output: Output, address: str, lane: str | None = None) -> str:
@@ -1312,6 +1314,17 @@ _NAN_INVALID = frozenset({"logaddexp", "logaddexp2"})
 def _any_nan(operands: list[tuple[str, np.dtype | None]]) -> str:
     tests = [f"df_isnan({value})" for value, dtype in operands if dtype is not None and dtype.kind == "f"]
     return " || ".join(tests) or "false"
+
+
+def _underflows_by_argument(name: str, x: str, dtype: np.dtype) -> str:
+    """The underflows NumPy's loop of ``name`` raises for tiny nonzero ``x`` (``LIBM_RAISES``),
+    which the value does not show: sin x is x there, no subnormal."""
+    tests = ""
+    for flags, test, bound in LIBM_RAISES.get(name, ()):
+        if test == "tiny":
+            bound = bound[dtype.itemsize == 8] if isinstance(bound, tuple) else bound
+            tests += f" | (fabs((double)({x})) < {float(bound)!r} && {x} != 0 ? {flags}u : 0u)"
+    return tests
 
 
 def _raised(value: str, dtype: np.dtype, operands: list[tuple[str, np.dtype | None]], exact: bool) -> str:

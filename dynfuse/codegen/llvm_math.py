@@ -18,11 +18,21 @@ float32 needs none of it: the double exp and log are far more precise than its r
 
 Each function is defined once per module as an internal ``alwaysinline`` function, so a kernel's
 loop sees only arithmetic after inlining.
+
+sin and cos are guarded: their core reduces x by multiples of pi/2 held to 152 bits, exact enough
+below |x| = 2^20, where the remainder of a double never cancels past 2^-61 of x; beyond it (and at
+infinities) the reduction needs a table of 2/pi's bits indexed by the exponent (Payne and Hanek),
+which would keep a loop scalar, so libm computes those. A branch per element keeps a loop scalar
+too, so each is a function LLVM does not inline, with vector variants that its loop vectorizer
+calls in the function's stead (LLVM's vector function ABI: the scalar function's
+``vector-function-abi-variant`` attribute names them): a variant computes the core on every lane and
+branches to libm only when some lane needs it, which real data almost never asks for.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from decimal import Context, Decimal, getcontext, localcontext
 
@@ -37,7 +47,12 @@ FUNCTIONS = frozenset(
     | {"arcsinh", "arccosh", "arctanh", "cbrt", "arctan", "arcsin", "arccos"}
 )
 BINARY_FUNCTIONS = frozenset({"power", "arctan2"})
-INLINE = FUNCTIONS | BINARY_FUNCTIONS  # every op the generator computes here, not by libm
+GUARDED = frozenset({"sin", "cos"})  # the core where it serves, libm's past it
+INLINE = FUNCTIONS | BINARY_FUNCTIONS | GUARDED  # every op the generator computes here
+# The vector widths LLVM's loop vectorizer may choose for a loop calling a guarded function: each
+# gets its variant (a width without one would call the scalar function lane by lane)
+VARIANT_LANES = (4, 8)
+_VARIANT_NAME = re.compile(r"dynfuse\.\w+\.f(32|64)\.v\d+")
 
 
 def _split(value: Decimal) -> tuple[float, float]:
@@ -96,6 +111,31 @@ with localcontext(Context(prec=50)):
     ARCTAN_CENTERS = [k / 4 for k in range(5)]
     ARCTAN_OF_CENTERS = [_pair(_decimal_arctan(Decimal(c))) for c in ARCTAN_CENTERS]
     COMPLEMENTS_OF_CENTERS = [_pair(2 * _QUARTER_PI - _decimal_arctan(Decimal(c))) for c in ARCTAN_CENTERS]
+
+
+def _parts(value: Decimal, widths: Sequence[int]) -> list[float]:
+    """``value`` as a sum of doubles of ``widths`` significant bits each, the largest first."""
+    parts = []
+    for width in widths:
+        exponent = math.frexp(float(value))[1]
+        scaled = (value * Decimal(2) ** (width - exponent)).to_integral_value()
+        parts.append(math.ldexp(float(scaled), exponent - width))  # exact: fewer than 54 bits
+        value -= Decimal(parts[-1])
+    return parts
+
+
+# sin and cos: x = n·pi/2 + r, pi/2 as four parts whose first three have 33 bits, so that n·part is
+# exact for |n| < 2^20 (x below TRIG_LIMIT), the fourth the 53 bits after them. Below TRIG_TINY,
+# sin x is x and cos x is 1 to the last bit. Series to x^17 and x^18: 2^-62 of the result at pi/4.
+with localcontext(Context(prec=60)):
+    _HALF_PI = 2 * _decimal_arctan(Decimal(1))
+    HALF_PI_PARTS = _parts(_HALF_PI, (33, 33, 33, 53))
+    TWO_OVER_PI = float(1 / _HALF_PI)
+TRIG_LIMIT, TRIG_TINY = 2.0**20, 2.0**-27
+with localcontext(Context(prec=50)):
+    MINUS_SIXTH = _pair(Decimal(-1) / 6)
+_SINE_SERIES = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(2, 9)]  # x^5/5!, ..., x^17/17!
+_COSINE_SERIES = [(-1.0) ** k / math.factorial(2 * k) for k in range(2, 10)]  # x^4/4!, ..., x^18/18!
 _SINH_SERIES = [1.0 / math.factorial(2 * j + 1) for j in range(1, 10)]  # x^3/3!, ...: 2^-56 of x below 1
 _ARCTAN_SERIES = [(-1.0) ** j / (2 * j + 1) for j in range(1, 15)]  # t^3, t^5, ...: 2^-56 of t at 1/4
 
@@ -120,28 +160,92 @@ def call(
     (and which rounds once where NumPy rounds twice); a fence keeps them apart, at the cost of
     vectorizing, which float16 loops do not get anyway.
     """
-    precision = arguments[0].type
-    symbol = f"dynfuse.{name}.{'f32' if precision == FLOAT else 'f64'}{'.half' if for_half else ''}"
+    value_type = arguments[0].type
+    symbol = f"dynfuse.{name}.{'f32' if value_type == FLOAT else 'f64'}{'.half' if for_half else ''}"
     function = module.globals.get(symbol)
     if function is None:
-        function = ir.Function(module, ir.FunctionType(precision, [precision] * len(arguments)), symbol)
-        function.linkage = "internal"
-        function.attributes.add("alwaysinline")
-        function.attributes.add("nounwind")
-        body = ir.IRBuilder(function.append_basic_block("entry"))
-        wide = [
-            argument if precision == DOUBLE else body.fpext(argument, DOUBLE) for argument in function.args
-        ]
-        result = getattr(_Emitter(module, body, precision), name)(*wide)
-        if precision == FLOAT:
-            result = body.fptrunc(result, FLOAT)
-            if for_half:
-                signature = ir.FunctionType(FLOAT, [FLOAT])
-                result = body.call(
-                    module.declare_intrinsic("llvm.arithmetic.fence", [FLOAT], signature), [result]
-                )
-        body.ret(result)
+        if name in GUARDED and not for_half:
+            variants = [_define(module, f"{symbol}.v{lanes}", name, lanes) for lanes in VARIANT_LANES]
+            function = _define(module, symbol, name, None, value_type, variants)
+        else:
+            function = _define(module, symbol, name, None, value_type, for_half=for_half)
+            function.attributes.add("alwaysinline")
     return builder.call(function, list(arguments))
+
+
+class _Attributes(ir.FunctionAttributes):
+    """llvmlite's function attributes, with LLVM's string attributes (``"key"="value"``), which
+    llvmlite does not write."""
+
+    def __init__(self, strings: dict[str, str]) -> None:
+        super().__init__()
+        self.strings = strings
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return [*super()._to_list(ret_type), *(f'"{key}"="{value}"' for key, value in self.strings.items())]
+
+
+def _define(
+    module: ir.Module,
+    symbol: str,
+    name: str,
+    lanes: int | None,
+    value_type: ir.Type | None = None,
+    variants: Sequence[ir.Function] = (),
+    for_half: bool = False,
+) -> ir.Function:
+    """The internal function ``symbol`` computing ``name`` on a float or double (``value_type``), or
+    on vectors of ``lanes`` (a vector variant, of the precision its name ends in). ``variants``: the
+    vector variants LLVM's loop vectorizer calls in its stead, which it must not inline."""
+    if lanes is not None:
+        precision = FLOAT if symbol.split(".")[2] == "f32" else DOUBLE
+        value_type = ir.VectorType(precision, lanes)
+    arity = 2 if name in BINARY_FUNCTIONS else 1
+    function = ir.Function(module, ir.FunctionType(value_type, [value_type] * arity), symbol)
+    function.linkage = "internal"
+    if variants:
+        scalar = symbol
+        mangled = ",".join(f"_ZGV_LLVM_N{v.ftype.return_type.count}v_{scalar}({v.name})" for v in variants)
+        function.attributes = _Attributes({"vector-function-abi-variant": mangled})
+        function.attributes.add("noinline")
+    elif lanes is not None:
+        function.attributes.add("alwaysinline")  # once the loop vectorizer has called it
+    function.attributes.add("nounwind")
+    if variants or lanes is not None:
+        function.attributes.add("readnone")  # libm's errno aside, which nothing reads
+    precision = getattr(value_type, "element", value_type)
+    wide_type = DOUBLE if lanes is None else ir.VectorType(DOUBLE, lanes)
+    body = ir.IRBuilder(function.append_basic_block("entry"))
+    wide = [
+        argument if precision == DOUBLE else body.fpext(argument, wide_type) for argument in function.args
+    ]
+    result = getattr(_Emitter(module, body, precision, lanes), name)(*wide)
+    if precision == FLOAT:
+        result = body.fptrunc(result, value_type)
+        if for_half:
+            signature = ir.FunctionType(FLOAT, [FLOAT])
+            result = body.call(
+                module.declare_intrinsic("llvm.arithmetic.fence", [FLOAT], signature), [result]
+            )
+    body.ret(result)
+    return function
+
+
+def keep_variants(module: ir.Module) -> None:
+    """Keep the module's vector variants to the loop vectorizer: nothing calls them before it does,
+    and unused internal functions are deleted first (``llvm.compiler.used`` keeps them)."""
+    variants = [f for f in module.functions if _VARIANT_NAME.fullmatch(f.name)]
+    if variants:
+        pointer = ir.IntType(8).as_pointer()
+        kept = ir.GlobalVariable(module, ir.ArrayType(pointer, len(variants)), "llvm.compiler.used")
+        kept.linkage = "appending"
+        kept.section = "llvm.metadata"
+        kept.initializer = ir.Constant(kept.value_type, variants)
+
+
+def _bits(value: float) -> int:
+    """A double's bits as an integer."""
+    return int(np.float64(value).view(np.int64))
 
 
 def stand_in(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -150,33 +254,42 @@ def stand_in(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     nor of a known sign: LLVM would then move the arithmetic back onto x through the select, for
     every lane."""
     exponent = {32: 8, 64: 11, 16: 5}
-    width = 32 if x.type == FLOAT else 64 if x.type == DOUBLE else 16
+    element = getattr(x.type, "element", x.type)  # of a vector, or the scalar type
+    width = 32 if element == FLOAT else 64 if element == DOUBLE else 16
     mantissa = width - 1 - exponent[width]
-    integer = ir.IntType(width)
+    integer = ir.IntType(width) if element is x.type else ir.VectorType(ir.IntType(width), x.type.count)
     kept = ir.Constant(integer, (1 << (width - 1)) | ((1 << mantissa) - 1))
     one = ir.Constant(integer, ((1 << (exponent[width] - 1)) - 1) << mantissa)
     return b.bitcast(b.or_(b.and_(b.bitcast(x, integer), kept), one), x.type)
 
 
 class _Emitter:
-    """Builds one function's body in double, with the series lengths of the result's precision."""
+    """Builds one function's body in double, with the series lengths of the result's precision; on
+    vectors of ``lanes`` doubles where given (the guarded functions' vector variants)."""
 
-    def __init__(self, module: ir.Module, builder: ir.IRBuilder, precision: ir.Type) -> None:
+    def __init__(
+        self, module: ir.Module, builder: ir.IRBuilder, precision: ir.Type, lanes: int | None = None
+    ) -> None:
         self.module = module
         self.b = builder
         self.precision = precision
+        self.lanes = lanes
+        self.double = DOUBLE if lanes is None else ir.VectorType(DOUBLE, lanes)
+        self.int64 = I64 if lanes is None else ir.VectorType(I64, lanes)
 
     # -- small pieces --
 
     def const(self, value: float) -> ir.Constant:
-        return ir.Constant(DOUBLE, value)
+        return ir.Constant(self.double, value)
 
     def integer(self, value: int) -> ir.Constant:
-        return ir.Constant(I64, value)
+        return ir.Constant(self.int64, value)
 
     def intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
-        signature = ir.FunctionType(DOUBLE, [DOUBLE] * len(args))
-        function = self.module.declare_intrinsic(name, [DOUBLE], signature)
+        symbol = f"{name}.{'f64' if self.lanes is None else f'v{self.lanes}f64'}"  # llvmlite names no vectors
+        function = self.module.globals.get(symbol) or ir.Function(
+            self.module, ir.FunctionType(self.double, [self.double] * len(args)), symbol
+        )
         return self.b.call(function, list(args))
 
     def multiply_add(self, a: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -439,6 +552,126 @@ class _Emitter:
             result = b.fsub(result, b.fdiv(excess, b.fmul(b.fmul(result, result), self.const(3.0))))
         result = b.fmul(result, b.select(subnormal, self.const(2.0**-18), self.const(1.0)))
         return self.special(x, [(edge, x)], self.intrinsic("llvm.copysign", result, x))
+
+    # -- sin and cos: a core below TRIG_LIMIT, libm past it --
+
+    def quarter_turns(self, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """n (i64) and r as high + low with x = n·pi/2 + r, |r| <= pi/4 (and a hair), for |x| below
+        TRIG_LIMIT: x - n·P1 is exact (a multiple of 2^-53 below 1), and each later part's product,
+        exact too, is taken off with the rounding's error kept (TwoSum), so that r holds 2^-70 of
+        itself even where it cancels to 2^-61 of x."""
+        b = self.b
+        shifter = self.const(ROUNDING_SHIFTER)
+        shifted = b.fadd(b.fmul(x, self.const(TWO_OVER_PI)), shifter)
+        turns = b.sub(b.bitcast(shifted, self.int64), b.bitcast(shifter, self.int64))
+        nearest = b.fsub(shifted, shifter)
+        first, second, third, fourth = (self.const(part) for part in HALF_PI_PARTS)
+        high = b.fsub(x, b.fmul(nearest, first))
+        high, error = self.two_sum(high, b.fneg(b.fmul(nearest, second)))
+        high, error_third = self.two_sum(high, b.fneg(b.fmul(nearest, third)))
+        low = b.fsub(b.fadd(error, error_third), b.fmul(nearest, fourth))
+        return (turns, *self.two_sum(high, low))
+
+    def sine_and_cosine(self, high: ir.Value, low: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """sin and cos of high + low (|high| <= pi/4, low below its ulp): the leading terms (high -
+        high^3/6, 1 - high^2/2) as double-double, every rounding's error kept, so that each result
+        ends in one addition of terms far below its ulp: within about half an ulp."""
+        b = self.b
+        one = self.const(1.0)
+        z = b.fmul(high, high)
+        z_low = self.fma(high, high, b.fneg(z))  # high^2 = z + z_low exactly
+        cube = b.fmul(high, z)
+        cube_low = b.fadd(self.fma(high, z, b.fneg(cube)), b.fmul(high, z_low))
+        sixth, sixth_low = (self.const(part) for part in MINUS_SIXTH)
+        third = b.fmul(cube, sixth)  # -high^3/6
+        third_low = b.fadd(
+            self.fma(cube, sixth, b.fneg(third)), b.fadd(b.fmul(cube, sixth_low), b.fmul(cube_low, sixth))
+        )
+        sine, sine_error = self.two_sum(high, third)
+        half = b.fmul(z, self.const(0.5))
+        sine_rest = self.multiply_add(
+            b.fmul(cube, z), self.horner(z, _SINE_SERIES), b.fmul(low, b.fsub(one, half))
+        )  # cos(high) ≈ 1 - z/2 carries low
+        sine = b.fadd(sine, b.fadd(b.fadd(sine_error, third_low), sine_rest))
+        leading = b.fsub(one, half)
+        lost = b.fsub(b.fsub(b.fsub(one, leading), half), b.fmul(z_low, self.const(0.5)))  # exact, then z's
+        cosine_rest = self.multiply_add(
+            b.fmul(z, z), self.horner(z, _COSINE_SERIES), b.fneg(b.fmul(high, low))
+        )
+        return sine, b.fadd(leading, b.fadd(lost, cosine_rest))
+
+    def circular(self, x: ir.Value, odd: bool) -> ir.Value:
+        """sin x (``odd``) or cos x, with cos x = sin(x + pi/2): by the quarter turn, sin r, cos r,
+        -sin r or -cos r."""
+        b = self.b
+        turns, high, low = self.quarter_turns(x)
+        sine, cosine = self.sine_and_cosine(high, low)
+        if not odd:
+            turns = b.add(turns, self.integer(1))
+        zero = self.integer(0)
+        value = b.select(b.icmp_signed("!=", b.and_(turns, self.integer(1)), zero), cosine, sine)
+        return b.select(b.icmp_signed("!=", b.and_(turns, self.integer(2)), zero), b.fneg(value), value)
+
+    def guarded(self, name: str, x: ir.Value, small: ir.Value) -> ir.Value:
+        """``name``'s core (``circular``) where |x| is below TRIG_LIMIT, ``small`` below TRIG_TINY
+        and x itself for NaN, with each test on the bits (a float comparison with NaN may raise);
+        libm's ``name`` where |x| is TRIG_LIMIT or more, called only when some lane needs it. Lanes
+        the core does not serve compute on a stand-in, raising no flag."""
+        b = self.b
+        magnitude = b.and_(b.bitcast(x, self.int64), self.integer((1 << 63) - 1))
+
+        def compared(sign: str, value: float) -> ir.Value:
+            return b.icmp_unsigned(sign, magnitude, self.integer(_bits(value)))
+
+        tiny, nan = compared("<", TRIG_TINY), compared(">", math.inf)
+        beyond = b.and_(compared(">=", TRIG_LIMIT), compared("<=", math.inf))  # infinities too
+        usual = b.not_(b.or_(b.or_(tiny, nan), beyond))
+        core = self.circular(b.select(usual, x, stand_in(b, x)), odd=name == "sin")
+        result = b.select(nan, x, b.select(tiny, small, core))
+        if self.lanes is None:
+            any_beyond = beyond
+        else:
+            any_beyond = b.icmp_unsigned(
+                "!=", b.bitcast(beyond, ir.IntType(self.lanes)), ir.Constant(ir.IntType(self.lanes), 0)
+            )
+        computed = b.block
+        with b.if_then(any_beyond, likely=False):
+            from_library = b.call(self.library(name), [x])
+            from_library = b.select(beyond, from_library, result)
+            called = b.block
+        merged = b.phi(self.double)
+        merged.add_incoming(result, computed)
+        merged.add_incoming(from_library, called)
+        return merged
+
+    def library(self, name: str) -> ir.Function:
+        """libm's ``name`` of a double, or of each lane of a vector, through a function that is not
+        inlined: a vector loop's rare path stays out of its body."""
+        module = self.module
+        scalar = module.globals.get(name) or ir.Function(module, ir.FunctionType(DOUBLE, [DOUBLE]), name)
+        if self.lanes is None:
+            return scalar
+        symbol = f"dynfuse.{name}.library.v{self.lanes}"
+        function = module.globals.get(symbol)
+        if function is None:
+            function = ir.Function(module, ir.FunctionType(self.double, [self.double]), symbol)
+            function.linkage = "internal"
+            for attribute in ("noinline", "nounwind", "readnone"):
+                function.attributes.add(attribute)
+            b = ir.IRBuilder(function.append_basic_block("entry"))
+            (x,) = function.args
+            result = x
+            for lane in range(self.lanes):
+                value = b.call(scalar, [b.extract_element(x, ir.Constant(I32, lane))])
+                result = b.insert_element(result, value, ir.Constant(I32, lane))
+            b.ret(result)
+        return function
+
+    def sin(self, x: ir.Value) -> ir.Value:
+        return self.guarded("sin", x, x)
+
+    def cos(self, x: ir.Value) -> ir.Value:
+        return self.guarded("cos", x, self.const(1.0))
 
     # -- the inverse circular functions, from one arctangent --
 
