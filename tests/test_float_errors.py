@@ -31,6 +31,8 @@ CASES = [
     ("arcsin beyond 1", lambda xp, x: xp.arcsin(x * 1.0), [_floats(2.0)]),
     ("arctanh of 1", lambda xp, x: xp.arctanh(x * 1.0), [_floats(1.0)]),
     ("cosh overflow", lambda xp, x: xp.cosh(x * 1.0), [_floats(800.0)]),
+    ("hypot overflow", lambda xp, x: xp.hypot(x * 1.0, x), [_floats(1.5e308)]),
+    ("hypot underflow", lambda xp, x: xp.hypot(x * 1.0, x), [_floats(3e-320)]),
     ("sin of inf", lambda xp, x: xp.sin(x * 1.0), [_floats(np.inf)]),
     ("float32 cos of inf", lambda xp, x: xp.cos(x * 1.0), [_floats(np.inf, np.float32)]),
     ("sin of a subnormal", lambda xp, x: xp.sin(x * 1.0), [_floats(5e-324)]),

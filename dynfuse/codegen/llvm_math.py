@@ -46,7 +46,7 @@ FUNCTIONS = frozenset(
     {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sinh", "cosh"}
     | {"arcsinh", "arccosh", "arctanh", "cbrt", "arctan", "arcsin", "arccos"}
 )
-BINARY_FUNCTIONS = frozenset({"power", "arctan2"})
+BINARY_FUNCTIONS = frozenset({"power", "arctan2", "hypot"})
 GUARDED = frozenset({"sin", "cos"})  # the core where it serves, libm's past it
 INLINE = FUNCTIONS | BINARY_FUNCTIONS | GUARDED  # every op the generator computes here
 # The vector widths LLVM's loop vectorizer may choose for a loop calling a guarded function: each
@@ -734,6 +734,53 @@ class _Emitter:
         one = self.const(1.0)
         sine = self.intrinsic("llvm.sqrt", b.fmul(b.fsub(one, x), b.fadd(one, x)))
         return self.arctan2(sine, x)
+
+    # -- hypot --
+
+    def hypot(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """sqrt(x^2 + y^2) with neither square overflowing nor underflowing: both scaled by the power
+        of two that brings the larger near 1 (its exponent, kept within ±1000 so the power is a
+        normal double), the squares exact as double-double (fma), and the rounded root corrected
+        by one Newton step on what it misses of their sum: within about half an ulp. The edges as
+        C's: +inf where either is infinite (even with NaN), NaN with NaN, the larger where the
+        smaller is below 2^-60 of it (so no square of it underflows). Classified on the bits: a
+        float comparison with NaN may raise."""
+        b = self.b
+        magnitude = self.integer((1 << 63) - 1)
+        x_bits, y_bits = b.and_(b.bitcast(x, I64), magnitude), b.and_(b.bitcast(y, I64), magnitude)
+        steep = b.icmp_unsigned(">", y_bits, x_bits)
+        larger_bits, smaller_bits = b.select(steep, y_bits, x_bits), b.select(steep, x_bits, y_bits)
+        larger, smaller = b.bitcast(larger_bits, DOUBLE), b.bitcast(smaller_bits, DOUBLE)
+        infinity = self.integer(_bits(math.inf))
+        not_finite = b.icmp_unsigned(">=", larger_bits, infinity)
+        negligible = b.icmp_signed("<", smaller_bits, b.sub(larger_bits, self.integer(60 << 52)))
+        usual = b.not_(
+            b.or_(b.or_(not_finite, negligible), b.icmp_unsigned("==", larger_bits, self.integer(0)))
+        )
+        exponent = b.sub(b.lshr(larger_bits, self.integer(52)), self.integer(1023))
+        exponent = b.select(b.icmp_signed(">", exponent, self.integer(1000)), self.integer(1000), exponent)
+        exponent = b.select(b.icmp_signed("<", exponent, self.integer(-1000)), self.integer(-1000), exponent)
+        down = self.power_of_two(b.neg(exponent))
+        big = b.select(usual, b.fmul(larger, down), stand_in(b, larger))  # exact: a power of two
+        small = b.select(usual, b.fmul(smaller, down), stand_in(b, smaller))
+        big_square, small_square = b.fmul(big, big), b.fmul(small, small)
+        big_error = self.fma(big, big, b.fneg(big_square))
+        small_error = self.fma(small, small, b.fneg(small_square))
+        root = self.intrinsic("llvm.sqrt", b.fadd(big_square, small_square))
+        root_square = b.fmul(root, root)
+        root_error = self.fma(root, root, b.fneg(root_square))
+        # what the root's square misses of the sum: big_square - root_square is exact (Sterbenz)
+        missed = b.fadd(
+            b.fadd(b.fsub(big_square, root_square), small_square),
+            b.fsub(b.fadd(big_error, small_error), root_error),
+        )
+        root = b.fadd(root, b.fdiv(missed, b.fadd(root, root)))
+        result = b.fmul(root, self.power_of_two(exponent))
+        result = b.select(usual, result, larger)  # 0, negligible, and NaN or inf (replaced below)
+        nan = b.or_(b.icmp_unsigned(">", x_bits, infinity), b.icmp_unsigned(">", y_bits, infinity))
+        result = b.select(nan, b.fadd(x, y), result)
+        infinite = b.or_(b.icmp_unsigned("==", x_bits, infinity), b.icmp_unsigned("==", y_bits, infinity))
+        return b.select(infinite, self.const(math.inf), result)
 
     # -- pow --
 
