@@ -374,16 +374,16 @@ def _shares_rows(layout: Layout, threads: int) -> bool:
 
 def _library_ops() -> frozenset[tuple[str, str]]:
     """The ops (by result dtype) NumPy's loops compute faster than the generator's code does, so
-    that NumPy's loop runs them between kernels (perf/bench_functions.py): tan, which the generator
-    leaves to libm where NumPy's loop is vectorized; float32 sin and cos, which NumPy's SIMD loops
-    compute in float32 to about 1.4 ulp and the generator in double, correctly rounded, at 0.6-0.7x
-    their speed on one thread; and where NumPy has its SVML loops (on AVX512_SKX), the float32
-    functions whose branch-free code, computed in double, costs several times theirs (0.7-0.9x on
-    2^22 elements)."""
-    slower = {("tan", "f"), ("tan", "d"), ("sin", "f"), ("cos", "f")}
+    that NumPy's loop runs them between kernels (perf/bench_functions.py): float32 sin and cos,
+    which NumPy's SIMD loops compute in float32 to about 1.4 ulp and the generator in double,
+    correctly rounded, at 0.6-0.7x their speed on one thread; and where NumPy has its SVML loops (on
+    AVX512_SKX), tan (the generator's 0.6-0.7x theirs on one thread) and the float32 functions
+    whose branch-free code, computed in double, costs several times theirs (0.7-0.9x on 2^22
+    elements)."""
+    slower = {("sin", "f"), ("cos", "f")}
     if np._core._multiarray_umath.__cpu_features__.get("AVX512_SKX"):
         dear = ("arcsin", "arccos", "arctan", "sinh", "arcsinh", "arctanh", "arccosh", "cbrt")
-        slower |= {(name, "f") for name in dear}
+        slower |= {(name, "f") for name in dear} | {("tan", "f"), ("tan", "d")}
     return frozenset(slower)
 
 

@@ -141,7 +141,7 @@ FUNCTION_COSTS: dict[str, tuple[float, float]] = {
     "exp": (17, 20), "expm1": (24, 25), "log": (24, 24), "log1p": (29, 30), "tanh": (26, 28),
     "sinh": (49, 56), "cosh": (42, 50), "arcsinh": (75, 75), "arccosh": (94, 94), "arctanh": (72, 75),
     "arcsin": (65, 62), "arccos": (66, 61), "arctan": (45, 41), "arctan2": (45, 42), "cbrt": (69, 85),
-    "power": (68, 95), "sin": (65, 60), "cos": (73, 80), "tan": (218, 244), "hypot": (46, 40),
+    "power": (68, 95), "sin": (65, 60), "cos": (73, 80), "tan": (72, 100), "hypot": (46, 40),
 }  # fmt: skip
 
 

@@ -19,7 +19,7 @@ float32 needs none of it: the double exp and log are far more precise than its r
 Each function is defined once per module as an internal ``alwaysinline`` function, so a kernel's
 loop sees only arithmetic after inlining.
 
-sin and cos are guarded: their core reduces x by multiples of pi/2 held to 152 bits, exact enough
+sin, cos and tan are guarded: their core reduces x by multiples of pi/2 held to 152 bits, exact enough
 below |x| = 2^20, where the remainder of a double never cancels past 2^-61 of x; beyond it (and at
 infinities) the reduction needs a table of 2/pi's bits indexed by the exponent (Payne and Hanek),
 which would keep a loop scalar, so libm computes those. A branch per element keeps a loop scalar
@@ -47,7 +47,7 @@ FUNCTIONS = frozenset(
     | {"arcsinh", "arccosh", "arctanh", "cbrt", "arctan", "arcsin", "arccos"}
 )
 BINARY_FUNCTIONS = frozenset({"power", "arctan2", "hypot"})
-GUARDED = frozenset({"sin", "cos"})  # the core where it serves, libm's past it
+GUARDED = frozenset({"sin", "cos", "tan"})  # the core where it serves, libm's past it
 INLINE = FUNCTIONS | BINARY_FUNCTIONS | GUARDED  # every op the generator computes here
 # The vector widths LLVM's loop vectorizer may choose for a loop calling a guarded function: each
 # gets its variant (a width without one would call the scalar function lane by lane)
@@ -124,7 +124,7 @@ def _parts(value: Decimal, widths: Sequence[int]) -> list[float]:
     return parts
 
 
-# sin and cos: x = n·pi/2 + r, pi/2 as four parts whose first three have 33 bits, so that n·part is
+# sin, cos and tan: x = n·pi/2 + r, pi/2 as four parts whose first three have 33 bits, so that n·part is
 # exact for |n| < 2^20 (x below TRIG_LIMIT), the fourth the 53 bits after them. Below TRIG_TINY,
 # sin x is x and cos x is 1 to the last bit. Series to x^17 and x^18: 2^-62 of the result at pi/4.
 with localcontext(Context(prec=60)):
@@ -553,7 +553,7 @@ class _Emitter:
         result = b.fmul(result, b.select(subnormal, self.const(2.0**-18), self.const(1.0)))
         return self.special(x, [(edge, x)], self.intrinsic("llvm.copysign", result, x))
 
-    # -- sin and cos: a core below TRIG_LIMIT, libm past it --
+    # -- sin, cos and tan: a core below TRIG_LIMIT, libm past it --
 
     def quarter_turns(self, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
         """n (i64) and r as high + low with x = n·pi/2 + r, |r| <= pi/4 (and a hair), for |x| below
@@ -572,10 +572,12 @@ class _Emitter:
         low = b.fsub(b.fadd(error, error_third), b.fmul(nearest, fourth))
         return (turns, *self.two_sum(high, low))
 
-    def sine_and_cosine(self, high: ir.Value, low: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """sin and cos of high + low (|high| <= pi/4, low below its ulp): the leading terms (high -
-        high^3/6, 1 - high^2/2) as double-double, every rounding's error kept, so that each result
-        ends in one addition of terms far below its ulp: within about half an ulp."""
+    def sine_and_cosine(
+        self, high: ir.Value, low: ir.Value
+    ) -> tuple[tuple[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]:
+        """sin and cos of high + low (|high| <= pi/4, low below its ulp), each as its leading terms
+        (high - high^3/6, 1 - high^2/2, as double-double, every rounding's error kept) and the
+        rest, far smaller, so that their sums are within about half an ulp."""
         b = self.b
         one = self.const(1.0)
         z = b.fmul(high, high)
@@ -592,23 +594,37 @@ class _Emitter:
         sine_rest = self.multiply_add(
             b.fmul(cube, z), self.horner(z, _SINE_SERIES), b.fmul(low, b.fsub(one, half))
         )  # cos(high) ≈ 1 - z/2 carries low
-        sine = b.fadd(sine, b.fadd(b.fadd(sine_error, third_low), sine_rest))
         leading = b.fsub(one, half)
         lost = b.fsub(b.fsub(b.fsub(one, leading), half), b.fmul(z_low, self.const(0.5)))  # exact, then z's
         cosine_rest = self.multiply_add(
             b.fmul(z, z), self.horner(z, _COSINE_SERIES), b.fneg(b.fmul(high, low))
         )
-        return sine, b.fadd(leading, b.fadd(lost, cosine_rest))
+        return (sine, b.fadd(b.fadd(sine_error, third_low), sine_rest)), (leading, b.fadd(lost, cosine_rest))
 
-    def circular(self, x: ir.Value, odd: bool) -> ir.Value:
-        """sin x (``odd``) or cos x, with cos x = sin(x + pi/2): by the quarter turn, sin r, cos r,
-        -sin r or -cos r."""
+    def circular(self, x: ir.Value, name: str) -> ir.Value:
+        """sin, cos or tan of x by the quarter turn n of x = n·pi/2 + r: sin is sin r, cos r, -sin r
+        or -cos r, cos x is sin(x + pi/2), and tan x is sin r / cos r for even n, -cos r / sin r
+        for odd, divided as double-double (a quotient and its remainder's correction)."""
         b = self.b
         turns, high, low = self.quarter_turns(x)
         sine, cosine = self.sine_and_cosine(high, low)
-        if not odd:
-            turns = b.add(turns, self.integer(1))
         zero = self.integer(0)
+        if name == "tan":
+            odd = b.icmp_signed("!=", b.and_(turns, self.integer(1)), zero)
+            sine, cosine = self.two_sum(*sine), self.two_sum(*cosine)  # each low part below an ulp
+            (top, top_low), (bottom, bottom_low) = (
+                tuple(b.select(odd, pair[0][k], pair[1][k]) for k in (0, 1))
+                for pair in ((cosine, sine), (sine, cosine))
+            )
+            quotient = b.fdiv(top, bottom)
+            remainder = b.fsub(
+                b.fadd(self.fma(b.fneg(quotient), bottom, top), top_low), b.fmul(quotient, bottom_low)
+            )
+            quotient = b.fadd(quotient, b.fdiv(remainder, bottom))
+            return b.select(odd, b.fneg(quotient), quotient)
+        if name == "cos":
+            turns = b.add(turns, self.integer(1))
+        sine, cosine = (b.fadd(*sine), b.fadd(*cosine))
         value = b.select(b.icmp_signed("!=", b.and_(turns, self.integer(1)), zero), cosine, sine)
         return b.select(b.icmp_signed("!=", b.and_(turns, self.integer(2)), zero), b.fneg(value), value)
 
@@ -626,7 +642,7 @@ class _Emitter:
         tiny, nan = compared("<", TRIG_TINY), compared(">", math.inf)
         beyond = b.and_(compared(">=", TRIG_LIMIT), compared("<=", math.inf))  # infinities too
         usual = b.not_(b.or_(b.or_(tiny, nan), beyond))
-        core = self.circular(b.select(usual, x, stand_in(b, x)), odd=name == "sin")
+        core = self.circular(b.select(usual, x, stand_in(b, x)), name)
         result = b.select(nan, x, b.select(tiny, small, core))
         if self.lanes is None:
             any_beyond = beyond
@@ -672,6 +688,9 @@ class _Emitter:
 
     def cos(self, x: ir.Value) -> ir.Value:
         return self.guarded("cos", x, self.const(1.0))
+
+    def tan(self, x: ir.Value) -> ir.Value:
+        return self.guarded("tan", x, x)
 
     # -- the inverse circular functions, from one arctangent --
 
