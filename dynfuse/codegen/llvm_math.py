@@ -165,10 +165,13 @@ def call(
     function = module.globals.get(symbol)
     if function is None:
         if name in GUARDED and not for_half:
-            variants = [_define(module, f"{symbol}.v{lanes}", name, lanes) for lanes in VARIANT_LANES]
-            function = _define(module, symbol, name, None, value_type, variants)
+            variants = [
+                _define(module, f"{symbol}.v{lanes}", name, ir.VectorType(value_type, lanes))
+                for lanes in VARIANT_LANES
+            ]
+            function = _define(module, symbol, name, value_type, variants)
         else:
-            function = _define(module, symbol, name, None, value_type, for_half=for_half)
+            function = _define(module, symbol, name, value_type, for_half=for_half)
             function.attributes.add("alwaysinline")
     return builder.call(function, list(arguments))
 
@@ -189,31 +192,28 @@ def _define(
     module: ir.Module,
     symbol: str,
     name: str,
-    lanes: int | None,
-    value_type: ir.Type | None = None,
+    value_type: ir.Type,
     variants: Sequence[ir.Function] = (),
     for_half: bool = False,
 ) -> ir.Function:
-    """The internal function ``symbol`` computing ``name`` on a float or double (``value_type``), or
-    on vectors of ``lanes`` (a vector variant, of the precision its name ends in). ``variants``: the
-    vector variants LLVM's loop vectorizer calls in its stead, which it must not inline."""
-    if lanes is not None:
-        precision = FLOAT if symbol.split(".")[2] == "f32" else DOUBLE
-        value_type = ir.VectorType(precision, lanes)
+    """The internal function ``symbol`` computing ``name`` on ``value_type``: a float or a double,
+    or a vector of them (a guarded function's vector variant, which LLVM inlines once its loop
+    vectorizer has called it). ``variants``: those the loop vectorizer calls in this function's
+    stead, which LLVM must therefore not inline."""
+    lanes = getattr(value_type, "count", None)
+    precision = getattr(value_type, "element", value_type)
     arity = 2 if name in BINARY_FUNCTIONS else 1
     function = ir.Function(module, ir.FunctionType(value_type, [value_type] * arity), symbol)
     function.linkage = "internal"
     if variants:
-        scalar = symbol
-        mangled = ",".join(f"_ZGV_LLVM_N{v.ftype.return_type.count}v_{scalar}({v.name})" for v in variants)
+        mangled = ",".join(f"_ZGV_LLVM_N{v.ftype.return_type.count}v_{symbol}({v.name})" for v in variants)
         function.attributes = _Attributes({"vector-function-abi-variant": mangled})
         function.attributes.add("noinline")
     elif lanes is not None:
-        function.attributes.add("alwaysinline")  # once the loop vectorizer has called it
+        function.attributes.add("alwaysinline")
     function.attributes.add("nounwind")
     if variants or lanes is not None:
         function.attributes.add("readnone")  # libm's errno aside, which nothing reads
-    precision = getattr(value_type, "element", value_type)
     wide_type = DOUBLE if lanes is None else ir.VectorType(DOUBLE, lanes)
     body = ir.IRBuilder(function.append_basic_block("entry"))
     wide = [
@@ -612,10 +612,8 @@ class _Emitter:
         if name == "tan":
             odd = b.icmp_signed("!=", b.and_(turns, self.integer(1)), zero)
             sine, cosine = self.two_sum(*sine), self.two_sum(*cosine)  # each low part below an ulp
-            (top, top_low), (bottom, bottom_low) = (
-                tuple(b.select(odd, pair[0][k], pair[1][k]) for k in (0, 1))
-                for pair in ((cosine, sine), (sine, cosine))
-            )
+            top, top_low = (b.select(odd, c, s) for c, s in zip(cosine, sine, strict=True))
+            bottom, bottom_low = (b.select(odd, s, c) for s, c in zip(sine, cosine, strict=True))
             quotient = b.fdiv(top, bottom)
             remainder = b.fsub(
                 b.fadd(self.fma(b.fneg(quotient), bottom, top), top_low), b.fmul(quotient, bottom_low)
