@@ -99,9 +99,10 @@ def assert_within_ulps(actual, reference, max_ulp):
 
 
 def circular_arguments(rng):
-    """Where sin's and cos's errors show: every quarter turn's edges, the doubles nearest multiples
-    of pi/2 up to the core's limit (the remainder cancels most there), magnitudes from 2^-90 to
-    2^60 (tiny ones, and libm's beyond the limit), and both sides of the limit."""
+    """Where sin's, cos's and tan's errors show: a few turns either way (every quarter turn's ends),
+    the doubles nearest multiples of pi/2 up to the core's limit (the remainder cancels most there;
+    tan's poles), magnitudes from 2^-90 to 2^60 (tiny ones, and libm's beyond the limit, mixed
+    with the core's in each vector), and both sides of the limit."""
     count = 100_000
     turns = rng.integers(1, int(llvm_math.TRIG_LIMIT / 1.5), count).astype(np.longdouble)
     half_pi = np.longdouble("1.570796326794896619231321691639751442")
