@@ -1679,7 +1679,7 @@ class _KernelModule(KernelFacts):
             _KernelFunction(self, FINISH, [I64, I64, CELLS, I64], small=not self.columns).finish()
         else:
             _KernelFunction(self, ENTRY, [I64, I64]).entry()
-        llvm_math.keep_variants(self.module)
+        llvm_math.prepare_for_vectorizer(self.module)
         return self.module
 
     def per_element(self, output: Output) -> bool:

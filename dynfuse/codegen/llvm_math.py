@@ -231,7 +231,7 @@ def _define(
     return function
 
 
-def keep_variants(module: ir.Module) -> None:
+def prepare_for_vectorizer(module: ir.Module) -> None:
     """Keep the module's vector variants to the loop vectorizer: nothing calls them before it does,
     and unused internal functions are deleted first (``llvm.compiler.used`` keeps them). Its entry
     points then prefer the widest vectors: LLVM's cost model keeps to 256 bits on CPUs with
