@@ -150,11 +150,10 @@ def warm_up(function: Callable[[], object]) -> None:
         done = {key: after[key] - before[key] for key in SETTLING}
         calls, elapsed = calls + 1, time.perf_counter() - started
         settled = done == last and not done["kernels_compiled"]
-        if elapsed > WARM_UP_LIMIT or (
-            calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled and waited
-        ):
+        ready = calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled
+        if elapsed > WARM_UP_LIMIT or (ready and waited):
             return
-        if calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled:
+        if ready:
             cache.finish_background_compiles()
             waited, done = True, None
         elif last is not None and not settled:  # what the wait let through changed the calls

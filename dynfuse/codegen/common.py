@@ -93,6 +93,12 @@ LIBM_RAISES: dict[str, tuple[tuple[int, str, float | tuple[float, float]], ...]]
     "cos": ((UNDERFLOW, "tiny", (2.6557422e-19, 0.0)),),  # glibc's float64 cos raises none
 }
 
+
+def libm_bound(bound: float | tuple[float, float], double: bool) -> float:
+    """A ``LIBM_RAISES`` bound for a float32 (or float16) loop or a float64 one."""
+    return bound[double] if isinstance(bound, tuple) else bound
+
+
 _CLIP = np._core.umath.clip
 
 

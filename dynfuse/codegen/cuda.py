@@ -60,6 +60,7 @@ from .common import (
     angle_factor,
     c_strides,
     integer_reciprocal_of_zero,
+    libm_bound,
     scan_identity,
     scan_step,
 )
@@ -1322,7 +1323,7 @@ def _underflows_by_argument(name: str, x: str, dtype: np.dtype) -> str:
     tests = ""
     for flags, test, bound in LIBM_RAISES.get(name, ()):
         if test == "tiny":
-            bound = bound[dtype.itemsize == 8] if isinstance(bound, tuple) else bound
+            bound = libm_bound(bound, dtype.itemsize == 8)
             tests += f" | (fabs((double)({x})) < {float(bound)!r} && {x} != 0 ? {flags}u : 0u)"
     return tests
 

@@ -83,6 +83,7 @@ from .common import (
     c_strides,
     complex_loops_fuse,
     integer_reciprocal_of_zero,
+    libm_bound,
     part_dtype,
     scan_identity,
     scan_step,
@@ -246,9 +247,7 @@ class _Scalars:
             ),
         }
         for flags, test, bound in LIBM_RAISES.get(name, ()):
-            if isinstance(bound, tuple):  # float32's, float64's
-                bound = bound[t == DOUBLE]
-            self.report(tests[test](ir.Constant(t, bound)), flags)
+            self.report(tests[test](ir.Constant(t, libm_bound(bound, t == DOUBLE))), flags)
 
     def report_result(self, args: list[ir.Value], result: ir.Value) -> None:
         """What a libm function of several arguments would raise, judged from its result: NaN or an
