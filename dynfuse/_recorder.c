@@ -2947,6 +2947,57 @@ static PyObject *basic_view(PyArrayObject *array, PyObject *index, npy_intp max_
 
 /* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis:
    NumPy's scalar, or a small view. NULL without an error where it does not apply. */
+/* A tuple index of integer arrays (computed lazy arrays or ndarrays; Python ints among them), one
+   for each of ``values``'s leading axes, with each lazy array replaced by its buffer: a new
+   reference, and in ``*elements`` the number of elements NumPy's indexing picks (the arrays'
+   broadcast size times the axes left). NULL without an error for any other index (a mask, a slice,
+   a pending array), or where the arrays do not broadcast (NumPy's indexing then raises). */
+static PyObject *index_arrays(PyArrayObject *values, PyObject *index, Py_ssize_t *elements)
+{
+    if (!PyTuple_CheckExact(index) || PyTuple_GET_SIZE(index) == 0 || PyTuple_GET_SIZE(index) > PyArray_NDIM(values))
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(index);
+    npy_intp broadcast[MAX_AXES];
+    int ndim = 0, arrays = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(index, i), *node = host_node(item);
+        if (PyLong_CheckExact(item))
+            continue;
+        PyArrayObject *array = (PyArrayObject *)(node != NULL ? NODE_SLOT(node, BUFFER) : item);
+        if (!PyArray_CheckExact((PyObject *)array) || !PyTypeNum_ISINTEGER(PyArray_TYPE(array))
+            || PyArray_NDIM(array) > MAX_AXES)
+            return NULL;
+        arrays++;
+        int axes = PyArray_NDIM(array);
+        for (int axis = 0; axis < axes; axis++) { /* aligned at the right, as NumPy broadcasts */
+            npy_intp extent = PyArray_DIM(array, axes - 1 - axis);
+            if (axis >= ndim)
+                broadcast[axis] = extent;
+            else if (broadcast[axis] == 1)
+                broadcast[axis] = extent;
+            else if (extent != 1 && extent != broadcast[axis])
+                return NULL;
+        }
+        ndim = axes > ndim ? axes : ndim;
+    }
+    if (arrays == 0)
+        return NULL;
+    Py_ssize_t picked = 1;
+    for (int axis = 0; axis < ndim; axis++)
+        picked *= broadcast[axis];
+    for (int axis = (int)count; axis < PyArray_NDIM(values); axis++)
+        picked *= PyArray_DIM(values, axis);
+    PyObject *buffers = PyTuple_New(count);
+    if (buffers == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(index, i), *node = host_node(item);
+        PyTuple_SET_ITEM(buffers, i, Py_NewRef(node != NULL ? NODE_SLOT(node, BUFFER) : item));
+    }
+    *elements = picked;
+    return buffers;
+}
+
 static PyObject *read_elements(PyObject *self, PyObject *index)
 {
     PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
@@ -2959,7 +3010,16 @@ static PyObject *read_elements(PyObject *self, PyObject *index)
             return NULL;
         gather = NODE_SLOT(by, BUFFER);
     } else if (!plain_index(index, 1)) {
-        return NULL;
+        Py_ssize_t elements;
+        PyObject *arrays = index_arrays((PyArrayObject *)NODE_SLOT(node, BUFFER), index, &elements);
+        if (arrays == NULL)
+            return NULL;
+        /* a gather by several index arrays (``p[rows, labels]``): NumPy's indexing where small, else
+           recorded, read by the kernel that consumes it (a limit of 0 is off, -1 an error) */
+        Py_ssize_t limit = direct_limit();
+        PyObject *gathered = elements < limit ? PyObject_GetItem(NODE_SLOT(node, BUFFER), arrays) : NULL;
+        Py_DECREF(arrays);
+        return gathered == NULL ? NULL : direct_result(gathered);
     }
     Py_ssize_t limit = direct_limit();
     if (limit <= 0) /* off, or an error set */
@@ -3585,7 +3645,18 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
             return 0;
         index = NODE_SLOT(index_node, BUFFER);
     } else if (!plain_index(index, 1)) {
-        return 0;
+        /* a scatter by several index arrays (``grad[rows, labels] = v``): NumPy's, at any size */
+        Py_ssize_t elements;
+        PyObject *arrays = index_arrays((PyArrayObject *)NODE_SLOT(node, BUFFER), index, &elements);
+        if (arrays == NULL || (value = host_operand(value)) == NULL) {
+            Py_XDECREF(arrays);
+            return 0;
+        }
+        Py_ssize_t limit = direct_limit();
+        int written = limit <= 0 ? (int)limit : !unread((PyArrayObject *)NODE_SLOT(node, BUFFER)) ? 0
+                                 : PyObject_SetItem(NODE_SLOT(node, BUFFER), arrays, value) < 0 ? -1 : 1;
+        Py_DECREF(arrays);
+        return written;
     }
     if ((value = host_operand(value)) == NULL)
         return 0;

@@ -250,6 +250,32 @@ def test_a_gather_is_recorded_from_direct_elements_of_result(recorder, index, re
         a[np.arange(301), np.arange(301)]
 
 
+def test_several_computed_index_arrays_read_and_write_as_numpys_indexing(recorder):
+    """``p[rows, labels]``, read, written and updated in place (repeated pairs written once, the
+    last value winning), by computed index arrays of several integer dtypes and Python ints."""
+    values = np.arange(42.0).reshape(6, 7)
+    a = dnp.asarray(values.copy())
+    rows_values, labels_values = np.array([5, 0, 5, 2], np.int32), np.array([-1, 0, -1, 3], np.int16)
+    rows, labels = dnp.asarray(rows_values), dnp.asarray(labels_values)
+    gathered = a[rows, labels]
+    assert not gathered._node.inputs  # small: NumPy's indexing at once
+    same(gathered, values[rows_values, labels_values])
+    same(a[rows[:, None], labels], values[rows_values[:, None], labels_values])
+    same(a[2, labels], values[2, labels_values])
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 1 with size 7"):
+        a[rows, dnp.asarray(np.array([7]))]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[rows, np.arange(3)]
+    pending = a + 1  # read before the writes: keeps the values from before them
+    a[rows, labels] -= 1.0
+    a[rows, dnp.asarray(np.array([2, 2, 4, 4]))] = dnp.asarray(np.array([10.0, 20.0, 30.0, 40.0]))
+    expected = values.copy()
+    expected[rows_values, labels_values] -= 1.0
+    expected[rows_values, np.array([2, 2, 4, 4])] = np.array([10.0, 20.0, 30.0, 40.0])
+    same(a, expected)
+    same(pending, values + 1)
+
+
 @pytest.mark.parametrize("shape", [(5, 6), (300, 300)])
 def test_writes_through_masks_and_index_arrays_of_computed_arrays_are_numpys(recorder, shape):
     """At any size: NumPy writes through a mask or an index array in place either way."""
