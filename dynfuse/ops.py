@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -536,7 +537,7 @@ def _gather(data: np.ndarray, *indices: np.ndarray, sources: tuple[int, ...]) ->
             for axis, source in enumerate(sources)
             if source >= 0
         )
-        and all(np.prod(index.shape) == np.prod(index.shape[own]) for index in indices)
+        and all(math.prod(index.shape) == math.prod(index.shape[own]) for index in indices)
     )
     if natural:
         index: list[Any] = [slice(None)] * first
