@@ -1586,8 +1586,16 @@ class _KernelModule(KernelFacts):
             columns=self.columns,
             lanes=self.lanes,
             scratch_bytes=self.scratch_bytes,
-            element_cost=sum(element_cost(inst) for inst in self.instructions if inst.op.kind in COMPUTING),
+            element_cost=self.element_cost(),
         )
+
+    def element_cost(self) -> float:
+        """What the ops cost for one element, each as often as a pass computes it: a softmax's
+        shifted value in each of its three passes, its exponential once where the row keeps it."""
+        if self.kernel.passes < 2:
+            return sum(element_cost(inst) for inst in self.instructions if inst.op.kind in COMPUTING)
+        computed = [n for stage in range(self.kernel.passes) for n in self.needed(stage)] + self.reductions
+        return sum(element_cost(self.instructions[n]) for n in computed if self.instructions[n].op.kind in COMPUTING)
 
     def blocks_at_most(self) -> int:
         """Pairwise blocks in one pass: each segment of the reduce loop (the last reduced axis, or
