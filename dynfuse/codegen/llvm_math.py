@@ -53,6 +53,7 @@ INLINE = FUNCTIONS | BINARY_FUNCTIONS | GUARDED  # every op the generator comput
 # gets its variant (a width without one would call the scalar function lane by lane)
 VARIANT_LANES = (4, 8)
 _VARIANT_NAME = re.compile(r"dynfuse\.\w+\.f(32|64)\.v\d+")
+_FUNCTION_NAME = re.compile(r"dynfuse\.\w+\.f(32|64)(\.half)?")
 
 
 def _split(value: Decimal) -> tuple[float, float]:
@@ -233,11 +234,12 @@ def _define(
 
 def prepare_for_vectorizer(module: ir.Module) -> None:
     """Keep the module's vector variants to the loop vectorizer: nothing calls them before it does,
-    and unused internal functions are deleted first (``llvm.compiler.used`` keeps them). Its entry
-    points then prefer the widest vectors: LLVM's cost model keeps to 256 bits on CPUs with
-    AVX-512, but a guarded function's work is arithmetic on registers, which 512 bits do twice as
-    much of a cycle (float64 cos took 5.5 ns an element in 256-bit vectors, 4.1 in 512; where the
-    CPU has no wider vectors, nothing changes)."""
+    and unused internal functions are deleted first (``llvm.compiler.used`` keeps them). Where the
+    module computes a function of this module, its entry points prefer the widest vectors: LLVM's
+    cost model keeps to 256 bits on CPUs with AVX-512, but a function's work is arithmetic on
+    registers, which 512 bits do twice as much of a cycle (float64 cos took 5.5 ns an element in
+    256-bit vectors, 4.1 in 512; exp 2.9 and 1.6, one thread; where the CPU has no wider vectors,
+    nothing changes). A kernel of cheap ops is bound by memory either way, and keeps LLVM's choice."""
     variants = [f for f in module.functions if _VARIANT_NAME.fullmatch(f.name)]
     if variants:
         pointer = ir.IntType(8).as_pointer()
@@ -245,6 +247,7 @@ def prepare_for_vectorizer(module: ir.Module) -> None:
         kept.linkage = "appending"
         kept.section = "llvm.metadata"
         kept.initializer = ir.Constant(kept.value_type, variants)
+    if any(_FUNCTION_NAME.fullmatch(f.name) for f in module.functions):
         for function in module.functions:
             if function.linkage != "internal" and function.blocks:  # the kernel's entry points
                 attributes = _Attributes({"prefer-vector-width": "512"})
