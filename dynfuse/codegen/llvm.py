@@ -1595,7 +1595,8 @@ class _KernelModule(KernelFacts):
         if self.kernel.passes < 2:
             return sum(element_cost(inst) for inst in self.instructions if inst.op.kind in COMPUTING)
         computed = [n for stage in range(self.kernel.passes) for n in self.needed(stage)] + self.reductions
-        return sum(element_cost(self.instructions[n]) for n in computed if self.instructions[n].op.kind in COMPUTING)
+        instructions = [self.instructions[n] for n in computed]
+        return sum(element_cost(inst) for inst in instructions if inst.op.kind in COMPUTING)
 
     def blocks_at_most(self) -> int:
         """Pairwise blocks in one pass: each segment of the reduce loop (the last reduced axis, or
