@@ -2230,7 +2230,12 @@ static int site_records(void)
         note(site);
         return 1;
     }
-    if (site->runs < site->trial_at)
+    /* While sites are noted (a trial, a recording run), one near its own trial joins it: the sites
+       of a statement count their runs apart where an op of it recorded for a pending operand
+       (``q[k - 1]`` of a ``q`` its copy left pending at a loop's start), and a trial of some alone
+       would fuse a fragment of the statement, which cannot pay. */
+    Py_ssize_t early = recent_count > 0 && site->trial_at < most_trial_at ? site->trial_at / 4 : 0;
+    if (site->runs < site->trial_at - early)
         return 0;
     /* A trial, which stands for the runs since the last (one never settled included) */
     set_state(site, SITE_WAITING);

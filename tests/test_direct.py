@@ -814,6 +814,36 @@ def test_a_value_a_loop_carries_is_computed_as_the_loop_comes_back_and_each_run_
     assert len(sites) == 4 and all(state == "recording" for _, _, state, _, _ in sites)
 
 
+def upwind_fluxes(xp, q0, w):
+    """The flux through each level of a column model, upwind, level by level (``q`` a copy of
+    ``q0``, as a time step starts)."""
+    q = q0.copy()
+    flux = xp.zeros_like(q)
+    for k in range(1, q.shape[0]):
+        flux[k] = xp.where(w[k] > 0, w[k] * q[k - 1], w[k] * q[k])
+    return flux
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_the_sites_of_a_statement_that_count_apart_try_recording_together():
+    """``q``'s copy is pending as each call starts (it is large), so at the first level the products
+    record for it while the comparison runs at once and counts a run: the statement's four sites
+    count their runs apart, one more each call. A site near its trial joins one that tries, so each
+    trial records the whole statement (four ops, a float64 comparison counting as one), and once its
+    kernel is compiled the sites record. NumPy's values throughout."""
+    rng = np.random.default_rng(9)
+    q0, w = rng.random((20, 60, 60)), rng.random((20, 60, 60)) - 0.5
+    lazy_q0, lazy_w = dnp.asarray(q0), dnp.asarray(w)
+    expected = upwind_fluxes(np, q0, w)
+    for _ in range(600):  # until the trials' runs paid for its kernel, and a trial found it compiled
+        same(upwind_fluxes(dnp, lazy_q0, lazy_w)[...], expected)
+        sites = [site for site in tiers.sites() if site[0].co_name == "upwind_fluxes"]
+        if sites and all(state == "recording" for _, _, state, _, _ in sites):
+            break
+    assert len(sites) == 4 and all(state == "recording" for _, _, state, _, _ in sites), sites
+    same(upwind_fluxes(dnp, lazy_q0, lazy_w)[...], expected)
+
+
 @pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
 def test_an_n_body_step_in_a_loop_replays_one_kernel_a_run():
     """A time loop over small arrays, each run several statements (pairwise differences, a power,

@@ -437,13 +437,16 @@ def test_a_recording_pays_where_its_kernels_fuse_enough_ops_and_cannot_where_non
 
 def test_an_op_of_the_tiny_size_or_more_counts_twice_toward_what_recording_pays(monkeypatch):
     """What fusing an op saves grows with its elements, what recording it costs does not: from the
-    backend's tiny size an op counts twice, an op on bools a quarter of that, a view nothing."""
+    backend's tiny size an op counts twice, an op on bools a quarter of that (a comparison of
+    floats, which reads them, as much as an op on floats), a view nothing."""
     monkeypatch.setattr(registry, "backend", "cpu")
     tiny = registry.BACKENDS["cpu"].target.tiny_elements
     for elements, weight in ((tiny - 1, 1), (tiny, 2)):
         x = dynfuse.asarray(np.ones(elements))
         chain = (x[::1] - 1.0) * 0.5
         mask = chain > 0.25
+        both = mask & (chain < 0.75)
         nodes = [chain._node, chain._node.inputs[0], chain._node.inputs[0].inputs[0]]  # the view too
         assert tiers.paying_ops(nodes) == 2 * weight
-        assert tiers.paying_ops([mask._node]) == weight / 4
+        assert tiers.paying_ops([mask._node]) == weight
+        assert tiers.paying_ops([both._node]) == weight / 4
