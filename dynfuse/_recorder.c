@@ -2950,8 +2950,6 @@ static PyObject *basic_view(PyArrayObject *array, PyObject *index, npy_intp max_
     return view;
 }
 
-/* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis:
-   NumPy's scalar, or a small view. NULL without an error where it does not apply. */
 /* A tuple index of integer arrays (computed lazy arrays or ndarrays; Python ints among them), one
    for each of ``values``'s leading axes, with each lazy array replaced by its buffer: a new
    reference, and in ``*elements`` the number of elements NumPy's indexing picks (the arrays'
@@ -3003,6 +3001,10 @@ static PyObject *index_arrays(PyArrayObject *values, PyObject *index, Py_ssize_t
     return buffers;
 }
 
+/* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis
+   (NumPy's scalar, or a small view), a computed mask or index array, or a tuple of index arrays
+   (NumPy's indexing, where what it gathers is small). NULL without an error where it does not
+   apply. */
 static PyObject *read_elements(PyObject *self, PyObject *index)
 {
     PyObject *node = host_node(self); /* NULL too where called unbound, on another object */
@@ -3658,8 +3660,9 @@ static int write_elements(PyObject *self, PyObject *index, PyObject *value)
             return 0;
         }
         Py_ssize_t limit = direct_limit();
-        int written = limit <= 0 ? (int)limit : !unread((PyArrayObject *)NODE_SLOT(node, BUFFER)) ? 0
-                                 : PyObject_SetItem(NODE_SLOT(node, BUFFER), arrays, value) < 0 ? -1 : 1;
+        int written = limit <= 0 ? (int)limit : 0; /* off (0), or an error (-1) */
+        if (limit > 0 && unread((PyArrayObject *)NODE_SLOT(node, BUFFER)))
+            written = PyObject_SetItem(NODE_SLOT(node, BUFFER), arrays, value) < 0 ? -1 : 1;
         Py_DECREF(arrays);
         return written;
     }
