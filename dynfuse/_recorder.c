@@ -2960,45 +2960,42 @@ static PyObject *index_arrays(PyArrayObject *values, PyObject *index, Py_ssize_t
     if (!PyTuple_CheckExact(index) || PyTuple_GET_SIZE(index) == 0 || PyTuple_GET_SIZE(index) > PyArray_NDIM(values))
         return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(index);
+    PyObject *buffers = PyTuple_New(count);
+    if (buffers == NULL)
+        return NULL;
     npy_intp broadcast[MAX_AXES];
     int ndim = 0, arrays = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *item = PyTuple_GET_ITEM(index, i), *node = host_node(item);
+        PyObject *used = node != NULL ? NODE_SLOT(node, BUFFER) : item;
+        PyTuple_SET_ITEM(buffers, i, Py_NewRef(used));
         if (PyLong_CheckExact(item))
             continue;
-        PyArrayObject *array = (PyArrayObject *)(node != NULL ? NODE_SLOT(node, BUFFER) : item);
-        if (!PyArray_CheckExact((PyObject *)array) || !PyTypeNum_ISINTEGER(PyArray_TYPE(array))
-            || PyArray_NDIM(array) > MAX_AXES)
-            return NULL;
+        PyArrayObject *array = (PyArrayObject *)used;
+        if (!PyArray_CheckExact(used) || !PyTypeNum_ISINTEGER(PyArray_TYPE(array)) || PyArray_NDIM(array) > MAX_AXES)
+            goto declined;
         arrays++;
         int axes = PyArray_NDIM(array);
         for (int axis = 0; axis < axes; axis++) { /* aligned at the right, as NumPy broadcasts */
             npy_intp extent = PyArray_DIM(array, axes - 1 - axis);
-            if (axis >= ndim)
-                broadcast[axis] = extent;
-            else if (broadcast[axis] == 1)
+            if (axis >= ndim || broadcast[axis] == 1)
                 broadcast[axis] = extent;
             else if (extent != 1 && extent != broadcast[axis])
-                return NULL;
+                goto declined;
         }
         ndim = axes > ndim ? axes : ndim;
     }
     if (arrays == 0)
-        return NULL;
-    Py_ssize_t picked = 1;
+        goto declined;
+    *elements = 1;
     for (int axis = 0; axis < ndim; axis++)
-        picked *= broadcast[axis];
+        *elements *= broadcast[axis];
     for (int axis = (int)count; axis < PyArray_NDIM(values); axis++)
-        picked *= PyArray_DIM(values, axis);
-    PyObject *buffers = PyTuple_New(count);
-    if (buffers == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PyTuple_GET_ITEM(index, i), *node = host_node(item);
-        PyTuple_SET_ITEM(buffers, i, Py_NewRef(node != NULL ? NODE_SLOT(node, BUFFER) : item));
-    }
-    *elements = picked;
+        *elements *= PyArray_DIM(values, axis);
     return buffers;
+declined:
+    Py_DECREF(buffers);
+    return NULL;
 }
 
 /* direct.getitem for a computed host array and an index of integers, slices, None and Ellipsis

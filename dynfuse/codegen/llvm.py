@@ -1592,11 +1592,12 @@ class _KernelModule(KernelFacts):
     def element_cost(self) -> float:
         """What the ops cost for one element, each as often as a pass computes it: a softmax's
         shifted value in each of its three passes, its exponential once where the row keeps it."""
-        if self.kernel.passes < 2:
-            return sum(element_cost(inst) for inst in self.instructions if inst.op.kind in COMPUTING)
-        computed = [n for stage in range(self.kernel.passes) for n in self.needed(stage)] + self.reductions
-        instructions = [self.instructions[n] for n in computed]
-        return sum(element_cost(inst) for inst in instructions if inst.op.kind in COMPUTING)
+        passes = self.kernel.passes
+        computed = self.instructions
+        if passes > 1:
+            numbers = [n for stage in range(passes) for n in self.needed(stage)] + self.reductions
+            computed = [self.instructions[n] for n in numbers]
+        return sum(element_cost(inst) for inst in computed if inst.op.kind in COMPUTING)
 
     def blocks_at_most(self) -> int:
         """Pairwise blocks in one pass: each segment of the reduce loop (the last reduced axis, or

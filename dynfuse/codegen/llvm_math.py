@@ -235,7 +235,7 @@ def _define(
 def prepare_for_vectorizer(module: ir.Module) -> None:
     """Keep the module's vector variants to the loop vectorizer: nothing calls them before it does,
     and unused internal functions are deleted first (``llvm.compiler.used`` keeps them). Where the
-    module computes a function of this module, its entry points prefer the widest vectors: LLVM's
+    module computes a function defined here, its entry points prefer the widest vectors: LLVM's
     cost model keeps to 256 bits on CPUs with AVX-512, but a function's work is arithmetic on
     registers, which 512 bits do twice as much of a cycle (float64 cos took 5.5 ns an element in
     256-bit vectors, 4.1 in 512; exp 2.9 and 1.6, one thread; where the CPU has no wider vectors,
