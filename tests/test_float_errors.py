@@ -74,6 +74,28 @@ CASES = [
     ("cumprod underflow", lambda xp, x: xp.cumprod(x * 1.0), [_floats(1e-200)]),
     ("cast of inf to int", lambda xp, x: (x * 1.0).astype(np.int64), [_floats(np.inf)]),
     ("logaddexp of nan", lambda xp, x: xp.logaddexp(x * 1.0, x), [_floats(np.nan)]),
+    (
+        "complex multiply overflow",
+        lambda xp, x: x * (1e300 + 1e300j),
+        [_floats(1e300 + 1e300j, np.complex128)],
+    ),
+    (
+        "complex64 overflow",
+        lambda xp, x: x * np.complex64(1e30 + 1e30j),
+        [_floats(1e30 + 1e30j, np.complex64)],
+    ),
+    (
+        "complex divide by zero",
+        lambda xp, x, y: x / (y * 1),
+        [_floats(1 + 1j, np.complex128), _floats(0j, np.complex128)],
+    ),
+    (
+        "complex inf times zero",
+        lambda xp, x, y: x * (y * 1),
+        [_floats(np.inf + 0j, np.complex128), _floats(0j, np.complex128)],
+    ),
+    ("complex reciprocal of zero", lambda xp, x: xp.reciprocal(x * 1), [_floats(0j, np.complex128)]),
+    ("complex sum overflow", lambda xp, x: (x * 1).sum(), [_floats(1e308 + 0j, np.complex128)]),
 ]
 MODES = ["warn", "raise", "ignore"]
 
@@ -136,6 +158,18 @@ def test_call_and_log_modes_reach_the_handler(name, program, inputs, backend):
     numpy_calls = [call[1:] for call in calls if call[0] == "numpy"]
     assert numpy_calls and numpy_calls == [call[1:] for call in calls if call[0] != "numpy"]
     assert len(logged) == 2 and logged[0] == logged[1]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda-emulator"])
+def test_complex_products_that_underflow_unseen_warn_nothing_numpy_does_not(backend):
+    """A device judges a complex product's underflow from nothing (its value shows none): what it
+    reports costs a rerun by NumPy, which warns of nothing here."""
+    inputs = [_floats(1e-200 + 1j, np.complex128)]
+    program = lambda xp, x: xp.abs(x * x)  # noqa: E731
+    expected = _outcome(np, program, inputs, "warn")
+    with compiling(backend):
+        _assert_same_outcome(expected, _outcome(dnp, program, inputs, "warn"))
+    assert dynfuse.stats()["kernels_launched"] >= 1
 
 
 def test_the_state_when_recorded_decides_not_the_state_when_materialized():

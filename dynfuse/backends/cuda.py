@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import float_errors
 from ..devices import Memory
-from ..kernel import PARAM, CompiledKernel, Kernel, Target, element_strides
+from ..kernel import CompiledKernel, Kernel, Target, element_strides
 from .cuda_emulator import EmulatedDevice
 from .cupy_device import CupyDevice
 
@@ -153,12 +153,11 @@ class CudaBackend:
         return text
 
     def supports(self, kernel: Kernel) -> bool:
-        """Everything but complex values, arrays or Python scalars (the generator has no complex code)."""
-        return not any(
-            (inst.dtype is not None and inst.dtype.kind == "c")
-            or (inst.op is PARAM and dict(inst.params)["type"] == "complex")
-            for inst in kernel.instructions
-        ) and not any(out.dtype.kind == "c" for out in kernel.outputs)
+        """What the CUDA generator has code for (``codegen.cuda.supports``: complex values only in
+        the ops it has their code for)."""
+        from ..codegen.cuda import supports
+
+        return supports(kernel)
 
     def unavailable_reason(self) -> str | None:
         return self.device.unavailable_reason()

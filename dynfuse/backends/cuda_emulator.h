@@ -22,6 +22,7 @@ DF_MATH_1(log1p) DF_MATH_1(sqrt) DF_MATH_1(cbrt) DF_MATH_1(fabs) DF_MATH_1(floor
 DF_MATH_1(trunc) DF_MATH_1(rint)
 DF_MATH_2(atan2) DF_MATH_2(hypot) DF_MATH_2(pow) DF_MATH_2(copysign) DF_MATH_2(fmod)
 extern "C" double fma(double, double, double);
+extern "C" float fmaf(float, float, float);
 static inline bool isinf(double x) { return __builtin_isinf(x); }
 static inline bool isinf(float x) { return __builtin_isinf(x); }
 

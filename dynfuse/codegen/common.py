@@ -359,3 +359,22 @@ class KernelFacts:
         if name == "power" and float_loop and self.is_one_value(inst.args[1]):
             return "power_by_one_value", False
         return name, name == "clip" and all(self.is_one_value(arg) for arg in inst.args[1:])
+
+
+def generator_supports(kernel: Kernel, complex_names: frozenset[str]) -> bool:
+    """Whether a generator has code for every op of ``kernel``: complex values only in the
+    elementwise ops it names (``complex_names``), sums, products and logical reductions (not in
+    orderings nor scans)."""
+    facts = KernelFacts(kernel)
+    for number, inst in enumerate(kernel.instructions):
+        if inst.op.kind is OpKind.ELEMENTWISE:
+            on_complex = any(dtype.kind == "c" for dtype in facts.loops[number])
+            if on_complex and facts.code_choice(number)[0] not in complex_names:
+                return False
+        elif inst.op.kind in (OpKind.REDUCTION, OpKind.SCAN):
+            operand = kernel.instructions[inst.args[0]].dtype
+            reduction = REDUCTION_FACTS.get(inst.op.name) if inst.op.kind is OpKind.REDUCTION else None
+            takes_complex = reduction is not None and (reduction.logical or reduction.arithmetic)
+            if not takes_complex and "c" in (inst.dtype.kind, operand.kind if operand else ""):
+                return False
+    return True

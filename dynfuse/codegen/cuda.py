@@ -4,7 +4,9 @@ The same description the LLVM generator reads, and the same semantics: every val
 the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy's rules for the
 cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no fast math and no
 FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
-to float16 after every op, as NumPy's half loops do.
+to float16 after every op, as NumPy's half loops do. A complex value is the prelude's pair of floats
+(``df_complex``), computed as the LLVM generator computes it; complex functions have no code here
+(``supports`` declines their kernels).
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
 (contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
@@ -59,8 +61,11 @@ from .common import (
     accumulation,
     angle_factor,
     c_strides,
+    complex_loops_fuse,
+    generator_supports,
     integer_reciprocal_of_zero,
     libm_bound,
+    part_dtype,
     scan_identity,
     scan_step,
 )
@@ -103,6 +108,8 @@ _C_TYPES = {
     ("f", 2): "float",  # a float16 value is held in a float, rounded to float16
     ("f", 4): "float",
     ("f", 8): "double",
+    ("c", 8): "df_c64",  # the prelude's df_complex: real part, then imaginary, as in memory
+    ("c", 16): "df_c128",
 }
 
 
@@ -171,6 +178,9 @@ def literal(dtype: np.dtype, value: float | int | bool) -> str:
     kind = dtype.kind
     if kind == "b":
         return "true" if value else "false"
+    if kind == "c":
+        part, value = part_dtype(dtype), complex(value)
+        return f"{register_type(dtype)}{{{literal(part, value.real)}, {literal(part, value.imag)}}}"
     if kind == "f":
         value = float(dtype.type(value))
         if np.isnan(value):
@@ -204,6 +214,8 @@ class _Scalars:
     def cast(self, expression: str, source: np.dtype, to: np.dtype) -> str:
         if source == to:
             return expression
+        if "c" in (source.kind, to.kind):
+            return self.complex_cast(expression, source, to)
         if to.kind == "b":
             return f"({expression} != 0)"
         target = register_type(to)
@@ -223,6 +235,20 @@ class _Scalars:
             return f"(({target})df_truncate64({wide}))"
         return f"(({target})df_truncate32({wide}))"
 
+    def complex_cast(self, expression: str, source: np.dtype, to: np.dtype) -> str:
+        """Part by part: a real value is the real part (its imaginary part +0.0); a complex value cast
+        to a real dtype is its real part (NumPy warns, at recording), to bool whether a part is nonzero."""
+        if source.kind != "c":
+            part = part_dtype(to)
+            return f"{register_type(to)}{{{self.cast(expression, source, part)}, {literal(part, 0.0)}}}"
+        if to.kind == "b":
+            return f"df_nonzero({expression})"
+        part = part_dtype(source)
+        if to.kind != "c":
+            return self.cast(f"({expression}).re", part, to)
+        real, imaginary = (self.cast(f"({expression}).{name}", part, part_dtype(to)) for name in ("re", "im"))
+        return f"{register_type(to)}{{{real}, {imaginary}}}"
+
     def apply(
         self,
         name: str,
@@ -240,6 +266,8 @@ class _Scalars:
         on_values = ANY_DTYPE_CODE.get(name)
         if on_values is not None:
             value, dtype = on_values(self, a, ins, out)
+        elif ins[0].kind == "c":
+            value, dtype = COMPLEX_CODE[name](a, OpLoop.of(ins[0])), out
         elif ins[0].kind == "f":
             op_loop = OpLoop.of(ins[0], scalar_bounds)
             value, dtype = FLOAT_CODE[name](a, op_loop), op_loop.dtype
@@ -519,30 +547,75 @@ FLOAT_CODE: dict[str, Code] = {
 }
 
 
+# -- complex code: the prelude's df_complex functions, as NumPy's complex loops compute
+
+
+def _fused(c: OpLoop) -> str:
+    """Whether ``a*b + c`` rounds once, as NumPy's SIMD complex loops here round it, not in a
+    reduction's in-place loop (``common.complex_loops_fuse``)."""
+    return "true" if complex_loops_fuse(c.dtype) and not c.in_place else "false"
+
+
+def _complex(function: str, fused: bool = False) -> Code:
+    """A prelude function of complex operands (told whether products fuse where it has any)."""
+    return lambda a, c: f"{function}({', '.join([*a, *([_fused(c)] if fused else [])])})"
+
+
+COMPLEX_CODE: dict[str, Code] = {
+    "add": _complex("df_cadd"),
+    "subtract": _complex("df_csub"),
+    "negative": _complex("df_cneg"),
+    "positive": _unchanged,
+    "conjugate": _complex("df_cconj"),
+    "multiply": _complex("df_cmul", fused=True),
+    "divide": _complex("df_cdiv"),
+    "square": _complex("df_csquare", fused=True),
+    "reciprocal": _complex("df_creciprocal"),
+    "absolute": _complex("df_cabs", fused=True),
+    "squared_magnitude": _complex("df_csquared_magnitude"),
+    "isnan": _complex("df_isnan"),
+    "isinf": _complex("df_isinf"),
+    "isfinite": _complex("df_isfinite"),
+}
+# What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
+COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (
+    frozenset(ANY_DTYPE_CODE) - {"less", "less_equal", "greater", "greater_equal"}
+)
+
+
+def supports(kernel: Kernel) -> bool:
+    """Whether this generator has code for every op of ``kernel`` (``common.generator_supports``)."""
+    return generator_supports(kernel, COMPLEX_NAMES)
+
+
 # -- reduction code
 
 # A reduction's code: its accumulator combined with a value (``[acc, value]``), in the accumulator's
-# dtype (float16 held in a float); an indexed reduction's, whether the value at an index takes the
-# accumulator's place (``[acc, acc_index, value, index]``).
-ReductionCode = Callable[[list[str], np.dtype], str]
+# dtype (float16 held in a float), on the loop of that dtype (``in_place`` where the innermost axis is
+# reduced); an indexed reduction's, whether the value at an index takes the accumulator's place
+# (``[acc, acc_index, value, index]``).
+ReductionCode = Callable[[list[str], OpLoop], str]
 
 
 def _logical_reduction(operator: str) -> ReductionCode:
-    return lambda a, dtype: f"({a[0]} {operator} {a[1]})"
+    return lambda a, loop: f"({a[0]} {operator} {a[1]})"
 
 
 def _arithmetic_reduction(name: str, logical: str) -> ReductionCode:
     """NumPy's add or multiply loop on the accumulator's dtype: wrapping integers, a float16 rounded
-    at every step; bools by ``logical``."""
+    at every step, complex values as NumPy's reduce loop computes them; bools by ``logical``."""
 
-    def code(a: list[str], dtype: np.dtype) -> str:
-        if dtype.kind == "b":
-            return _logical_reduction(logical)(a, dtype)
-        loop = OpLoop.of(dtype)
-        if dtype.kind in "iu":
+    def code(a: list[str], loop: OpLoop) -> str:
+        kind = loop.dtype.kind
+        if kind == "b":
+            return _logical_reduction(logical)(a, loop)
+        if kind in "iu":
             return INTEGER_CODE[name](a, loop)
-        value = FLOAT_CODE[name](a, loop)
-        return f"df_round_half({value})" if loop.half else value
+        if kind == "c":
+            return COMPLEX_CODE[name](a, loop)
+        half = OpLoop.of(loop.dtype)
+        value = FLOAT_CODE[name](a, half)
+        return f"df_round_half({value})" if half.half else value
 
     return code
 
@@ -550,18 +623,18 @@ def _arithmetic_reduction(name: str, logical: str) -> ReductionCode:
 def _extremum_reduction(name: str, logical: str) -> ReductionCode:
     """The elementwise maximum or minimum, NaN and signed zeros included; bools by ``logical``."""
 
-    def code(a: list[str], dtype: np.dtype) -> str:
-        if dtype.kind == "b":
-            return _logical_reduction(logical)(a, dtype)
-        if dtype.kind == "f":
-            return FLOAT_CODE[name](a, OpLoop.of(dtype))
-        return INTEGER_CODE[name](a[::-1], OpLoop.of(dtype))  # the value first: (v > acc ? v : acc)
+    def code(a: list[str], loop: OpLoop) -> str:
+        if loop.dtype.kind == "b":
+            return _logical_reduction(logical)(a, loop)
+        if loop.dtype.kind == "f":
+            return FLOAT_CODE[name](a, OpLoop.of(loop.dtype))
+        return INTEGER_CODE[name](a[::-1], loop)  # the value first: (v > acc ? v : acc)
 
     return code
 
 
 def _arg_takes(is_max: str) -> ReductionCode:
-    return lambda a, dtype: f"df_arg_takes<{register_type(dtype)}>({', '.join(a)}, {is_max})"
+    return lambda a, loop: f"df_arg_takes<{register_type(loop.dtype)}>({', '.join(a)}, {is_max})"
 
 
 REDUCTION_CODE: dict[str, ReductionCode] = {
@@ -587,6 +660,7 @@ class _Accumulator:
         self.result = inst.dtype
         operand = generator.instructions[inst.args[0]].dtype
         self.dtype, _ = accumulation(inst, operand, generator.innermost_reduced)
+        self.loop = OpLoop(self.dtype, in_place=generator.innermost_reduced)
         self.type = register_type(self.dtype)
         self.arg = self.facts.indexed
         self.value = f"acc{number}"
@@ -604,10 +678,10 @@ class _Accumulator:
     def update(self, value: str, index: str) -> list[str]:
         """``value`` (at ``index``, for argmax/argmin) combined into the accumulator."""
         if self.arg:
-            takes = self.code([self.value, self.index, value, index], self.dtype)
+            takes = self.code([self.value, self.index, value, index], self.loop)
             return [f"if ({takes}) {{ {self.value} = {value}; {self.index} = {index}; }}"]
-        updated = f"{self.value} = {self.code([self.value, value], self.dtype)};"
-        if not (self.facts.arithmetic and self.dtype.kind == "f"):
+        updated = f"{self.value} = {self.code([self.value, value], self.loop)};"
+        if not (self.facts.arithmetic and self.dtype.kind in "fc"):
             return [updated]
         was = f"{self.value}_was"
         read = [(was, self.dtype), (value, self.dtype)]
@@ -629,7 +703,7 @@ class _Generator(KernelFacts):
         # or not by the order of its factors (then inf * 0 is NaN, where another order gives 0), and a
         # float16 sum rounded at every step (``accumulation``): one thread takes each row.
         in_order = any(
-            acc.dtype.kind == "f"
+            acc.dtype.kind in "fc"
             and acc.facts.arithmetic
             and (acc.dtype == np.float16 or not acc.facts.additive)
             for acc in self.accumulators.values()
@@ -796,10 +870,14 @@ class _Generator(KernelFacts):
                 value = self.scalars.cast(f"v{operand}", source, np.dtype(bool))
                 return [f"const {t} v{number} = {self.scalars.cast(value, np.dtype(bool), inst.dtype)};"]
             value = self.scalars.cast(f"v{operand}", source, inst.dtype)
-            if facts.additive and inst.dtype.kind == "f":  # added to +0.0, as any NumPy sum
+            if facts.additive and inst.dtype.kind == "c":  # added to +0.0, as any NumPy sum
+                value = COMPLEX_CODE["add"]([value, literal(inst.dtype, 0)], OpLoop.of(inst.dtype))
+            elif facts.additive and inst.dtype.kind == "f":
                 value = f"({value} + {literal(inst.dtype, 0)})"
                 if inst.dtype.itemsize == 2:
                     value = f"df_round_half({value})"
+            elif facts.arithmetic and inst.dtype.kind == "c":  # 1 times it, as NumPy's product
+                value = COMPLEX_CODE["multiply"]([literal(inst.dtype, 1), value], OpLoop.of(inst.dtype))
             cast = self.raised(number, [(f"v{operand}", source)], "astype")
             return [f"const {t} v{number} = {value};", *cast]
         assert kind is OpKind.ELEMENTWISE, inst
@@ -848,16 +926,19 @@ class _Generator(KernelFacts):
                 lowest = literal(loop[0], np.iinfo(loop[0]).min)
                 lines.append(f"if ({x} == {lowest} && {y} == -1) df_flags |= DF_OVERFLOW;")
             return lines
-        if inst.dtype.kind in "iu" and operands[0][1].kind == "f":  # NumPy's cast checks the range
-            info, x = np.iinfo(inst.dtype), f"(double)({operands[0][0]})"
+        if inst.dtype.kind in "iu" and operands[0][1].kind in "fc":  # NumPy's cast checks the range
+            source, expression = operands[0][1], operands[0][0]
+            info = np.iinfo(inst.dtype)
+            x = f"(double)(({expression}).re)" if source.kind == "c" else f"(double)({expression})"
             inside = f"{x} >= {float(info.min)!r} && {x} < {float(info.max) + 1.0!r}"
             return [f"if (!({inside})) df_flags |= DF_INVALID;"]
-        if inst.dtype.kind != "f":
+        if inst.dtype.kind not in "fc":
             return []
         raised = _raised(f"v{number}", inst.dtype, operands, name in _EXACT)
         if name in _NAN_INVALID:
             raised += f" | ({_any_nan(operands)} ? DF_INVALID : 0u)"
-        raised += _underflows_by_argument(name, operands[0][0], inst.dtype)
+        if inst.dtype.kind == "f":
+            raised += _underflows_by_argument(name, operands[0][0], inst.dtype)
         return [f"df_flags |= {raised};"]
 
     def store(self, position: int, output: Output, address: str, lane: str | None = None) -> str:
@@ -1200,7 +1281,7 @@ class _Generator(KernelFacts):
             return []
         if self.column_tiles:
             return self.reduce_across_warps(accumulator)
-        value, index, t = accumulator.value, accumulator.index, accumulator.type
+        value, index = accumulator.value, accumulator.index
         lines = [f"for (int offset = {WARP // 2}; offset > 0; offset /= 2) {{"]
         lines += ["  " + line for line in self.combine_shuffled(accumulator, "offset")]
         lines.append("}")
@@ -1232,13 +1313,9 @@ class _Generator(KernelFacts):
                 "__syncthreads();",
             ]
         else:
-            lines.append(
-                f"{value} = __shfl_sync(0xffffffffu, {value}, 0, {WARP});"
-                if t not in _SMALL
-                else f"{value} = ({t})__shfl_sync(0xffffffffu, (int){value}, 0, {WARP});"
-            )
+            lines.append(f"{value} = df_shuffle_from({value}, 0);")
             if accumulator.arg:
-                lines.append(f"{index} = __shfl_sync(0xffffffffu, {index}, 0, {WARP});")
+                lines.append(f"{index} = df_shuffle_from({index}, 0);")
         return lines
 
     def reduce_across_warps(self, accumulator: _Accumulator) -> list[str]:
@@ -1272,7 +1349,7 @@ class _Generator(KernelFacts):
     def combine_shuffled(accumulator: _Accumulator, offset: str) -> list[str]:
         value, index, t = accumulator.value, accumulator.index, accumulator.type
         # Every thread of the warp shuffles, once each: never inside an expression that may skip it
-        lines = [f"const {t} other = df_shuffle_down<{t}>({value}, {offset});"]
+        lines = [f"const {t} other = df_shuffle_down({value}, {offset});"]
         if accumulator.arg:
             lines.append(f"const df_i64 other_index = __shfl_down_sync(0xffffffffu, {index}, {offset});")
         return [*lines, *accumulator.update("other", "other_index")]
@@ -1302,8 +1379,6 @@ class _Generator(KernelFacts):
         return Layout(*facts, *shape, self.chunks, states, reports=self.reports)
 
 
-_SMALL = frozenset({"bool", "df_i8", "df_u8", "df_i16", "df_u16"})
-
 # Integer ops that report: a division by zero, the lowest integer divided by -1
 _INTEGER_DIVISION = frozenset({"floor_divide", "remainder", "fmod", "reciprocal"})
 # Float ops whose values are exact where tiny: they never underflow
@@ -1313,7 +1388,7 @@ _NAN_INVALID = frozenset({"logaddexp", "logaddexp2"})
 
 
 def _any_nan(operands: list[tuple[str, np.dtype | None]]) -> str:
-    tests = [f"df_isnan({value})" for value, dtype in operands if dtype is not None and dtype.kind == "f"]
+    tests = [f"df_isnan({value})" for value, dtype in operands if dtype is not None and dtype.kind in "fc"]
     return " || ".join(tests) or "false"
 
 
@@ -1330,12 +1405,19 @@ def _underflows_by_argument(name: str, x: str, dtype: np.dtype) -> str:
 
 def _raised(value: str, dtype: np.dtype, operands: list[tuple[str, np.dtype | None]], exact: bool) -> str:
     """``df_raised`` of float ``value`` (of ``dtype``) computed from ``operands``: integers are finite
-    numbers."""
-    floats = [operand for operand, kind in operands if kind is not None and kind.kind == "f"]
+    numbers. An inexact op on complex values computes products and ratios that may underflow with
+    no trace in its value: it reports an underflow wherever it read finite numbers."""
+    floats = [operand for operand, kind in operands if kind is not None and kind.kind in "fc"]
     finite = " && ".join(f"df_isfinite({operand})" for operand in floats) or "true"
-    nonzero = " && ".join(f"{operand} != 0" for operand, _ in operands) or "true"
+    nan = _any_nan(operands)
+    if dtype.kind == "c":
+        return f"df_complex_raised({value}, {nan}, {finite}, {'false' if exact else 'true'})"
+    nonzero = " && ".join(f"df_nonzero({operand})" for operand, _ in operands) or "true"
     tiny = literal(dtype, 0 if exact else np.finfo(dtype).tiny)
-    return f"df_raised<{register_type(dtype)}>({value}, {tiny}, {_any_nan(operands)}, {finite}, {nonzero})"
+    raised = f"df_raised<{register_type(dtype)}>({value}, {tiny}, {nan}, {finite}, {nonzero})"
+    if not exact and any(kind is not None and kind.kind == "c" for _, kind in operands):
+        raised += f" | (({finite}) ? DF_UNDERFLOW : 0u)"
+    return raised
 
 
 def from_memory(raw: str, dtype: np.dtype) -> str:

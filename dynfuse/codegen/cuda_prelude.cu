@@ -314,6 +314,109 @@ __device__ __forceinline__ double df_half_power(double x, double e) {
 }
 __device__ __forceinline__ float df_half_power(float x, double e) { return (float)df_half_power((double)x, e); }
 
+// ---- complex: a pair of floats as in memory (real part, then imaginary), computed as NumPy's
+// complex loops compute it. Where NumPy's SIMD loops fuse a*b + c (common.complex_loops_fuse) the
+// generator asks for it (``fused``), as it does for a reduction's in-place loop that does not.
+template <typename T> struct df_complex {
+  T re, im;
+};
+typedef df_complex<float> df_c64;
+typedef df_complex<double> df_c128;
+__device__ __forceinline__ float df_fma(float x, float y, float z) { return fmaf(x, y, z); }
+__device__ __forceinline__ double df_fma(double x, double y, double z) { return fma(x, y, z); }
+__device__ __forceinline__ float df_fabs(float x) { return fabsf(x); }
+__device__ __forceinline__ double df_fabs(double x) { return fabs(x); }
+__device__ __forceinline__ float df_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double df_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float df_infinity(float) { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ double df_infinity(double) { return __longlong_as_double(0x7ff0000000000000LL); }
+template <typename T> __device__ __forceinline__ T df_multiply_add(T x, T y, T z, bool fused) {
+  return fused ? df_fma(x, y, z) : x * y + z;
+}
+template <typename T> __device__ __forceinline__ bool operator==(df_complex<T> x, df_complex<T> y) {
+  return x.re == y.re && x.im == y.im;
+}
+template <typename T> __device__ __forceinline__ bool operator!=(df_complex<T> x, df_complex<T> y) {
+  return x.re != y.re || x.im != y.im;
+}
+template <typename T> __device__ __forceinline__ bool df_isnan(df_complex<T> z) { return df_isnan(z.re) || df_isnan(z.im); }
+template <typename T> __device__ __forceinline__ bool df_isinf(df_complex<T> z) { return isinf(z.re) || isinf(z.im); }
+template <typename T> __device__ __forceinline__ bool df_isfinite(df_complex<T> z) {
+  return df_isfinite(z.re) && df_isfinite(z.im);
+}
+template <typename T> __device__ __forceinline__ bool df_nonzero(T x) { return x != 0; }
+template <typename T> __device__ __forceinline__ bool df_nonzero(df_complex<T> z) { return z.re != 0 || z.im != 0; }
+template <typename T> __device__ __forceinline__ df_complex<T> df_cadd(df_complex<T> x, df_complex<T> y) {
+  return df_complex<T>{x.re + y.re, x.im + y.im};
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_csub(df_complex<T> x, df_complex<T> y) {
+  return df_complex<T>{x.re - y.re, x.im - y.im};
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_cneg(df_complex<T> z) {
+  return df_complex<T>{-z.re, -z.im};
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_cconj(df_complex<T> z) {
+  return df_complex<T>{z.re, -z.im};
+}
+template <typename T> __device__ __forceinline__ T df_csquared_magnitude(df_complex<T> z) {
+  return z.re * z.re + z.im * z.im;
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_cmul(df_complex<T> x, df_complex<T> y, bool fused) {
+  return df_complex<T>{df_multiply_add(x.re, y.re, -(x.im * y.im), fused),
+                       df_multiply_add(x.re, y.im, x.im * y.re, fused)};
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_csquare(df_complex<T> z, bool fused) {
+  const T cross = z.re * z.im;
+  return df_complex<T>{df_multiply_add(z.re, z.re, -(z.im * z.im), fused), cross + cross};
+}
+// Smith's division, scaled by the divisor's larger part, as NumPy's loop; by zero, each part divided
+// by +0.0 (a NaN part takes the second branch, as there)
+template <typename T> __device__ __forceinline__ df_complex<T> df_cdiv(df_complex<T> x, df_complex<T> y) {
+  const T real_abs = df_fabs(y.re), imaginary_abs = df_fabs(y.im);
+  if (real_abs >= imaginary_abs) {
+    if (real_abs == (T)0 && imaginary_abs == (T)0) return df_complex<T>{x.re / real_abs, x.im / real_abs};
+    const T ratio = y.im / y.re, scale = (T)1 / (y.re + y.im * ratio);
+    return df_complex<T>{(x.re + x.im * ratio) * scale, (x.im - x.re * ratio) * scale};
+  }
+  const T ratio = y.re / y.im, scale = (T)1 / (y.im + y.re * ratio);
+  return df_complex<T>{(x.re * ratio + x.im) * scale, (x.im * ratio - x.re) * scale};
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_creciprocal(df_complex<T> z) {
+  if (df_fabs(z.im) <= df_fabs(z.re)) {
+    const T ratio = z.im / z.re, denominator = z.re + z.im * ratio;
+    return df_complex<T>{(T)1 / denominator, -(ratio / denominator)};
+  }
+  const T ratio = z.re / z.im, denominator = z.im + z.re * ratio;
+  return df_complex<T>{ratio / denominator, -((T)1 / denominator)};
+}
+// NumPy's SIMD absolute: the larger part times sqrt(1 + r*r), r the smaller's ratio to it; an infinite
+// part gives inf, else a NaN part NaN
+template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool fused) {
+  T real = df_fabs(z.re), imaginary = df_fabs(z.im);
+  const T inf = df_infinity(real), nan = inf - inf;
+  if (isinf(imaginary)) real = inf;
+  if (isinf(real)) imaginary = inf;
+  const bool real_nan = df_isnan(real);
+  if (df_isnan(imaginary)) real = nan;
+  if (real_nan) imaginary = nan;
+  const bool real_larger = real >= imaginary;
+  const T larger = real_larger ? real : imaginary, smaller = real_larger ? imaginary : real;
+  const T ratio = (larger == (T)0 || larger == inf) ? (T)0 : smaller / larger;
+  return df_sqrt(df_multiply_add(ratio, ratio, (T)1, fused)) * larger;
+}
+// What a complex op may have raised, judged from its value and operands (see df_raised): NaN from
+// numbers, an infinity from finite numbers; an underflow wherever an inexact op read finite nonzero
+// numbers, as its products and ratios may underflow with no trace in the value
+template <typename T>
+__device__ __forceinline__ unsigned df_complex_raised(df_complex<T> value, bool nan_read, bool finite_read,
+                                                      bool may_underflow) {
+  unsigned raised = 0;
+  if (df_isnan(value) && !nan_read) raised |= DF_INVALID;
+  if (df_isinf(value) && finite_read) raised |= DF_DIVIDE | DF_OVERFLOW;
+  if (may_underflow && finite_read) raised |= DF_UNDERFLOW;
+  return raised;
+}
+
 // ---- argmax/argmin: the first extreme wins, and the first NaN wins and stays
 template <typename T> __device__ __forceinline__ bool df_arg_takes(T best, df_i64 best_index, T value, df_i64 index,
                                                                    bool is_max) {
@@ -366,4 +469,23 @@ template <> __device__ __forceinline__ df_i16 df_shuffle_down<df_i16>(df_i16 val
 }
 template <> __device__ __forceinline__ df_u16 df_shuffle_down<df_u16>(df_u16 value, int offset) {
   return (df_u16)__shfl_down_sync(0xffffffffu, (unsigned)value, offset);
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_shuffle_down(df_complex<T> value, int offset) {
+  return df_complex<T>{df_shuffle_down(value.re, offset), df_shuffle_down(value.im, offset)};
+}
+// The value of the thread at ``source`` of the warp
+template <typename T> __device__ __forceinline__ T df_shuffle_from(T value, int source) {
+  return __shfl_sync(0xffffffffu, value, source, 32);
+}
+#define DF_SMALL_SHUFFLE_FROM(T)                                                             \
+  template <> __device__ __forceinline__ T df_shuffle_from<T>(T value, int source) {         \
+    return (T)__shfl_sync(0xffffffffu, (int)value, source, 32);                              \
+  }
+DF_SMALL_SHUFFLE_FROM(bool)
+DF_SMALL_SHUFFLE_FROM(df_i8)
+DF_SMALL_SHUFFLE_FROM(df_u8)
+DF_SMALL_SHUFFLE_FROM(df_i16)
+DF_SMALL_SHUFFLE_FROM(df_u16)
+template <typename T> __device__ __forceinline__ df_complex<T> df_shuffle_from(df_complex<T> value, int source) {
+  return df_complex<T>{df_shuffle_from(value.re, source), df_shuffle_from(value.im, source)};
 }

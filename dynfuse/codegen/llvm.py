@@ -82,6 +82,7 @@ from .common import (
     angle_factor,
     c_strides,
     complex_loops_fuse,
+    generator_supports,
     integer_reciprocal_of_zero,
     libm_bound,
     part_dtype,
@@ -1200,21 +1201,8 @@ COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (
 
 
 def supports(kernel: Kernel) -> bool:
-    """Whether this generator has code for every op of ``kernel``: complex values only in
-    ``COMPLEX_NAMES``' ops, sums, products and logical reductions (not in orderings nor scans)."""
-    facts = KernelFacts(kernel)
-    for number, inst in enumerate(kernel.instructions):
-        if inst.op.kind is OpKind.ELEMENTWISE:
-            on_complex = any(dtype.kind == "c" for dtype in facts.loops[number])
-            if on_complex and facts.code_choice(number)[0] not in COMPLEX_NAMES:
-                return False
-        elif inst.op.kind in (OpKind.REDUCTION, OpKind.SCAN):
-            operand = kernel.instructions[inst.args[0]].dtype
-            reduction = REDUCTION_FACTS.get(inst.op.name) if inst.op.kind is OpKind.REDUCTION else None
-            takes_complex = reduction is not None and (reduction.logical or reduction.arithmetic)
-            if not takes_complex and "c" in (inst.dtype.kind, operand.kind if operand else ""):
-                return False
-    return True
+    """Whether this generator has code for every op of ``kernel`` (``common.generator_supports``)."""
+    return generator_supports(kernel, COMPLEX_NAMES)
 
 
 # -- reduction code
