@@ -5,8 +5,8 @@ the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy
 cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no fast math and no
 FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
 to float16 after every op, as NumPy's half loops do. A complex value is the prelude's pair of floats
-(``df_complex``), computed as the LLVM generator computes it; complex functions have no code here
-(``supports`` declines their kernels).
+(``df_complex``), computed as the LLVM generator computes it; of the complex functions only exp, log
+and sqrt have code here (``supports`` declines the others' kernels).
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
 (contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
@@ -576,6 +576,9 @@ COMPLEX_CODE: dict[str, Code] = {
     "isnan": _complex("df_isnan"),
     "isinf": _complex("df_isinf"),
     "isfinite": _complex("df_isfinite"),
+    "exp": _complex("df_cexp"),
+    "log": _complex("df_clog"),
+    "sqrt": _complex("df_csqrt"),
 }
 # What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
 COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (

@@ -404,6 +404,111 @@ template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool
   const T ratio = (larger == (T)0 || larger == inf) ? (T)0 : smaller / larger;
   return df_sqrt(df_multiply_add(ratio, ratio, (T)1, fused)) * larger;
 }
+// The complex functions NumPy's loops take from the C library (cexp, clog, csqrt), with C99 Annex G's
+// special values and, within a few ulp, its finite ones
+__device__ __forceinline__ float df_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double df_sin(double x) { return sin(x); }
+__device__ __forceinline__ float df_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double df_cos(double x) { return cos(x); }
+__device__ __forceinline__ float df_log(float x) { return logf(x); }
+__device__ __forceinline__ double df_log(double x) { return log(x); }
+__device__ __forceinline__ float df_atan2(float y, float x) { return atan2f(y, x); }
+__device__ __forceinline__ double df_atan2(double y, double x) { return atan2(y, x); }
+template <typename T> struct df_range;
+// exp_limit: (max exponent - 1) ln 2, below which exp is finite; large and small: where a magnitude
+// is scaled (by 1/4, or by up = root_up^2) so that |z| neither overflows nor loses bits
+template <> struct df_range<float> {
+  static constexpr float exp_limit = 88.0f, huge = 3.4028234663852886e38f, normal = 1.1754943508222875e-38f;
+  static constexpr float large = 0x1p125f, small = 0x1p-100f, up = 0x1p60f, root_up = 0x1p30f;
+  static constexpr float ln2 = 0.693147180559945309f;
+  static constexpr int up_exponent = 60;
+};
+template <> struct df_range<double> {
+  static constexpr double exp_limit = 709.0, huge = 1.7976931348623157e308, normal = 2.2250738585072014e-308;
+  static constexpr double large = 0x1p1021, small = 0x1p-1000, up = 0x1p600, root_up = 0x1p300;
+  static constexpr double ln2 = 0.693147180559945309;
+  static constexpr int up_exponent = 600;
+};
+// e^x (cos y + i sin y); e^x taken in steps of e^exp_limit where it alone would overflow
+template <typename T> __device__ __forceinline__ df_complex<T> df_cexp(df_complex<T> z) {
+  T x = z.re;
+  const T y = z.im, inf = df_infinity(x), nan = inf - inf;
+  const bool tiny_angle = !(df_fabs(y) > df_range<T>::normal);  // sin y is y, cos y 1: zero kept
+  const T sine = tiny_angle ? y : df_sin(y), cosine = tiny_angle ? (T)1 : df_cos(y);
+  if (df_isfinite(x)) {
+    if (!df_isfinite(y)) return df_complex<T>{nan, nan};
+    T scaled_cosine = cosine, scaled_sine = sine;
+    const T limit = df_range<T>::exp_limit;
+    for (int step = 0; step < 2 && x > limit; ++step) {
+      const T part = df_exp(limit);
+      x -= limit;
+      scaled_cosine *= part;
+      scaled_sine *= part;
+    }
+    if (x > limit) return df_complex<T>{df_range<T>::huge * scaled_cosine, df_range<T>::huge * scaled_sine};
+    const T magnitude = df_exp(x);
+    return df_complex<T>{magnitude * scaled_cosine, magnitude * scaled_sine};
+  }
+  if (isinf(x)) {
+    const T value = x < (T)0 ? (T)0 : inf;
+    if (df_isfinite(y)) {
+      if (y == (T)0) return df_complex<T>{value, y};
+      return df_complex<T>{df_copysign(value, cosine), df_copysign(value, sine)};
+    }
+    if (x > (T)0) return df_complex<T>{inf, y - y};
+    return df_complex<T>{(T)0, df_copysign((T)0, y)};
+  }
+  return df_complex<T>{nan, y == (T)0 ? y : nan};  // a NaN real part
+}
+// log|z| + i arg z: near |z| = 1 as log1p of |z|^2 - 1, its squares exact by fma; far out scaled
+template <typename T> __device__ __forceinline__ df_complex<T> df_clog(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  if (df_isnan(x) || df_isnan(y)) return df_complex<T>{(isinf(x) || isinf(y)) ? inf : nan, nan};
+  const T angle = df_atan2(y, x);
+  if (isinf(x) || isinf(y)) return df_complex<T>{inf, angle};
+  const T ax = df_fabs(x), ay = df_fabs(y);
+  const T larger = ax > ay ? ax : ay, smaller = ax > ay ? ay : ax;
+  if (larger == (T)0) return df_complex<T>{-(T)1 / larger, angle};  // -inf, dividing by zero
+  if (larger > df_range<T>::large)
+    return df_complex<T>{df_log(df_hypot(ax * (T)0.25, ay * (T)0.25)) + (T)2 * df_range<T>::ln2, angle};
+  if (larger < df_range<T>::small) {
+    const T up = df_range<T>::up;
+    const T shift = (T)df_range<T>::up_exponent * df_range<T>::ln2;
+    return df_complex<T>{df_log(df_hypot(ax * up, ay * up)) - shift, angle};
+  }
+  if (larger >= (T)0.5 && larger <= (T)1.5 && smaller < (T)1) {
+    const T large2 = larger * larger, small2 = smaller * smaller;
+    const T large_error = df_fma(larger, larger, -large2), small_error = df_fma(smaller, smaller, -small2);
+    const T excess = ((large2 - (T)1) + small2) + (large_error + small_error);
+    return df_complex<T>{(T)0.5 * df_log1p(excess), angle};
+  }
+  return df_complex<T>{df_log(df_hypot(ax, ay)), angle};
+}
+// The principal root: t = sqrt((|x| + |z|) / 2), the other part |y| / 2t, scaled where |z| would
+// overflow or lose bits below the normal range
+template <typename T> __device__ __forceinline__ df_complex<T> df_csqrt(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  if (isinf(y)) return df_complex<T>{inf, y};
+  if (isinf(x)) {
+    if (df_isnan(y)) return x > (T)0 ? df_complex<T>{x, y} : df_complex<T>{y, df_copysign(inf, y)};
+    return x > (T)0 ? df_complex<T>{x, df_copysign((T)0, y)} : df_complex<T>{(T)0, df_copysign(inf, y)};
+  }
+  if (df_isnan(x) || df_isnan(y)) return df_complex<T>{nan, nan};
+  if (y == (T)0) {
+    if (x == (T)0) return df_complex<T>{(T)0, y};
+    return x > (T)0 ? df_complex<T>{df_sqrt(x), y} : df_complex<T>{(T)0, df_copysign(df_sqrt(-x), y)};
+  }
+  T ax = df_fabs(x), ay = df_fabs(y), scale = (T)1;
+  if (ax > df_range<T>::large || ay > df_range<T>::large) {
+    ax *= (T)0.25, ay *= (T)0.25, scale = (T)2;
+  } else if (ax < df_range<T>::small && ay < df_range<T>::small) {
+    ax *= df_range<T>::up, ay *= df_range<T>::up, scale = (T)1 / df_range<T>::root_up;
+  }
+  const T root = df_sqrt((ax + df_hypot(ax, ay)) * (T)0.5);
+  const T other = ay / (root + root);
+  if (x >= (T)0) return df_complex<T>{root * scale, df_copysign(other * scale, y)};
+  return df_complex<T>{other * scale, df_copysign(root * scale, y)};
+}
 // What a complex op may have raised, judged from its value and operands (see df_raised): NaN from
 // numbers, an infinity from finite numbers; an underflow wherever an inexact op read finite nonzero
 // numbers, as its products and ratios may underflow with no trace in the value
