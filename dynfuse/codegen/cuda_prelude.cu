@@ -173,6 +173,13 @@ __device__ __forceinline__ df_u64 df_truncate_u64(double value) {
 }
 
 // ---- floats
+// A function of float and of double, as the math library's of each (``sinf`` and ``sin``)
+#define DF_FLOAT_OVERLOADS_1(ours, library)                                          \
+  __device__ __forceinline__ float ours(float x) { return library##f(x); }          \
+  __device__ __forceinline__ double ours(double x) { return library(x); }
+#define DF_FLOAT_OVERLOADS_2(ours, library)                                          \
+  __device__ __forceinline__ float ours(float x, float y) { return library##f(x, y); } \
+  __device__ __forceinline__ double ours(double x, double y) { return library(x, y); }
 __device__ __forceinline__ bool df_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool df_isnan(double x) { return x != x; }
 template <typename T> __device__ __forceinline__ bool df_isfinite(T x) { return x - x == 0; }
@@ -226,12 +233,9 @@ template <typename T> __device__ __forceinline__ T df_heaviside(T x, T at_zero) 
 }
 
 // NumPy's npy_divmod: Python's floor semantics, with its own rules for zeros and NaN
-__device__ __forceinline__ float df_fmod(float x, float y) { return fmodf(x, y); }
-__device__ __forceinline__ double df_fmod(double x, double y) { return fmod(x, y); }
-__device__ __forceinline__ float df_floor(float x) { return floorf(x); }
-__device__ __forceinline__ double df_floor(double x) { return floor(x); }
-__device__ __forceinline__ float df_copysign(float x, float y) { return copysignf(x, y); }
-__device__ __forceinline__ double df_copysign(double x, double y) { return copysign(x, y); }
+DF_FLOAT_OVERLOADS_2(df_fmod, fmod)
+DF_FLOAT_OVERLOADS_1(df_floor, floor)
+DF_FLOAT_OVERLOADS_2(df_copysign, copysign)
 template <typename T> __device__ __forceinline__ T df_float_remainder(T x, T y) {
   T mod = df_fmod(x, y);
   if (y == (T)0) return mod;
@@ -262,12 +266,9 @@ __device__ __forceinline__ double df_hypot(double x, double y) {
 }
 
 // NumPy's npy_logaddexp / npy_logaddexp2, branch for branch
-__device__ __forceinline__ float df_log1p(float x) { return log1pf(x); }
-__device__ __forceinline__ double df_log1p(double x) { return log1p(x); }
-__device__ __forceinline__ float df_exp(float x) { return expf(x); }
-__device__ __forceinline__ double df_exp(double x) { return exp(x); }
-__device__ __forceinline__ float df_exp2(float x) { return exp2f(x); }
-__device__ __forceinline__ double df_exp2(double x) { return exp2(x); }
+DF_FLOAT_OVERLOADS_1(df_log1p, log1p)
+DF_FLOAT_OVERLOADS_1(df_exp, exp)
+DF_FLOAT_OVERLOADS_1(df_exp2, exp2)
 template <typename T> __device__ __forceinline__ T df_logaddexp(T x, T y) {
   if (x == y) return x + (T)0.693147180559945309417;
   T difference = x - y;
@@ -324,10 +325,8 @@ typedef df_complex<float> df_c64;
 typedef df_complex<double> df_c128;
 __device__ __forceinline__ float df_fma(float x, float y, float z) { return fmaf(x, y, z); }
 __device__ __forceinline__ double df_fma(double x, double y, double z) { return fma(x, y, z); }
-__device__ __forceinline__ float df_fabs(float x) { return fabsf(x); }
-__device__ __forceinline__ double df_fabs(double x) { return fabs(x); }
-__device__ __forceinline__ float df_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double df_sqrt(double x) { return sqrt(x); }
+DF_FLOAT_OVERLOADS_1(df_fabs, fabs)
+DF_FLOAT_OVERLOADS_1(df_sqrt, sqrt)
 __device__ __forceinline__ float df_infinity(float) { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ double df_infinity(double) { return __longlong_as_double(0x7ff0000000000000LL); }
 template <typename T> __device__ __forceinline__ T df_multiply_add(T x, T y, T z, bool fused) {
@@ -406,14 +405,10 @@ template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool
 }
 // The complex functions NumPy's loops take from the C library (cexp, clog, csqrt), with C99 Annex G's
 // special values and, within a few ulp, its finite ones
-__device__ __forceinline__ float df_sin(float x) { return sinf(x); }
-__device__ __forceinline__ double df_sin(double x) { return sin(x); }
-__device__ __forceinline__ float df_cos(float x) { return cosf(x); }
-__device__ __forceinline__ double df_cos(double x) { return cos(x); }
-__device__ __forceinline__ float df_log(float x) { return logf(x); }
-__device__ __forceinline__ double df_log(double x) { return log(x); }
-__device__ __forceinline__ float df_atan2(float y, float x) { return atan2f(y, x); }
-__device__ __forceinline__ double df_atan2(double y, double x) { return atan2(y, x); }
+DF_FLOAT_OVERLOADS_1(df_sin, sin)
+DF_FLOAT_OVERLOADS_1(df_cos, cos)
+DF_FLOAT_OVERLOADS_1(df_log, log)
+DF_FLOAT_OVERLOADS_2(df_atan2, atan2)
 template <typename T> struct df_range;
 // exp_limit: (max exponent - 1) ln 2, below which exp is finite; large and small: where a magnitude
 // is scaled (by 1/4, or by up = root_up^2) so that |z| neither overflows nor loses bits
