@@ -92,5 +92,5 @@ def test_cuda_reduction_code_calls_only_functions_the_prelude_defines(dtype):
     defined = set(re.findall(r"\b(df_\w+)\b", cuda.PRELUDE))
     for name, code in cuda.REDUCTION_CODE.items():
         operands = ["acc", "acc_index", "x", "x_index"] if REDUCTION_FACTS[name].indexed else ["acc", "x"]
-        called = set(re.findall(r"\b(df_\w+)\b", code(operands, dtype)))
+        called = set(re.findall(r"\b(df_\w+)\b", code(operands, OpLoop(dtype))))
         assert called <= defined, f"{name} on {dtype} calls {called - defined}, not in cuda_prelude.cu"
