@@ -23,7 +23,7 @@ NO_COMPILER = pytest.mark.skipif(
     cuda_emulator.compiler() is None, reason="no C++ compiler with _Float16 to emulate a CUDA device"
 )
 
-DTYPES = list(dynfuse.dtypes.REAL_DTYPES)  # the CUDA generator has no complex code
+DTYPES = list(dynfuse.dtypes.REAL_DTYPES)  # complex ones: test_complex_kernels_...
 
 
 @pytest.fixture(
@@ -42,7 +42,8 @@ def cuda_backend(request, monkeypatch):
 def run(function, *values, close=False):
     """``function`` on lazy arrays and on NumPy arrays: each result compared, all of it launched on
     the emulator (no op interpreted, no fallback). Float results of sums (``close``) differ from
-    NumPy's by their order: they are compared within a few epsilons of the largest result."""
+    NumPy's by their order (and complex functions by the device's math library): they are compared
+    within a few epsilons of the largest result."""
     lazy = [dynfuse.asarray(value) for value in values]
     with np.errstate(all="ignore"):
         results = function(*lazy)
@@ -53,7 +54,7 @@ def run(function, *values, close=False):
     assert counted["kernels_launched"] > 0 and counted["fallbacks"] == 0 and counted["interpreted_ops"] == 0
     for result, wanted in zip(results, expected, strict=True):
         wanted = np.asarray(wanted)
-        if close and wanted.dtype.kind == "f":
+        if close and wanted.dtype.kind in "fc":
             assert result.dtype == wanted.dtype
             tolerance = 64 * np.finfo(wanted.dtype).eps
             scale = max(1.0, float(np.nanmax(np.abs(wanted), initial=0)))
@@ -105,6 +106,24 @@ def test_a_float_product_overflows_and_underflows_as_numpys_order_does(dtype):
     rows[2, :4] = [big, big, small, small]
     rows[3, 100:104] = [big, big, big, big]
     run(lambda a: (np.prod(a, axis=1), np.prod(a[:, :4], axis=1)), rows)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_kernels_over_views_with_scalars_functions_and_sums(dtype):
+    """Complex arithmetic, exp, log and sqrt fused over strided views with a complex scalar; sums
+    along each axis, their pairs combined across a row's threads (rows of 70: more than a warp)."""
+    rng = np.random.default_rng(2)
+    z = (rng.uniform(-3, 3, (40, 70)) + 1j * rng.uniform(-3, 3, (40, 70))).astype(dtype)
+    run(
+        lambda a: np.sqrt(a[::-1, ::2] * (0.5 - 2j)) / (np.exp(a[:, ::2] / 4) + 1) - np.log(a[:, 1::2]),
+        z,
+        close=True,
+    )
+    run(
+        lambda a: (a.sum(axis=0), (a * a.conj()).sum(axis=1), np.abs(a).sum(), (a == a[::-1]).any()),
+        z,
+        close=True,
+    )
 
 
 def test_a_scan_computed_again_in_a_later_pass_starts_each_row_afresh():
