@@ -316,8 +316,9 @@ __device__ __forceinline__ double df_half_power(double x, double e) {
 __device__ __forceinline__ float df_half_power(float x, double e) { return (float)df_half_power((double)x, e); }
 
 // ---- complex: a pair of floats as in memory (real part, then imaginary), computed as NumPy's
-// complex loops compute it. Where NumPy's SIMD loops fuse a*b + c (common.complex_loops_fuse) the
-// generator asks for it (``fused``), as it does for a reduction's in-place loop that does not.
+// complex loops compute it. Where those loops round a*b + c once (SIMD loops with FMA:
+// common.complex_loops_fuse) the generator passes ``fused`` true; a reduction's in-place loop,
+// which rounds each product, passes false.
 template <typename T> struct df_complex {
   T re, im;
 };
@@ -505,8 +506,8 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_csqrt(df_compl
   return df_complex<T>{other * scale, df_copysign(root * scale, y)};
 }
 // What a complex op may have raised, judged from its value and operands (see df_raised): NaN from
-// numbers, an infinity from finite numbers; an underflow wherever an inexact op read finite nonzero
-// numbers, as its products and ratios may underflow with no trace in the value
+// numbers, an infinity from finite numbers; an underflow wherever an inexact op read finite numbers,
+// as its products and ratios may underflow with no trace in the value
 template <typename T>
 __device__ __forceinline__ unsigned df_complex_raised(df_complex<T> value, bool nan_read, bool finite_read,
                                                       bool may_underflow) {
