@@ -121,6 +121,11 @@ class OpLoop(NamedTuple):
         half = dtype.kind == "f" and dtype.itemsize == 2
         return cls(FLOAT32 if half else dtype, half, scalar_bounds)
 
+    def fuses_multiply_add(self) -> bool:
+        """Whether a complex loop rounds ``a*b + c`` once, as NumPy's loops here do
+        (``complex_loops_fuse``), but for a reduction's in-place loop, which rounds each product."""
+        return complex_loops_fuse(self.dtype) and not self.in_place
+
 
 def part_dtype(dtype: np.dtype) -> np.dtype:
     """The float dtype of a complex dtype's parts (a real dtype is its own)."""

@@ -61,7 +61,6 @@ from .common import (
     accumulation,
     angle_factor,
     c_strides,
-    complex_loops_fuse,
     generator_supports,
     integer_reciprocal_of_zero,
     libm_bound,
@@ -550,15 +549,15 @@ FLOAT_CODE: dict[str, Code] = {
 # -- complex code: the prelude's df_complex functions, as NumPy's complex loops compute
 
 
-def _fused(c: OpLoop) -> str:
-    """Whether ``a*b + c`` rounds once, as NumPy's SIMD complex loops here round it, not in a
-    reduction's in-place loop (``common.complex_loops_fuse``)."""
-    return "true" if complex_loops_fuse(c.dtype) and not c.in_place else "false"
-
-
 def _complex(function: str, fused: bool = False) -> Code:
-    """A prelude function of complex operands (told whether products fuse where it has any)."""
-    return lambda a, c: f"{function}({', '.join([*a, *([_fused(c)] if fused else [])])})"
+    """A prelude function of complex operands, told where it has products whether ``a*b + c``
+    rounds once (``OpLoop.fuses_multiply_add``)."""
+
+    def code(a: list[str], c: OpLoop) -> str:
+        told = ["true" if c.fuses_multiply_add() else "false"] if fused else []
+        return f"{function}({', '.join([*a, *told])})"
+
+    return code
 
 
 COMPLEX_CODE: dict[str, Code] = {

@@ -81,7 +81,6 @@ from .common import (
     accumulation,
     angle_factor,
     c_strides,
-    complex_loops_fuse,
     generator_supports,
     integer_reciprocal_of_zero,
     libm_bound,
@@ -956,7 +955,7 @@ FLOAT_CODE: dict[str, Code] = {
 def _multiply_add(s: _Scalars, c: OpLoop) -> Callable[[ir.Value, ir.Value, ir.Value], ir.Value]:
     """``a*b + c`` rounded as NumPy's complex loops here round it (``complex_loops_fuse``), or as C
     rounds it in a reduction along the innermost axis."""
-    if complex_loops_fuse(c.dtype) and not c.in_place:
+    if c.fuses_multiply_add():
         fma = s.intrinsic("llvm.fma", register_type(part_dtype(c.dtype)), 3)
         return lambda x, y, z: s.b.call(fma, [x, y, z])
     return lambda x, y, z: s.b.fadd(s.b.fmul(x, y), z)
