@@ -282,6 +282,33 @@ class LazyArray:
     T.fget.fast_path = (None, "transpose")
 
     @property
+    def real(self) -> LazyArray:
+        """The real part: of a complex array a view, through which a write changes the array (a
+        kernel reads it with the array's strides, no copy); of a real one, the array itself."""
+        return record.complex_part(self, "real")
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        self._set_part("real", value)
+
+    @property
+    def imag(self) -> LazyArray:
+        """The imaginary part: of a complex array a view, as ``real``; of a real one, read-only zeros."""
+        return record.complex_part(self, "imag")
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        self._set_part("imag", value)
+
+    def _set_part(self, name: str, value: Any) -> None:
+        """``a.real = value``, ``a.imag = value``: written through the part's view, as NumPy does."""
+        if self._scalar:
+            raise AttributeError(f"attribute '{name}' of 'numpy.generic' objects is not writable")
+        if name == "imag" and self.dtype.kind != "c":
+            raise TypeError("array does not have imaginary part to set")
+        record.complex_part(self, name)[...] = value
+
+    @property
     def mT(self) -> LazyArray:
         """The last two axes swapped (a stack of matrices, each transposed)."""
         if self.ndim < 2:

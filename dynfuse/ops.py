@@ -294,14 +294,14 @@ _QUIET_NAMES = (
     "equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor "
     "logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift isnan isinf isfinite "
     "signbit maximum minimum fmax fmin clip where absolute fabs negative positive copysign sign floor "
-    "ceil trunc rint heaviside max min argmax argmin any all"
+    "ceil trunc rint heaviside max min argmax argmin any all real imag"
 )
 _QUIET = frozenset(_QUIET_NAMES.split())
 # Ops whose complex results are exact in any correct implementation (``Op.reproducible_on``)
 _EXACT_ON_COMPLEX_NAMES = (
     "add subtract negative positive conjugate equal not_equal less less_equal greater greater_equal "
     "maximum minimum fmax fmin logical_and logical_or logical_xor logical_not isnan isinf isfinite "
-    "where astype"
+    "where astype real imag"
 )
 _EXACT_ON_COMPLEX = frozenset(_EXACT_ON_COMPLEX_NAMES.split())
 
@@ -365,10 +365,10 @@ ELEMENTWISE["clip"] = Op("clip", OpKind.ELEMENTWISE, np.clip, signed_zeros=False
 ELEMENTWISE["where"] = Op("where", OpKind.ELEMENTWISE, np.where, scalar_results=False)
 ELEMENTWISE["astype"] = Op("astype", OpKind.ELEMENTWISE, _astype, fills_out=True)
 
-# Elementwise ops that are never recorded: a code generator computes one in place of a recorded op
-# where the kernel knows more than the trace. ``power_by_one_value`` is a float32/64 power whose
-# exponent is one value for the whole kernel: NumPy's loop then takes 0.5, 2 and -1 as sqrt, square
-# and reciprocal.
+# Elementwise ops that are never recorded: a kernel computes one in place of a recorded op where it
+# knows more than the trace (a view of a value it computes: ``COMPUTED_VIEWS``).
+# ``power_by_one_value`` is a float32/64 power whose exponent is one value for the whole kernel:
+# NumPy's loop then takes 0.5, 2 and -1 as sqrt, square and reciprocal.
 INTERNAL: dict[str, Op] = {
     "power_by_one_value": Op(
         "power_by_one_value", OpKind.ELEMENTWISE, np.power, cost=10.0, reproducible=False
@@ -491,6 +491,15 @@ VIEWS: dict[str, Op] = {
     "getitem": Op("getitem", OpKind.VIEW, _getitem, bind=_bind_getitem),
     "diagonal": Op("diagonal", OpKind.VIEW, np.diagonal),
 }
+
+# A complex array's parts (``a.real``, ``a.imag``): views of the same elements in the part's dtype,
+# which NumPy's writes through change. A kernel loads a part of a buffer through its strides; of a
+# value it computes, it takes the part as an elementwise op (``COMPUTED_VIEWS``), which on a real
+# value is NumPy's too (the value, or zero).
+COMPUTED_VIEWS: dict[str, Op] = {}
+for _name in ("real", "imag"):
+    VIEWS[_name] = Op(_name, OpKind.VIEW, getattr(np, _name))
+    COMPUTED_VIEWS[_name] = INTERNAL[_name] = Op(_name, OpKind.ELEMENTWISE, getattr(np, _name))
 
 
 def _roll(

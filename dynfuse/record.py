@@ -750,11 +750,19 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 # ---- views -------------------------------------------------------------------------------------
 
 
-def view(array: Any, op_name: str, params: tuple, shape: tuple[int, ...], is_view: bool = True) -> Any:
-    """A lazy array over ``array`` through a view op; ``is_view=False`` gives NumPy's copy semantics,
-    an element read: a scalar. A scalar's 0-d view is a scalar, as its methods give (``s.T``); one
-    with axes (``reshape(1, 1)``, keepdims) is an array, and so is NumPy's ``s[...]``."""
-    node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype)
+def view(
+    array: Any,
+    op_name: str,
+    params: tuple,
+    shape: tuple[int, ...],
+    is_view: bool = True,
+    dtype: np.dtype | None = None,
+) -> Any:
+    """A lazy array over ``array`` through a view op (of another ``dtype``: a complex array's part);
+    ``is_view=False`` gives NumPy's copy semantics, an element read: a scalar. A scalar's 0-d view
+    is a scalar, as its methods give (``s.T``); one with axes (``reshape(1, 1)``, keepdims) is an
+    array, and so is NumPy's ``s[...]``."""
+    node = Node(ops.VIEWS[op_name], (array._node,), params, shape, array.dtype if dtype is None else dtype)
     if not is_view:
         return new_array(_cast_node(node, array.dtype), scalar=True)
     base = array._base if array._base is not None else array
@@ -857,6 +865,22 @@ def diagonal(value: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1) -> Any
     first, second = (views.normalize_axis_index(axis, array.ndim) for axis in (axis1, axis2))
     params = (("offset", operator.index(offset)), ("axis1", first), ("axis2", second))
     return view(array, "diagonal", params, shape)
+
+
+def complex_part(value: Any, name: str) -> Any:
+    """``value.real`` or ``value.imag`` (``name``), as NumPy gives them: of a complex array, a view of
+    that part of each element, through which a write changes the array; of a real one, the array
+    itself, or a read-only array of zeros."""
+    array = lazy(value)
+    if array.dtype.kind != "c":
+        if name == "real":
+            return array
+        zero = as_node(array.dtype.type(0))
+        return new_array(zero, scalar=True) if array._scalar else broadcast_to(LazyArray(zero), array.shape)
+    made = direct.view_op(array, ops.VIEWS[name].reference)
+    if made is not direct.DECLINED:
+        return made
+    return view(array, name, (), array.shape, dtype=np.finfo(array.dtype).dtype)
 
 
 def broadcast_to(value: Any, shape: Any) -> Any:

@@ -811,6 +811,9 @@ class _KernelBuilder:
                 self.needs[child] = Why.RESHAPE, (node.inputs[0].shape, node.shape)
                 self.reshaped.append(node.inputs[0].shape)
                 return [], lambda _: self._load(Source(n, (), index_map))
+            computed_as = ops.COMPUTED_VIEWS.get(node.op.name)
+            if computed_as is not None:  # a part of a computed complex value
+                return [(child, child_map)], lambda values: self._compute(n, values, computed_as)
             self.computed.add(n)
             return [(child, child_map)], lambda values: values[0]
         if kind is OpKind.MOVE:  # read through a map that wraps: its input is read where it moved from
@@ -920,22 +923,24 @@ class _KernelBuilder:
             return self._emit(key, Instruction(PARAM, (), params, None, bool(self.axes), 0))
         return self.numbering[key]
 
-    def _compute(self, n: int, args: list[int]) -> int:
+    def _compute(self, n: int, args: list[int], op: ops.Op | None = None) -> int:
+        """The instruction computing node ``n`` from ``args``: by its op, or by ``op`` in its place."""
         node = self.planner.nodes[n]
+        op = node.op if op is None else op
         self.computed.add(n)
         operands = [self.instructions[arg] for arg in args]
-        if node.op.kind is OpKind.REDUCTION:
+        if op.kind is OpKind.REDUCTION:
             params = tuple((key, value) for key, value in node.params if key != "keepdims")
             stage, row = operands[0].stage + 1, True
-        elif node.op.kind is OpKind.SCAN:  # computed in its operand's pass, in order along the row
+        elif op.kind is OpKind.SCAN:  # computed in its operand's pass, in order along the row
             params, stage, row = node.params, operands[0].stage, False
         else:
             params = node.params
             stage = max((operand.stage for operand in operands), default=0)
             row = bool(self.axes) and all(operand.row for operand in operands)
-        instruction = Instruction(node.op, tuple(args), params, node.dtype, row, stage)
-        number = self._emit((node.op, tuple(args), params, node.dtype), instruction)
-        if node.op.kind is OpKind.REDUCTION:
+        instruction = Instruction(op, tuple(args), params, node.dtype, row, stage)
+        number = self._emit((op, tuple(args), params, node.dtype), instruction)
+        if op.kind is OpKind.REDUCTION:
             self.reduction_nodes.setdefault(number, set()).add(n)
         return number
 

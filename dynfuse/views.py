@@ -51,9 +51,10 @@ def broadcast_shapes(opname: str, *shapes: Shape) -> Shape:
 
 
 def place(array: np.ndarray) -> tuple:
-    """Where a host array's elements are: its first's address, its shape and its strides (two
-    arrays of one place are the same elements)."""
-    return (array.__array_interface__["data"][0], array.shape, array.strides)
+    """Where a host array's elements are: its first's address, its shape, its strides and its dtype
+    (two arrays of one place are the same elements; a complex array's real part starts where it
+    does)."""
+    return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype)
 
 
 def size_of(shape: Shape) -> int:
@@ -459,6 +460,8 @@ def view_input_map(
         return _diagonal_input_map(index_map, params["offset"], params["axis1"], params["axis2"], input_shape)
     if op_name == "roll":
         return _roll_input_map(index_map, params["shifts"], input_shape, iteration_shape)
+    if op_name in ("real", "imag"):  # a part of each element: the same elements
+        return index_map
     raise ValueError(f"no index map for the view {op_name!r}")
 
 

@@ -8,9 +8,10 @@ an inner pressure iteration and boundary conditions, a periodic reaction-diffusi
 sliding-window convolution as Python loops over output positions, a tridiagonal (Thomas) sweep along
 one axis, a vertical advection sweep over levels, a Python loop over rows, a clipped and masked
 in-place update, a leapfrog wave equation, the Game of Life, a complex escape-time iteration
-written with ``where`` and with masks, statistics of a field above levels, gradient descent
-under softmax cross-entropy (gathers and a scatter), a pair energy over the upper triangle's
-index pairs, haversine distances, and outliers clipped and counted.
+written with ``where`` and with masks, an interference pattern of complex amplitudes, statistics
+of a field above levels, gradient descent under softmax cross-entropy (gathers and a scatter), a
+pair energy over the upper triangle's index pairs, haversine distances, and outliers clipped and
+counted.
 
 Every program is a function of the namespace it gets (NumPy or ``dynfuse.numpy``), so both run the
 same code; its arrays are made by that namespace's creation functions, as ``dynfuse run`` makes a
@@ -333,6 +334,25 @@ def clip_outliers(np, data):
     return cleaned, np.count_nonzero(cleaned != data, axis=0)
 
 
+def interference(np, x, y, sources, wavenumber):
+    """Intensity and phase on a screen of waves from point sources, summed as complex amplitudes, as
+    an optics exercise computes a diffraction pattern."""
+    field = np.zeros(x.shape, dtype=np.complex128)
+    for sx, sy in sources:
+        r = np.sqrt((x - sx) ** 2 + (y - sy) ** 2)
+        field += np.exp(1j * wavenumber * r) / r
+    intensity = field.real**2 + field.imag**2
+    phase = np.angle(field)
+    return intensity, phase
+
+
+def screen(np, side, count):
+    """A screen's grid of points, and ``count`` point sources on a line behind it."""
+    x, y = np.meshgrid(np.linspace(-1.0, 1.0, side), np.linspace(-1.0, 1.0, side))
+    sources = [(0.2 * k - 0.1 * (count - 1), -1.5) for k in range(count)]
+    return x, y, sources, 40.0
+
+
 def complex_plane(np, side):
     real = np.linspace(-1.6, 1.6, side)
     imaginary = np.linspace(-1.0, 1.0, side)
@@ -512,6 +532,14 @@ def programs() -> list[Program]:
             "complex escape time, masked",
             escape_time_masked,
             complex_planes,
+        ),
+        (
+            "interference of point sources, complex",
+            interference,
+            {
+                "100²": lambda np: screen(np, 100, 8),
+                "400²": lambda np: screen(np, 400, 8),
+            },
         ),
         (
             "exceedance statistics",

@@ -296,3 +296,147 @@ def test_a_reduction_of_one_value_is_numpys_start_combined_with_it(name, backend
     """NumPy adds a 0-d value to +0 and multiplies 1 by it: signed zeros and infinite parts change."""
     for value in special_values(np.dtype(np.complex64))[:121]:
         same_bits(*both(lambda xp, a: getattr(xp, name)(-a), np.array(value), backend=backend))
+
+
+PARTS = {
+    "of a buffer": lambda xp, a, b: a.real * 2 - a.imag,
+    "of a computed value": lambda xp, a, b: (a * b).real + (a - b).imag,
+    "through other views": lambda xp, a, b: a.T.real[1:, ::3] - xp.imag(b[::-1]).T[1:, ::3],
+    "gathered": lambda xp, a, b: a.imag[[3, 0, 3]] - xp.real(a * b)[[1, -1, 5]],
+    "of real arrays": lambda xp, a, b: xp.imag(a.real) + xp.real(b.imag) * 2,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("name", sorted(PARTS))
+def test_real_and_imaginary_parts_are_views_that_kernels_read(name, dtype, backend):
+    """A part of a buffer is loaded through the buffer's strides, a part of a computed value taken in
+    the kernel that computes it: NumPy's bits, no fallback, nothing interpreted."""
+    a = special_values(dtype)[:520].reshape(20, 26)
+    before = dynfuse.stats()
+    same_bits(*both(PARTS[name], a, np.roll(a, 7), backend=backend))
+    after = dynfuse.stats()
+    assert after["kernels_launched"] > before["kernels_launched"]
+    assert after["interpreted_ops"] == before["interpreted_ops"] and not after["fallback_names"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [*COMPLEX, np.dtype(np.float32), np.dtype(np.int16)], ids=str)
+@pytest.mark.parametrize("deg", [False, True])
+def test_angle_is_numpys_arctan2_of_the_parts(deg, dtype, backend):
+    values = special_values(np.dtype(np.complex128))
+    values = values if dtype.kind == "c" else values.real
+    with np.errstate(all="ignore"):
+        values = values.astype(dtype)
+    actual, expected = both(lambda xp, a: xp.angle(a, deg=deg), values, backend=backend)
+    assert_same(dnp.asarray(actual), expected)
+    assert not dynfuse.stats()["fallback_names"]
+
+
+def _write_through_real(xp, a, x):
+    c = a.copy()
+    c.real[...] = x
+    return c
+
+
+def _update_through_a_kept_part(xp, a, x):
+    c = a * 1
+    part = c.real
+    before = c * 2  # pending: keeps the values before the write
+    part += 1
+    return before + c
+
+
+def _set_the_parts(xp, a, x):
+    c = a.copy()
+    c.real = 5
+    c.imag = c.real * x
+    return c
+
+
+def _scatter_and_mask(xp, a, x):
+    c = a.copy()
+    c.real[xp.asarray([0, 3, 3, 7])] = xp.asarray([1.0, 2.0, 3.0, 4.0])[:, None]
+    c.imag[x > 0] = 0
+    return c
+
+
+def _the_whole_array_from_its_real_part(xp, a, x):
+    c = a.copy()
+    c[...] = c.real  # not the array itself, though it starts where it does: the imaginary parts go
+    return c
+
+
+def _library_writes(xp, a, x):
+    c = a.copy()
+    xp.copyto(c.real, x)
+    c.imag.fill(3)
+    xp.multiply(c.real, 2, out=c.imag[::-1])
+    return c
+
+
+def _stencil_between_the_parts(xp, a, x):
+    c = a.copy()
+    c.imag[1:-1, 1:-1] = c.real[2:, 1:-1] + c.real[:-2, 1:-1]
+    c.real[1:] = c.real[:-1]
+    c.real.T[0] = 9
+    return c
+
+
+def _swap_the_parts(xp, a, x):
+    c = a * 3
+    c.real += c.imag
+    kept = c.imag * 1
+    c.imag *= 2
+    return c + kept
+
+
+PART_WRITES = [
+    _write_through_real,
+    _update_through_a_kept_part,
+    _set_the_parts,
+    _scatter_and_mask,
+    _the_whole_array_from_its_real_part,
+    _library_writes,
+    _stencil_between_the_parts,
+    _swap_the_parts,
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("side", [8, 200], ids=["small", "large"])
+@pytest.mark.parametrize("program", PART_WRITES, ids=lambda program: program.__name__.strip("_"))
+def test_writes_through_the_parts_change_the_array_as_numpys(program, side, backend):
+    rng = np.random.default_rng(side)
+    a = rng.standard_normal((side, side)) + 1j * rng.standard_normal((side, side))
+    x = rng.standard_normal((side, side))
+    same_bits(*both(program, a, x, backend=backend))
+
+
+def test_a_wrapped_ndarray_is_written_through_its_parts():
+    memory = np.ones(100_000, np.complex64)
+    wrapped = dnp.asarray(memory)
+    pending = wrapped * 2
+    wrapped.imag[::2] = 7
+    assert memory[0] == 1 + 7j and memory[1] == 1
+    same_bits(pending, np.full(100_000, 2, np.complex64))
+
+
+def test_the_parts_of_real_arrays_and_numbers_are_numpys():
+    x = dnp.arange(100_000.0)
+    assert x.real is x and np.real(x) is x
+    zeros = x.imag
+    same_bits(zeros, np.zeros(100_000))
+    with pytest.raises(ValueError, match="read-only"):
+        zeros[0] = 1
+    with pytest.raises(TypeError, match="does not have imaginary part"):
+        x.imag = 3
+    with pytest.raises(AttributeError, match="not writable"):
+        x[3].real = 1
+    assert dnp.real(3 + 4j) == 3 and dnp.imag(np.complex64(3 + 4j)) == np.float32(4)
+    assert dnp.angle(1j) == np.angle(1j)
+    flags = dnp.asarray(np.array([True, False]))
+    same_bits(flags.imag, np.array([True, False]).imag)
+    same_bits(dnp.angle(flags), np.angle(np.array([True, False])))
+    assert not dynfuse.stats()["fallback_names"]

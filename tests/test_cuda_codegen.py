@@ -119,6 +119,8 @@ def test_every_elementwise_op_compiles(dtype):
             kernels += recorded(op.reference, x, 2.5)
             kernels += recorded(lambda a, f=op.reference: f(a, 300), x)  # an int compared beyond the dtype
             kernels += recorded(lambda a, f=op.reference: f(a[:1], a[:, :1]), x)  # broadcast operands
+    if dtype.kind == "c":  # a part of a buffer is a strided load, of a computed value an op
+        kernels += recorded(lambda a, b: (a * b).real - a.imag[::-1] + np.angle(b), x, y)
     assert kernels
     check_compiles(kernels)
 

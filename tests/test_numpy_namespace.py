@@ -787,7 +787,6 @@ def test_array_namespace_is_dynfuse_numpy():
         ("round", lambda x: x.round(1)),
         ("nonzero", lambda x: x.nonzero()),
         ("take", lambda x: x.take([2, 0], axis=1)),
-        ("real", lambda x: x.real),
         ("strides", lambda x: x.strides),
         ("tobytes", lambda x: x.tobytes()),
     ],

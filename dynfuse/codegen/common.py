@@ -161,7 +161,7 @@ def integer_reciprocal_of_zero(dtype: np.dtype) -> int:
 @functools.lru_cache(maxsize=4096)
 def loop_dtypes(name: str, reference: object, operands: tuple, params: tuple, result: np.dtype) -> tuple:
     """The dtypes NumPy's loop for this op casts its operands to: (inputs..., output)."""
-    if name in ("astype", "cube", "squared_magnitude") or name in HALF_POWERS.values():
+    if name in ("astype", "cube", "squared_magnitude", "real", "imag") or name in HALF_POWERS.values():
         return (*operands, result)
     if name == "where":
         return (BOOL, result, result, result)

@@ -313,9 +313,22 @@ def _logical(template: str) -> ValueCode:
     return code
 
 
+def _part(imaginary: bool) -> ValueCode:
+    """A complex value's real or imaginary part; of a real value, NumPy's: the value, or zero."""
+
+    def code(s: _Scalars, a: list[str], ins: tuple, out: np.dtype) -> tuple[str, np.dtype]:
+        if ins[0].kind == "c":
+            return f"({a[0]}).{'im' if imaginary else 're'}", out
+        return (literal(out, 0), out) if imaginary else (a[0], ins[0])
+
+    return code
+
+
 ANY_DTYPE_CODE: dict[str, ValueCode] = {
     "where": lambda s, a, ins, out: (f"({a[0]} ? {a[1]} : {a[2]})", out),
     "astype": lambda s, a, ins, out: (a[0], ins[0]),
+    "real": _part(imaginary=False),
+    "imag": _part(imaginary=True),
     **{name: _comparison(name) for name in COMPARISONS},
     "logical_and": _logical("({0} && {1})"),
     "logical_or": _logical("({0} || {1})"),

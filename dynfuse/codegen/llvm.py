@@ -471,9 +471,22 @@ def _logical(method: str) -> ValueCode:
     return code
 
 
+def _part(imaginary: bool) -> ValueCode:
+    """A complex value's real or imaginary part; of a real value, NumPy's: the value, or zero."""
+
+    def code(s: _Scalars, a: list[Value], out: np.dtype) -> Value:
+        if a[0].dtype.kind == "c":
+            return Value(s.parts(a[0].ir)[imaginary], out)
+        return Value(ir.Constant(register_type(out), 0), out) if imaginary else a[0]
+
+    return code
+
+
 ANY_DTYPE_CODE: dict[str, ValueCode] = {
     "where": lambda s, a, out: Value(s.b.select(a[0].ir, a[1].ir, a[2].ir), out),
     "astype": lambda s, a, out: a[0],
+    "real": _part(imaginary=False),
+    "imag": _part(imaginary=True),
     **{name: _comparison(name) for name in COMPARISONS},
     "logical_and": _logical("and_"),
     "logical_or": _logical("or_"),

@@ -1,4 +1,5 @@
-"""Elementwise functions: every ufunc of the op table, ``clip``, ``where``, ``astype``.
+"""Elementwise functions: every ufunc of the op table, ``clip``, ``where``, ``astype``, and a
+complex array's parts (``real``, ``imag``: views) and ``angle``.
 
 Each ufunc is a function that records its op, carrying its NumPy ufunc's attributes and methods
 (``np.add.reduce``, ``np.subtract.outer``, ``np.maximum.accumulate``...): those are the NumPy
@@ -52,7 +53,7 @@ UFUNCS: dict[str, Any] = {
 }
 UFUNCS.update({alias: _ufunc_function(alias, ops.ELEMENTWISE[name]) for alias, name in ops.ALIASES.items()})
 globals().update(UFUNCS)
-__all__ = ["astype", "clip", "where", *UFUNCS]
+__all__ = ["angle", "astype", "clip", "imag", "real", "where", *UFUNCS]
 
 
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Any:
@@ -93,3 +94,29 @@ where.fast_path = (ops.ELEMENTWISE["where"], "forward")  # three operands, recor
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     result = record.astype(x, dtype, copy=copy)
     return result if device is None else result.to(device)
+
+
+def real(val: Any) -> Any:
+    """``numpy.real``: of a complex array a view of the real parts (``LazyArray.real``); a number's
+    as NumPy gives it."""
+    if type(val) in direct.SCALARS:
+        return np.real(val)
+    return record.complex_part(val, "real")
+
+
+def imag(val: Any) -> Any:
+    """``numpy.imag``: of a complex array a view of the imaginary parts; of a real one, zeros."""
+    if type(val) in direct.SCALARS:
+        return np.imag(val)
+    return record.complex_part(val, "imag")
+
+
+def angle(z: Any, deg: bool = False) -> Any:
+    """``numpy.angle``, as NumPy computes it: ``arctan2`` of the parts (of a real array, of 0 and the
+    values), in degrees scaled after, fused with whatever reads it."""
+    if type(z) in direct.SCALARS:
+        return np.angle(z, deg)
+    z = record.lazy(z)
+    parts = (z.imag, z.real) if z.dtype.kind == "c" else (0, z)
+    turned = UFUNCS["arctan2"](*parts)
+    return turned * (180 / np.pi) if deg else turned

@@ -317,7 +317,12 @@ def _programs(draw, max_depth, dtype_choices, max_rank, max_side, families, max_
                     value.reproducible = False
             continue
         # A view writes where its base does (a broadcast view nowhere); a new array anywhere
-        writable = is_array and (step.name != "broadcast_to") and (family != "view" or reads[0].writable)
+        writable = (
+            is_array
+            and step.name != "broadcast_to"
+            and (family != "view" or reads[0].writable)
+            and not (step.name == "imag" and reads[0].stand_in.dtype.kind != "c")  # NumPy's zeros
+        )
         values.append(_Value(step.target, stand_in, reproducible, writable))
     input_names = {value.name for value in values[: len(program_inputs)]}
     written_inputs = {step.target for step in steps if step.writes and step.target in input_names}
@@ -456,9 +461,13 @@ def _view(draw, values: list[_Value], target: str):
                 "roll",
                 "gather",
                 "take",
+                "real",
+                "imag",
             ]
         )
     )
+    if kind in ("real", "imag"):  # a complex value's parts, views; of a real one, itself or zeros
+        return Step(target, "call", kind, (Ref(a.name),)), [a]
     if kind == "index":
         key = tuple(_index_item(draw, side) for side in a.stand_in.shape[: draw(st.integers(0, ndim))])
         key = key + ((None,) if draw(st.booleans()) else ())
