@@ -454,6 +454,63 @@ def test_a_statistic_with_data_in_its_params_falls_back_counted():
     assert dynfuse.stats()["fallback_names"] == {"nanmean": 1}
 
 
+# ---- closeness and the tests of complex values ---------------------------------------------------
+
+
+def near_values(dtype, size=50_000):
+    """Pairs of values of ``dtype`` around the default tolerances' edge, with NaN and infinities."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(size) * 10.0 ** rng.integers(-9, 4, size)
+    b = a * (1 + rng.choice([0.0, 5e-6, 1e-5, 2e-5, -1e-5], size)) + rng.choice([0.0, 5e-9, 2e-8], size)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0]
+    a[:36], b[:36] = np.repeat(special, 6), np.tile(special, 6)
+    with np.errstate(all="ignore"):
+        if np.dtype(dtype).kind == "c":
+            a, b = a + 1j * b[::-1], b + 1j * a[::-1]
+        return a.astype(dtype), b.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_, np.complex64], ids=str)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda xp, a, b: xp.isclose(a, b),
+        lambda xp, a, b: xp.isclose(a, b, equal_nan=True),
+        lambda xp, a, b: xp.isclose(a * 2, b[0], rtol=1e-3, atol=0),
+        lambda xp, a, b: xp.isclose(1.5, b),
+        lambda xp, a, b: xp.allclose(a, b),
+        lambda xp, a, b: xp.allclose(a, a * 1, equal_nan=True),
+        lambda xp, a, b: xp.allclose(a.reshape(-1, 10), b[:10], atol=100),
+    ],
+)
+def test_isclose_and_allclose_are_numpys_formula_recorded(call, dtype):
+    a, b = near_values(dtype)
+    compare(call, a, b)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
+def test_isclose_with_tolerances_that_are_not_finite_is_numpys_with_its_warning():
+    a, b = near_values(np.float64)
+    with pytest.warns(RuntimeWarning, match="One of rtol or atol is not valid"):
+        actual = dnp.isclose(dynfuse.asarray(a), b, atol=np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_like_numpy(actual, np.isclose(a, b, atol=np.nan))
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.float32, np.int64], ids=str)
+def test_the_tests_of_complex_values_are_recorded(dtype):
+    a, _ = near_values(dtype)
+    a[::7] = a[::7].real
+    x = dynfuse.asarray(a) * 1
+    assert dnp.iscomplexobj(x) == np.iscomplexobj(a) != dnp.isrealobj(x)
+    assert np.iscomplexobj(x) == np.iscomplexobj(a)  # through NumPy's function too
+    assert dynfuse.stats()["materializations"] == 0  # the dtype says it
+    for test in ("isreal", "iscomplex"):
+        compare(lambda xp, x, test=test: getattr(xp, test)(x * 1), a)
+    assert dynfuse.stats()["fallbacks"] == 0
+
+
 # ---- shape functions ------------------------------------------------------------------------------
 
 SHAPE_FUNCTIONS = [

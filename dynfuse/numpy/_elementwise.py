@@ -1,5 +1,6 @@
-"""Elementwise functions: every ufunc of the op table, ``clip``, ``where``, ``astype``, and a
-complex array's parts (``real``, ``imag``: views) and ``angle``.
+"""Elementwise functions: every ufunc of the op table, ``clip``, ``where``, ``astype``, a complex
+array's parts (``real``, ``imag``: views), ``angle`` and the tests of complex values, and
+``isclose``/``allclose`` as NumPy's formula (``allclose`` reads both arrays once, in one kernel).
 
 Each ufunc is a function that records its op, carrying its NumPy ufunc's attributes and methods
 (``np.add.reduce``, ``np.subtract.outer``, ``np.maximum.accumulate``...): those are the NumPy
@@ -13,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import direct, ops, record
+from ..array import LazyArray
+from ._creation import zeros
 
 # What a NumPy user reads off a ufunc besides calling it.
 _UFUNC_ATTRIBUTES = "reduce accumulate reduceat outer at nin nout nargs ntypes types identity signature"
@@ -53,7 +56,21 @@ UFUNCS: dict[str, Any] = {
 }
 UFUNCS.update({alias: _ufunc_function(alias, ops.ELEMENTWISE[name]) for alias, name in ops.ALIASES.items()})
 globals().update(UFUNCS)
-__all__ = ["angle", "astype", "clip", "imag", "real", "where", *UFUNCS]
+__all__ = [
+    "allclose",
+    "angle",
+    "astype",
+    "clip",
+    "imag",
+    "iscomplex",
+    "iscomplexobj",
+    "isclose",
+    "isreal",
+    "isrealobj",
+    "real",
+    "where",
+    *UFUNCS,
+]
 
 
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Any:
@@ -120,3 +137,54 @@ def angle(z: Any, deg: bool = False) -> Any:
     parts = (z.imag, z.real) if z.dtype.kind == "c" else (0, z)
     turned = UFUNCS["arctan2"](*parts)
     return turned * (180 / np.pi) if deg else turned
+
+
+def iscomplexobj(x: Any) -> bool:
+    """``numpy.iscomplexobj``: a lazy array's dtype says it, without computing the array."""
+    return x.dtype.kind == "c" if isinstance(x, LazyArray) else np.iscomplexobj(x)
+
+
+def isrealobj(x: Any) -> bool:
+    return not iscomplexobj(x)
+
+
+def isreal(x: Any) -> Any:
+    """``numpy.isreal``, as NumPy computes it: the imaginary parts equal to zero."""
+    return UFUNCS["equal"](imag(x), 0)
+
+
+def iscomplex(x: Any) -> Any:
+    """``numpy.iscomplex``, as NumPy computes it: a complex array's imaginary parts not zero; of a
+    real array, all False."""
+    x = record.lazy(x)
+    if x.dtype.kind == "c":
+        return UFUNCS["not_equal"](x.imag, 0)
+    return zeros(x.shape, bool)[()]
+
+
+def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
+    """``numpy.isclose``, NumPy's formula elementwise: ``|a - b| <= atol + rtol * |b|`` where ``b``
+    is finite, or ``a == b`` (NaNs too with ``equal_nan``), ``b`` made inexact first."""
+    x, y, atol, rtol = (
+        value if isinstance(value, (int, float, complex)) else record.lazy(value)
+        for value in (a, b, atol, rtol)
+    )
+    if not all(np.isfinite(np.asarray(tolerance)).all() for tolerance in (atol, rtol)):
+        arguments = {"rtol": rtol, "atol": atol, "equal_nan": equal_nan}
+        return record.fallback("isclose", np.isclose, (a, b), arguments, "tolerances that are not finite")
+    if isinstance(y, LazyArray):
+        y = record.astype(y, np.result_type(y.dtype, 1.0), copy=False)
+    elif isinstance(y, int):
+        y = float(y)
+    with np.errstate(invalid="ignore"):
+        near = UFUNCS["less_equal"](UFUNCS["absolute"](x - y), atol + rtol * UFUNCS["absolute"](y))
+        result = near & UFUNCS["isfinite"](y) | UFUNCS["equal"](x, y)
+        if equal_nan:
+            result = result | UFUNCS["isnan"](x) & UFUNCS["isnan"](y)
+    return result[()]
+
+
+def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> bool:
+    """``numpy.allclose``: whether ``isclose`` holds everywhere, the test and its ``all`` one kernel."""
+    close = isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return bool(close.all())
