@@ -440,3 +440,15 @@ def test_the_parts_of_real_arrays_and_numbers_are_numpys():
     same_bits(flags.imag, np.array([True, False]).imag)
     same_bits(dnp.angle(flags), np.angle(np.array([True, False])))
     assert not dynfuse.stats()["fallback_names"]
+
+
+@pytest.mark.parametrize("index", [Ellipsis, slice(1, None)], ids=["all", "rows"])
+def test_a_buffer_assigned_its_own_real_part_loses_its_imaginary_parts(index):
+    """The real part starts where the array does, with its shape and strides: only the dtype tells
+    that writing it there is not writing the array onto itself."""
+    values = np.full((300, 300), 1 + 2j)
+    expected = values.copy()
+    expected[index] = expected.real[index]
+    buffer = dnp.asarray(values.copy())
+    buffer[index] = buffer.real[index]
+    same_bits(buffer, expected)
