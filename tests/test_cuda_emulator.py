@@ -110,12 +110,19 @@ def test_a_float_product_overflows_and_underflows_as_numpys_order_does(dtype):
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_complex_kernels_over_views_with_scalars_functions_and_sums(dtype):
-    """Complex arithmetic, exp, log and sqrt fused over strided views with a complex scalar; sums
-    along each axis, their pairs combined across a row's threads (rows of 70: more than a warp)."""
+    """Complex arithmetic and functions fused over strided views with a complex scalar; sums along
+    each axis, their pairs combined across a row's threads (rows of 70: more than a warp)."""
     rng = np.random.default_rng(2)
     z = (rng.uniform(-3, 3, (40, 70)) + 1j * rng.uniform(-3, 3, (40, 70))).astype(dtype)
     run(
         lambda a: np.sqrt(a[::-1, ::2] * (0.5 - 2j)) / (np.exp(a[:, ::2] / 4) + 1) - np.log(a[:, 1::2]),
+        z,
+        close=True,
+    )
+    run(
+        lambda a: (
+            np.sin(a[::-1, ::2]) * np.cosh(a[:, 1::2] / 3) + np.tanh(a[:, ::2]) ** 2.5 - np.log10(a[:, 1::2])
+        ),
         z,
         close=True,
     )

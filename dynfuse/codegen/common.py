@@ -70,6 +70,14 @@ COMPLEX_C_MATH = {
     "arctanh": "catanh",
 }
 
+# NumPy's constants (npy_math.h's NPY_LOG2E, NPY_LOG10E, NPY_LOGE2) of its complex log2, log10 and
+# exp2, which scale the parts of clog's value or cexp's argument: rounded to the parts' dtype
+LOG2_E, LOG10_E, LN_2 = (
+    1.442695040888963407359924681001892137,
+    0.434294481903251827651128918916605082,
+    0.693147180559945309417232121458176568,
+)
+
 # What NumPy's loop raises for a function of one argument where a generator's own code for it
 # (branch-free, its special cases selected) raises nothing, as tests of the argument: each (flags,
 # test, bound), the tests ``"at_most"`` x <= bound, ``"under"`` x < bound, ``"beyond"`` bound < |x|

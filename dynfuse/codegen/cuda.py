@@ -5,8 +5,9 @@ the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy
 cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no fast math and no
 FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
 to float16 after every op, as NumPy's half loops do. A complex value is the prelude's pair of floats
-(``df_complex``), computed as the LLVM generator computes it; of the complex functions only exp, log
-and sqrt have code here (``supports`` declines the others' kernels).
+(``df_complex``), computed as the LLVM generator computes it; the complex functions NumPy takes from
+the C library have device code here but the inverse trigonometric and hyperbolic ones (``supports``
+declines their kernels).
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
 (contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
@@ -54,6 +55,9 @@ from .common import (
     C_MATH,
     COMPARISONS,
     LIBM_RAISES,
+    LN_2,
+    LOG2_E,
+    LOG10_E,
     REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
@@ -588,9 +592,15 @@ COMPLEX_CODE: dict[str, Code] = {
     "isnan": _complex("df_isnan"),
     "isinf": _complex("df_isinf"),
     "isfinite": _complex("df_isfinite"),
-    "exp": _complex("df_cexp"),
-    "log": _complex("df_clog"),
-    "sqrt": _complex("df_csqrt"),
+    # the C library's functions, as the prelude computes them (``df_cexp`` ...)
+    **{
+        name: _complex(f"df_c{name}")
+        for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh")
+    },
+    "power": _complex("df_cpow"),
+    "log2": lambda a, c: f"df_cscale(df_clog({a[0]}), {LOG2_E!r})",
+    "log10": lambda a, c: f"df_cscale(df_clog({a[0]}), {LOG10_E!r})",
+    "exp2": lambda a, c: f"df_cexp(df_cscale({a[0]}, {LN_2!r}))",
 }
 # What else takes complex values here: on any dtype (``ANY_DTYPE_CODE``), except order
 COMPLEX_NAMES = frozenset(COMPLEX_CODE) | (

@@ -404,10 +404,15 @@ template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool
   const T ratio = (larger == (T)0 || larger == inf) ? (T)0 : smaller / larger;
   return df_sqrt(df_multiply_add(ratio, ratio, (T)1, fused)) * larger;
 }
-// The complex functions NumPy's loops take from the C library (cexp, clog, csqrt), with C99 Annex G's
-// special values and, within a few ulp, its finite ones
+// The complex functions NumPy's loops take from the C library (cexp, clog, csqrt, csinh, ccosh, ctanh,
+// csin, ccos, ctan, cpow), with C99 Annex G's special values as it gives them and, within a few ulp,
+// its finite ones
 DF_FLOAT_OVERLOADS_1(df_sin, sin)
 DF_FLOAT_OVERLOADS_1(df_cos, cos)
+DF_FLOAT_OVERLOADS_1(df_sinh, sinh)
+DF_FLOAT_OVERLOADS_1(df_cosh, cosh)
+DF_FLOAT_OVERLOADS_1(df_tanh, tanh)
+DF_FLOAT_OVERLOADS_1(df_trunc, trunc)
 DF_FLOAT_OVERLOADS_1(df_log, log)
 DF_FLOAT_OVERLOADS_2(df_atan2, atan2)
 template <typename T> struct df_range;
@@ -417,33 +422,44 @@ template <> struct df_range<float> {
   static constexpr float exp_limit = 88.0f, huge = 3.4028234663852886e38f, normal = 1.1754943508222875e-38f;
   static constexpr float large = 0x1p125f, small = 0x1p-100f, up = 0x1p60f, root_up = 0x1p30f;
   static constexpr float ln2 = 0.693147180559945309f;
+  static constexpr float tanh_one = 9.0f, epsilon = 0x1p-23f;
   static constexpr int up_exponent = 60;
 };
 template <> struct df_range<double> {
   static constexpr double exp_limit = 709.0, huge = 1.7976931348623157e308, normal = 2.2250738585072014e-308;
   static constexpr double large = 0x1p1021, small = 0x1p-1000, up = 0x1p600, root_up = 0x1p300;
   static constexpr double ln2 = 0.693147180559945309;
+  static constexpr double tanh_one = 20.0, epsilon = 0x1p-52;
   static constexpr int up_exponent = 600;
 };
-// e^x (cos y + i sin y); e^x taken in steps of e^exp_limit where it alone would overflow
+// e^x (cosine + i sine) for a finite x: e^x taken in steps of e^exp_limit where it alone would
+// overflow, so that a small cosine or sine keeps the product finite
+template <typename T> __device__ __forceinline__ df_complex<T> df_exp_cis(T x, T cosine, T sine) {
+  const T limit = df_range<T>::exp_limit;
+  for (int step = 0; step < 2 && x > limit; ++step) {
+    const T part = df_exp(limit);
+    x -= limit;
+    cosine *= part;
+    sine *= part;
+  }
+  if (x > limit) return df_complex<T>{df_range<T>::huge * cosine, df_range<T>::huge * sine};
+  const T magnitude = df_exp(x);
+  return df_complex<T>{magnitude * cosine, magnitude * sine};
+}
+// sin y and cos y, a tiny y (below the normal range) as itself and 1: a zero kept with its sign
+template <typename T> __device__ __forceinline__ void df_sine_cosine(T y, T &sine, T &cosine) {
+  const bool tiny_angle = !(df_fabs(y) > df_range<T>::normal);
+  sine = tiny_angle ? y : df_sin(y);
+  cosine = tiny_angle ? (T)1 : df_cos(y);
+}
+// e^x (cos y + i sin y)
 template <typename T> __device__ __forceinline__ df_complex<T> df_cexp(df_complex<T> z) {
-  T x = z.re;
-  const T y = z.im, inf = df_infinity(x), nan = inf - inf;
-  const bool tiny_angle = !(df_fabs(y) > df_range<T>::normal);  // sin y is y, cos y 1: zero kept
-  const T sine = tiny_angle ? y : df_sin(y), cosine = tiny_angle ? (T)1 : df_cos(y);
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  T sine, cosine;
+  df_sine_cosine(y, sine, cosine);
   if (df_isfinite(x)) {
     if (!df_isfinite(y)) return df_complex<T>{nan, nan};
-    T scaled_cosine = cosine, scaled_sine = sine;
-    const T limit = df_range<T>::exp_limit;
-    for (int step = 0; step < 2 && x > limit; ++step) {
-      const T part = df_exp(limit);
-      x -= limit;
-      scaled_cosine *= part;
-      scaled_sine *= part;
-    }
-    if (x > limit) return df_complex<T>{df_range<T>::huge * scaled_cosine, df_range<T>::huge * scaled_sine};
-    const T magnitude = df_exp(x);
-    return df_complex<T>{magnitude * scaled_cosine, magnitude * scaled_sine};
+    return df_exp_cis(x, cosine, sine);
   }
   if (isinf(x)) {
     const T value = x < (T)0 ? (T)0 : inf;
@@ -456,6 +472,80 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_cexp(df_comple
   }
   return df_complex<T>{nan, y == (T)0 ? y : nan};  // a NaN real part
 }
+// sinh(x) cos y + i cosh(x) sin y (``odd``), or cosh(x) cos y + i sinh(x) sin y, with C99 Annex G's
+// special values as the C library gives them; past exp_limit both are e^|x| / 2, scaled as in cexp
+template <typename T> __device__ __forceinline__ df_complex<T> df_chyperbolic(df_complex<T> z, bool odd) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  if (df_isfinite(x) && df_isfinite(y)) {
+    if (y == (T)0) return df_complex<T>{odd ? df_sinh(x) : df_cosh(x), odd ? y : df_copysign((T)0, x) * y};
+    T sine, cosine;
+    df_sine_cosine(y, sine, cosine);
+    const T ax = df_fabs(x);
+    if (ax > df_range<T>::exp_limit) {
+      const df_complex<T> half = df_exp_cis(ax, cosine * (T)0.5, sine * (T)0.5);
+      const T sign = x < (T)0 ? (T)-1 : (T)1;
+      return odd ? df_complex<T>{sign * half.re, half.im} : df_complex<T>{half.re, sign * half.im};
+    }
+    const T sinh_x = df_sinh(x), cosh_x = df_cosh(x);
+    return odd ? df_complex<T>{sinh_x * cosine, cosh_x * sine} : df_complex<T>{cosh_x * cosine, sinh_x * sine};
+  }
+  if (x == (T)0) return odd ? df_complex<T>{x, nan} : df_complex<T>{nan, (T)0};  // y infinite or NaN
+  if (isinf(x)) {
+    if (y == (T)0) return df_complex<T>{odd ? x : inf, odd ? y : df_copysign((T)0, x) * y};
+    if (!df_isfinite(y)) return df_complex<T>{inf, nan};
+    T sine, cosine;
+    df_sine_cosine(y, sine, cosine);
+    const T sinh_x = x, cosh_x = inf;
+    return odd ? df_complex<T>{sinh_x * cosine, cosh_x * sine} : df_complex<T>{cosh_x * cosine, sinh_x * sine};
+  }
+  return df_complex<T>{nan, y == (T)0 ? y : nan};  // a NaN part, or a finite x and a y that is not
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_csinh(df_complex<T> z) { return df_chyperbolic(z, true); }
+template <typename T> __device__ __forceinline__ df_complex<T> df_ccosh(df_complex<T> z) { return df_chyperbolic(z, false); }
+// (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y); where tanh x rounds to +-1, the imaginary
+// part is 4 sin y cos y e^(-2|x|)
+template <typename T> __device__ __forceinline__ df_complex<T> df_ctanh(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  if (isinf(x)) {
+    const T one = df_copysign((T)1, x);
+    if (!df_isfinite(y) || y == (T)0) return df_complex<T>{one, df_copysign((T)0, y)};
+    T sine, cosine;
+    df_sine_cosine(y, sine, cosine);
+    return df_complex<T>{one, df_copysign((T)0, sine * cosine)};
+  }
+  if (df_isnan(x)) return df_complex<T>{nan, y == (T)0 ? y : nan};
+  if (!df_isfinite(y)) return df_complex<T>{x == (T)0 ? x : nan, nan};
+  if (y == (T)0) return df_complex<T>{df_tanh(x), y};
+  T sine, cosine;
+  df_sine_cosine(y, sine, cosine);
+  if (df_fabs(x) > df_range<T>::tanh_one) {
+    const T scaled = (T)4 * sine * cosine;
+    const T ax = df_fabs(x);
+    // e^(-2|x|) in two steps: its square alone may underflow where the product need not
+    const T part = df_exp(-ax);
+    return df_complex<T>{df_copysign((T)1, x), scaled * part * part};
+  }
+  const T sinh_x = df_sinh(x), cosh_x = df_cosh(x);
+  const T denominator = df_fabs(sinh_x) > df_fabs(cosine) * df_range<T>::epsilon
+                            ? sinh_x * sinh_x + cosine * cosine
+                            : cosine * cosine;
+  return df_complex<T>{sinh_x * cosh_x / denominator, sine * cosine / denominator};
+}
+// The circular functions from the hyperbolic ones: sin z = -i sinh(iz), cos z = cosh(iz),
+// tan z = -i tanh(iz), as C99 defines them
+template <typename T> __device__ __forceinline__ df_complex<T> df_times_i(df_complex<T> z) { return df_complex<T>{-z.im, z.re}; }
+template <typename T> __device__ __forceinline__ df_complex<T> df_times_minus_i(df_complex<T> z) {
+  return df_complex<T>{z.im, -z.re};
+}
+// (the C library's sine of an infinite imaginary part and a real part that is not finite: +inf
+// there, where the identity's sign follows the imaginary part)
+template <typename T> __device__ __forceinline__ df_complex<T> df_csin(df_complex<T> z) {
+  df_complex<T> sine = df_times_minus_i(df_csinh(df_times_i(z)));
+  if (!df_isfinite(z.re) && isinf(z.im)) sine.im = df_fabs(sine.im);
+  return sine;
+}
+template <typename T> __device__ __forceinline__ df_complex<T> df_ccos(df_complex<T> z) { return df_ccosh(df_times_i(z)); }
+template <typename T> __device__ __forceinline__ df_complex<T> df_ctan(df_complex<T> z) { return df_times_minus_i(df_ctanh(df_times_i(z))); }
 // log|z| + i arg z: near |z| = 1 as log1p of |z|^2 - 1, its squares exact by fma; far out scaled
 template <typename T> __device__ __forceinline__ df_complex<T> df_clog(df_complex<T> z) {
   const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
@@ -504,6 +594,66 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_csqrt(df_compl
   const T other = ay / (root + root);
   if (x >= (T)0) return df_complex<T>{root * scale, df_copysign(other * scale, y)};
   return df_complex<T>{other * scale, df_copysign(root * scale, y)};
+}
+// Each part times a real constant rounded to the parts' precision: NumPy's log2 and log10 (of the
+// natural logarithm) and exp2 (of the exponent times ln 2)
+template <typename T> __device__ __forceinline__ df_complex<T> df_cscale(df_complex<T> z, double factor) {
+  const T scale = (T)factor;
+  return df_complex<T>{z.re * scale, z.im * scale};
+}
+// The product as NumPy's scalar cmul computes it, each product rounded, no infinity recovered
+template <typename T> __device__ __forceinline__ df_complex<T> df_cproduct(df_complex<T> x, df_complex<T> y) {
+  return df_complex<T>{x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
+}
+// C's product (C99 Annex G): where both parts come out NaN from an infinite operand or product, the
+// infinities are recovered
+template <typename T> __device__ __forceinline__ df_complex<T> df_cproduct_c99(df_complex<T> x, df_complex<T> y) {
+  T a = x.re, b = x.im, c = y.re, d = y.im;
+  const T ac = a * c, bd = b * d, ad = a * d, bc = b * c;
+  df_complex<T> product{ac - bd, ad + bc};
+  if (!df_isnan(product.re) || !df_isnan(product.im)) return product;
+  bool recompute = false;
+  const auto unit = [](T v) { return df_copysign(isinf(v) ? (T)1 : (T)0, v); };
+  const auto zero_if_nan = [](T v) { return df_isnan(v) ? df_copysign((T)0, v) : v; };
+  if (isinf(a) || isinf(b)) {
+    a = unit(a), b = unit(b), c = zero_if_nan(c), d = zero_if_nan(d);
+    recompute = true;
+  }
+  if (isinf(c) || isinf(d)) {
+    c = unit(c), d = unit(d), a = zero_if_nan(a), b = zero_if_nan(b);
+    recompute = true;
+  }
+  if (!recompute && (isinf(ac) || isinf(bd) || isinf(ad) || isinf(bc))) {
+    a = zero_if_nan(a), b = zero_if_nan(b), c = zero_if_nan(c), d = zero_if_nan(d);
+    recompute = true;
+  }
+  if (!recompute) return product;
+  const T inf = df_infinity(a);
+  return df_complex<T>{inf * (a * c - b * d), inf * (a * d + b * c)};
+}
+// NumPy's complex power: 1 for a zero exponent; for a zero base 0 where the exponent's real part is
+// positive, else NaN; an integral exponent below 100 in magnitude by products (1, 2 and 3 unrolled,
+// others by binary powers from 1, a negative one divided into 1); the C library's cpow otherwise,
+// e^(b log a)
+template <typename T> __device__ __forceinline__ df_complex<T> df_cpow(df_complex<T> a, df_complex<T> b) {
+  const T inf = df_infinity(b.re), nan = inf - inf;
+  const df_complex<T> unit{(T)1, (T)0};
+  if (b.re == (T)0 && b.im == (T)0) return unit;
+  if (a.re == (T)0 && a.im == (T)0) return b.re > (T)0 ? df_complex<T>{(T)0, (T)0} : df_complex<T>{nan, nan};
+  if (b.im == (T)0 && b.re == df_trunc(b.re) && b.re > (T)-100 && b.re < (T)100) {
+    const int exponent = (int)b.re, count = exponent < 0 ? -exponent : exponent;
+    if (exponent == 1) return a;
+    if (exponent == 2) return df_cproduct(a, a);
+    if (exponent == 3) return df_cproduct(a, df_cproduct(a, a));
+    df_complex<T> power = unit, base = a;
+    for (int mask = 1;; mask <<= 1) {
+      if (count & mask) power = df_cproduct(power, base);
+      if (count < (mask << 1)) break;
+      base = df_cproduct(base, base);
+    }
+    return exponent < 0 ? df_cdiv(unit, power) : power;
+  }
+  return df_cexp(df_cproduct_c99(b, df_clog(a)));
 }
 // What a complex op may have raised, judged from its value and operands (see df_raised): NaN from
 // numbers, an infinity from finite numbers; an underflow wherever an inexact op read finite numbers,

@@ -74,6 +74,9 @@ from .common import (
     COMPLEX_C_MATH,
     INT64,
     LIBM_RAISES,
+    LN_2,
+    LOG2_E,
+    LOG10_E,
     REDUCTION_FACTS,
     KernelFacts,
     OpLoop,
@@ -1092,14 +1095,6 @@ def _scaled_parts(s: _Scalars, z: ir.Value, factor: float) -> ir.Value:
     real, imaginary = s.parts(z)
     constant = ir.Constant(real.type, float(np.float32(factor)) if real.type == FLOAT else factor)
     return s.complex_of(s.b.fmul(real, constant), s.b.fmul(imaginary, constant))
-
-
-# NumPy's constants (npy_math.h's NPY_LOG2E, NPY_LOG10E, NPY_LOGE2), rounded to the parts' dtype
-LOG2_E, LOG10_E, LN_2 = (
-    1.442695040888963407359924681001892137,
-    0.434294481903251827651128918916605082,
-    math.log(2),
-)
 
 
 def _complex_logarithm(factor: float) -> Code:
