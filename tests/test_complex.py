@@ -116,7 +116,7 @@ def test_complex_functions_are_the_c_librarys_as_numpys_bit_for_bit(name, dtype)
 
 CUDA_COMPLEX_FUNCTIONS = [
     *("exp", "log", "sqrt", "log2", "log10", "exp2"),
-    *("sin", "cos", "tan", "sinh", "cosh", "tanh"),
+    *("sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan", "arctanh"),
 ]
 
 
@@ -125,7 +125,8 @@ CUDA_COMPLEX_FUNCTIONS = [
 def test_cuda_complex_functions_have_the_c_librarys_special_values_within_a_few_ulp(name, dtype):
     """The CUDA generator's complex functions: C99 Annex G's special values as the C library gives
     them (a zero, infinite or NaN part bit for bit), finite parts within 4 ulp of NumPy's; near the
-    unit circle, and magnitudes near overflow and in the subnormals, included."""
+    unit circle and the branch points +-1 and +-i, and magnitudes near overflow and in the
+    subnormals, included."""
     if registry.unavailable_reason("cuda-emulator") is not None:
         pytest.skip(registry.unavailable_reason("cuda-emulator"))
     rng = np.random.default_rng(11)
@@ -133,7 +134,12 @@ def test_cuda_complex_functions_have_the_c_librarys_special_values_within_a_few_
     near_one = np.exp(1j * angles) * (1 + rng.uniform(-1e-6, 1e-6, 200))
     finfo = np.finfo(dtype)
     extremes = np.array([complex(finfo.max / 3, finfo.max / 2), complex(finfo.tiny / 8, -finfo.tiny / 64)])
-    z = np.concatenate([special_values(dtype), near_one.astype(dtype), extremes.astype(dtype)])
+    ones = np.concatenate([1 + finfo.eps * np.arange(-3, 4), -1 + finfo.eps * np.arange(-3, 4)])
+    tiny = np.array([1e-40, 1e-30, 1e-12, 1e-4])
+    branch_points = (ones[:, None] + 1j * tiny[None, :]).ravel()
+    with np.errstate(under="ignore"):
+        z = [special_values(dtype), near_one, extremes, branch_points, 1j * branch_points]
+        z = np.concatenate([part.astype(dtype) for part in z])
     with np.errstate(all="ignore"):
         expected = getattr(np, name)(z)
     with compiling("cuda-emulator"), np.errstate(all="ignore"):
@@ -330,9 +336,9 @@ def test_the_cuda_generator_declines_the_complex_functions_it_has_no_code_for():
 
 def test_explain_shows_complex_code_and_says_a_kernel_without_code_runs_interpreted():
     z = dnp.asarray(special_values(np.dtype(np.complex128)))
-    (source,) = dynfuse.kernel_sources(dnp.arctan(z) + 1, backend="cuda")
+    (source,) = dynfuse.kernel_sources(dnp.arcsin(z) + 1, backend="cuda")
     assert "runs interpreted" in source
-    assert "runs interpreted" in dynfuse.explain(dnp.arctan(z) + 1, backend="cuda", source=True)
+    assert "runs interpreted" in dynfuse.explain(dnp.arcsin(z) + 1, backend="cuda", source=True)
     (source,) = dynfuse.kernel_sources(dnp.sin(z) ** 2.5, backend="cuda")
     assert "df_csin(" in source and "df_cpow(" in source
     (source,) = dynfuse.kernel_sources(z * z + 1, backend="cuda")

@@ -6,8 +6,8 @@ cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no
 FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
 to float16 after every op, as NumPy's half loops do. A complex value is the prelude's pair of floats
 (``df_complex``), computed as the LLVM generator computes it; the complex functions NumPy takes from
-the C library have device code here but the inverse trigonometric and hyperbolic ones (``supports``
-declines their kernels).
+the C library have device code here but arcsin, arccos, arcsinh and arccosh (``supports`` declines
+their kernels).
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
 (contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
@@ -597,6 +597,8 @@ COMPLEX_CODE: dict[str, Code] = {
         name: _complex(f"df_c{name}")
         for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh")
     },
+    "arctan": _complex("df_catan"),
+    "arctanh": _complex("df_catanh"),
     "power": _complex("df_cpow"),
     "log2": lambda a, c: f"df_cscale(df_clog({a[0]}), {LOG2_E!r})",
     "log10": lambda a, c: f"df_cscale(df_clog({a[0]}), {LOG10_E!r})",

@@ -405,8 +405,8 @@ template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool
   return df_sqrt(df_multiply_add(ratio, ratio, (T)1, fused)) * larger;
 }
 // The complex functions NumPy's loops take from the C library (cexp, clog, csqrt, csinh, ccosh, ctanh,
-// csin, ccos, ctan, cpow), with C99 Annex G's special values as it gives them and, within a few ulp,
-// its finite ones
+// csin, ccos, ctan, catanh, catan, cpow), with C99 Annex G's special values as it gives them and,
+// within a few ulp, its finite ones
 DF_FLOAT_OVERLOADS_1(df_sin, sin)
 DF_FLOAT_OVERLOADS_1(df_cos, cos)
 DF_FLOAT_OVERLOADS_1(df_sinh, sinh)
@@ -594,6 +594,55 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_csqrt(df_compl
   const T other = ay / (root + root);
   if (x >= (T)0) return df_complex<T>{root * scale, df_copysign(other * scale, y)};
   return df_complex<T>{other * scale, df_copysign(root * scale, y)};
+}
+// x^2 + y^2 - 1 for 0 <= y <= x < 1 where it cancels: the squares exact by fma, summed with their
+// errors carried
+template <typename T> __device__ __forceinline__ T df_x2y2m1(T x, T y) {
+  const T x2 = x * x, y2 = y * y, x2_error = df_fma(x, x, -x2), y2_error = df_fma(y, y, -y2);
+  const T first = x2 - (T)1, first_error = (x2 - (first + (T)1)) + ((T)-1 - (first - x2));
+  const T sum = first + y2, virtual_y2 = sum - first, sum_error = (first - (sum - virtual_y2)) + (y2 - virtual_y2);
+  return sum + (((first_error + sum_error) + x2_error) + y2_error);
+}
+// atanh z = log((1 + z) / (1 - z)) / 2: the real part a quarter of log1p(4x / |1 - z|^2) (of the
+// log of the ratio where it is below 1/2), near |x| = 1 with a tiny y from log|y|; the imaginary
+// part half of atan2(2y, 1 - x^2 - y^2), that difference computed without cancellation; far out,
+// 1/z's real part and +-pi/2
+template <typename T> __device__ __forceinline__ df_complex<T> df_catanh(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf, eps = df_range<T>::epsilon;
+  const T half_pi = (T)1.57079632679489661923;
+  if (isinf(x) || isinf(y)) return df_complex<T>{df_copysign((T)0, x), df_isnan(y) ? nan : df_copysign(half_pi, y)};
+  if (df_isnan(x) || df_isnan(y)) return df_complex<T>{x == (T)0 ? x : nan, nan};
+  if (x == (T)0 && y == (T)0) return z;
+  const T ax = df_fabs(x), ay = df_fabs(y);
+  if (ax >= (T)16 / eps || ay >= (T)16 / eps) {
+    const T h = df_hypot(x * (T)0.5, y * (T)0.5);
+    return df_complex<T>{x / h / h * (T)0.25, df_copysign(half_pi, y)};
+  }
+  T real;
+  if (ax == (T)1 && ay < eps * eps) {
+    real = df_copysign((T)0.5, x) * (df_range<T>::ln2 - df_log(ay));
+  } else {
+    const T y2 = ay < eps * eps ? (T)0 : ay * ay;
+    const T above = (T)1 + x, below = (T)1 - x;
+    const T numerator = y2 + above * above, denominator = y2 + below * below;
+    const T ratio = numerator / denominator;
+    real = ratio < (T)0.5 ? (T)0.25 * df_log(ratio) : (T)0.25 * df_log1p((T)4 * x / denominator);
+  }
+  const T larger = ax < ay ? ay : ax, smaller = ax < ay ? ax : ay;
+  T difference;  // 1 - x^2 - y^2
+  if (smaller < eps * (T)0.5) {
+    difference = ((T)1 - larger) * ((T)1 + larger);
+    if (difference == (T)0) difference = (T)0;
+  } else if (larger >= (T)1 || (larger < (T)0.75 && smaller < (T)0.5)) {
+    difference = ((T)1 - larger) * ((T)1 + larger) - smaller * smaller;
+  } else {
+    difference = -df_x2y2m1(larger, smaller);
+  }
+  return df_complex<T>{real, (T)0.5 * df_atan2((T)2 * y, difference)};
+}
+// atan z = -i atanh(iz)
+template <typename T> __device__ __forceinline__ df_complex<T> df_catan(df_complex<T> z) {
+  return df_times_minus_i(df_catanh(df_times_i(z)));
 }
 // Each part times a real constant rounded to the parts' precision: NumPy's log2 and log10 (of the
 // natural logarithm) and exp2 (of the exponent times ln 2)
