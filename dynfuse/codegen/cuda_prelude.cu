@@ -632,7 +632,6 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_catanh(df_comp
   T difference;  // 1 - x^2 - y^2
   if (smaller < eps * (T)0.5) {
     difference = ((T)1 - larger) * ((T)1 + larger);
-    if (difference == (T)0) difference = (T)0;
   } else if (larger >= (T)1 || (larger < (T)0.75 && smaller < (T)0.5)) {
     difference = ((T)1 - larger) * ((T)1 + larger) - smaller * smaller;
   } else {
