@@ -116,7 +116,8 @@ def test_complex_functions_are_the_c_librarys_as_numpys_bit_for_bit(name, dtype)
 
 CUDA_COMPLEX_FUNCTIONS = [
     *("exp", "log", "sqrt", "log2", "log10", "exp2"),
-    *("sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan", "arctanh"),
+    *("sin", "cos", "tan", "sinh", "cosh", "tanh"),
+    *("arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"),
 ]
 
 
@@ -330,15 +331,15 @@ def test_the_cuda_generator_declines_the_complex_functions_it_has_no_code_for():
     with compiling("cuda-emulator"), np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("error")
         lazy = dnp.asarray(z)
-        same_bits(dnp.arcsinh(lazy * lazy), np.arcsinh(z * z))
+        same_bits(dnp.expm1(lazy * lazy), np.expm1(z * z))
     assert dynfuse.stats()["fallbacks"] == 0 and dynfuse.stats()["interpreted_ops"] >= 1
 
 
 def test_explain_shows_complex_code_and_says_a_kernel_without_code_runs_interpreted():
     z = dnp.asarray(special_values(np.dtype(np.complex128)))
-    (source,) = dynfuse.kernel_sources(dnp.arcsin(z) + 1, backend="cuda")
+    (source,) = dynfuse.kernel_sources(dnp.expm1(z) + 1, backend="cuda")
     assert "runs interpreted" in source
-    assert "runs interpreted" in dynfuse.explain(dnp.arcsin(z) + 1, backend="cuda", source=True)
+    assert "runs interpreted" in dynfuse.explain(dnp.expm1(z) + 1, backend="cuda", source=True)
     (source,) = dynfuse.kernel_sources(dnp.sin(z) ** 2.5, backend="cuda")
     assert "df_csin(" in source and "df_cpow(" in source
     (source,) = dynfuse.kernel_sources(z * z + 1, backend="cuda")

@@ -5,9 +5,9 @@ the dtypes NumPy's own loop for the op uses (``common.loop_dtypes``), with NumPy
 cases C leaves open, written once as device functions in ``cuda_prelude.cu``; no fast math and no
 FMA contraction (``COMPILE_OPTIONS``). float16 is stored as its bits and computed in float, rounded
 to float16 after every op, as NumPy's half loops do. A complex value is the prelude's pair of floats
-(``df_complex``), computed as the LLVM generator computes it; the complex functions NumPy takes from
-the C library have device code here but arcsin, arccos, arcsinh and arccosh (``supports`` declines
-their kernels).
+(``df_complex``), computed as the LLVM generator computes it, and the complex functions NumPy takes
+from the C library as device code with its special values; what has no complex code (``expm1``,
+``log1p``, orderings) makes ``supports`` decline the kernel.
 
 The kernel's shape is compiled in; strides are compiled in where the description knows them
 (contiguous loads, broadcast axes, outputs) and passed at launch for the other loads, so one kernel
@@ -597,6 +597,10 @@ COMPLEX_CODE: dict[str, Code] = {
         name: _complex(f"df_c{name}")
         for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh")
     },
+    "arcsin": _complex("df_carcsin"),
+    "arccos": _complex("df_carccos"),
+    "arcsinh": _complex("df_carcsinh"),
+    "arccosh": _complex("df_carccosh"),
     "arctan": _complex("df_catan"),
     "arctanh": _complex("df_catanh"),
     "power": _complex("df_cpow"),

@@ -405,14 +405,17 @@ template <typename T> __device__ __forceinline__ T df_cabs(df_complex<T> z, bool
   return df_sqrt(df_multiply_add(ratio, ratio, (T)1, fused)) * larger;
 }
 // The complex functions NumPy's loops take from the C library (cexp, clog, csqrt, csinh, ccosh, ctanh,
-// csin, ccos, ctan, catanh, catan, cpow), with C99 Annex G's special values as it gives them and,
-// within a few ulp, its finite ones
+// csin, ccos, ctan, casinh, casin, cacos, cacosh, catanh, catan, cpow), with C99 Annex G's special
+// values as it gives them and, within a few ulp, its finite ones
 DF_FLOAT_OVERLOADS_1(df_sin, sin)
 DF_FLOAT_OVERLOADS_1(df_cos, cos)
 DF_FLOAT_OVERLOADS_1(df_sinh, sinh)
 DF_FLOAT_OVERLOADS_1(df_cosh, cosh)
 DF_FLOAT_OVERLOADS_1(df_tanh, tanh)
 DF_FLOAT_OVERLOADS_1(df_trunc, trunc)
+DF_FLOAT_OVERLOADS_1(df_asin, asin)
+DF_FLOAT_OVERLOADS_1(df_acos, acos)
+DF_FLOAT_OVERLOADS_1(df_atan, atan)
 DF_FLOAT_OVERLOADS_1(df_log, log)
 DF_FLOAT_OVERLOADS_2(df_atan2, atan2)
 template <typename T> struct df_range;
@@ -642,6 +645,96 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_catanh(df_comp
 // atan z = -i atanh(iz)
 template <typename T> __device__ __forceinline__ df_complex<T> df_catan(df_complex<T> z) {
   return df_times_minus_i(df_catanh(df_times_i(z)));
+}
+// arcsin z's real part, arccos z's and their imaginary part's magnitude, for finite x, y >= 0 (Hull,
+// Fairgrieve and Tang's method): with r = |z + 1|, s = |z - 1|, A = (r + s) / 2 >= 1, the real parts
+// are asin and acos of x / A, each written as an atan where x / A nears 1, and the imaginary part
+// log(A + sqrt(A^2 - 1)), as log1p of A - 1 computed without cancellation where A is near 1; a y too
+// small to show in A - 1 by its first order, and far out log 2|z| and the angles
+template <typename T> struct df_arcsine_parts {
+  T asin_real, acos_real, imaginary;
+};
+template <typename T> __device__ __forceinline__ df_arcsine_parts<T> df_arcsine(T x, T y) {
+  const T eps = df_range<T>::epsilon, half_pi = (T)1.57079632679489661923;
+  if (x > (T)1 / eps || y > (T)1 / eps) {
+    const T imaginary = df_log(df_hypot(x * (T)0.5, y * (T)0.5)) + (T)2 * df_range<T>::ln2;
+    return df_arcsine_parts<T>{df_atan2(x, y), df_atan2(y, x), imaginary};
+  }
+  if (y < eps * df_fabs(x - (T)1)) {
+    if (x < (T)1) {
+      const T root = df_sqrt(((T)1 - x) * ((T)1 + x));
+      return df_arcsine_parts<T>{df_asin(x), df_acos(x), y / root};
+    }
+    const T root = df_sqrt((x - (T)1) * (x + (T)1));
+    return df_arcsine_parts<T>{half_pi, y / root, df_log1p((x - (T)1) + root)};
+  }
+  const T r = df_hypot(x + (T)1, y), s = df_hypot(x - (T)1, y), a = (T)0.5 * (r + s), b = x / a;
+  const T y2 = y * y;
+  T asin_real, acos_real;
+  if (b <= (T)0.6417) {
+    asin_real = df_asin(b), acos_real = df_acos(b);
+  } else {
+    const T half_apx = (T)0.5 * (a + x);
+    const T across = x <= (T)1 ? df_sqrt(half_apx * (y2 / (r + x + (T)1) + (s + ((T)1 - x))))
+                               : y * df_sqrt(half_apx / (r + x + (T)1) + half_apx / (s + (x - (T)1)));
+    asin_real = df_atan(x / across), acos_real = df_atan(across / x);
+  }
+  T imaginary;
+  if (a <= (T)1.5) {
+    // 2(A - 1), halved after the product under the root: halving a subnormal first would round it
+    const T twice = x < (T)1 ? y2 / (r + x + (T)1) + y2 / (s + ((T)1 - x)) : y2 / (r + x + (T)1) + (s + (x - (T)1));
+    imaginary = df_log1p((T)0.5 * twice + df_sqrt(twice * (a + (T)1) * (T)0.5));
+  } else {
+    imaginary = df_log(a + df_sqrt(a * a - (T)1));
+  }
+  return df_arcsine_parts<T>{asin_real, acos_real, imaginary};
+}
+// asinh z = -i asin(iz): C99 Annex G's special values as the C library gives them
+template <typename T> __device__ __forceinline__ df_complex<T> df_carcsinh(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  const T quarter_pi = (T)0.785398163397448309616, half_pi = (T)1.57079632679489661923;
+  if (isinf(x)) return df_complex<T>{x, df_isnan(y) ? y : df_copysign(isinf(y) ? quarter_pi : (T)0, y)};
+  if (isinf(y)) return df_complex<T>{df_isnan(x) ? inf : df_copysign(inf, x), df_isnan(x) ? nan : df_copysign(half_pi, y)};
+  if (df_isnan(x)) return df_complex<T>{nan, y == (T)0 ? y : nan};
+  if (df_isnan(y)) return df_complex<T>{nan, nan};
+  if (x == (T)0 && y == (T)0) return z;
+  const df_arcsine_parts<T> parts = df_arcsine(df_fabs(y), df_fabs(x));
+  return df_complex<T>{df_copysign(parts.imaginary, x), df_copysign(parts.asin_real, y)};
+}
+// asin z = -i asinh(iz), but where a part is NaN: the C library's own cases
+template <typename T> __device__ __forceinline__ df_complex<T> df_carcsin(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  if (df_isnan(x) || df_isnan(y)) {
+    if (x == (T)0) return z;
+    if (isinf(x) || isinf(y)) return df_complex<T>{nan, df_copysign(inf, y)};
+    return df_complex<T>{nan, nan};
+  }
+  return df_times_minus_i(df_carcsinh(df_times_i(z)));
+}
+// acos z: pi/2 - asin z where a part is not finite or both are zero, as the C library; else from
+// df_arcsine, pi less it for a negative x
+template <typename T> __device__ __forceinline__ df_complex<T> df_carccos(df_complex<T> z) {
+  const T x = z.re, y = z.im, half_pi = (T)1.57079632679489661923, pi = (T)3.14159265358979323846;
+  if (!df_isfinite(x) || !df_isfinite(y) || (x == (T)0 && y == (T)0)) {
+    const df_complex<T> sine = df_carcsin(z);
+    return df_complex<T>{half_pi - sine.re, -sine.im};
+  }
+  const df_arcsine_parts<T> parts = df_arcsine(df_fabs(x), df_fabs(y));
+  return df_complex<T>{x < (T)0 ? pi - parts.acos_real : parts.acos_real, -df_copysign(parts.imaginary, y)};
+}
+// acosh z = +-i acos z, its real part not negative: the C library's special values
+template <typename T> __device__ __forceinline__ df_complex<T> df_carccosh(df_complex<T> z) {
+  const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
+  const T quarter_pi = (T)0.785398163397448309616, half_pi = (T)1.57079632679489661923;
+  const T pi = (T)3.14159265358979323846;
+  if (isinf(y)) {
+    const T angle = isinf(x) ? (x < (T)0 ? (T)3 * quarter_pi : quarter_pi) : half_pi;
+    return df_complex<T>{inf, df_isnan(x) ? nan : df_copysign(angle, y)};
+  }
+  if (isinf(x)) return df_complex<T>{inf, df_isnan(y) ? nan : df_copysign(x < (T)0 ? pi : (T)0, y)};
+  if (df_isnan(x) || df_isnan(y)) return df_complex<T>{nan, x == (T)0 ? half_pi : nan};
+  const df_arcsine_parts<T> parts = df_arcsine(df_fabs(x), df_fabs(y));
+  return df_complex<T>{parts.imaginary, df_copysign(x < (T)0 ? pi - parts.acos_real : parts.acos_real, y)};
 }
 // Each part times a real constant rounded to the parts' precision: NumPy's log2 and log10 (of the
 // natural logarithm) and exp2 (of the exponent times ln 2)
