@@ -426,6 +426,8 @@ template <> struct df_range<float> {
   static constexpr float large = 0x1p125f, small = 0x1p-100f, up = 0x1p60f, root_up = 0x1p30f;
   static constexpr float ln2 = 0.693147180559945309f;
   static constexpr float tanh_one = 9.0f, epsilon = 0x1p-23f;
+  static constexpr float pi = (float)3.14159265358979323846, half_pi = (float)1.57079632679489661923;
+  static constexpr float quarter_pi = (float)0.785398163397448309616;
   static constexpr int up_exponent = 60;
 };
 template <> struct df_range<double> {
@@ -433,6 +435,8 @@ template <> struct df_range<double> {
   static constexpr double large = 0x1p1021, small = 0x1p-1000, up = 0x1p600, root_up = 0x1p300;
   static constexpr double ln2 = 0.693147180559945309;
   static constexpr double tanh_one = 20.0, epsilon = 0x1p-52;
+  static constexpr double pi = 3.14159265358979323846, half_pi = 1.57079632679489661923;
+  static constexpr double quarter_pi = 0.785398163397448309616;
   static constexpr int up_exponent = 600;
 };
 // e^x (cosine + i sine) for a finite x: e^x taken in steps of e^exp_limit where it alone would
@@ -479,29 +483,21 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_cexp(df_comple
 // special values as the C library gives them; past exp_limit both are e^|x| / 2, scaled as in cexp
 template <typename T> __device__ __forceinline__ df_complex<T> df_chyperbolic(df_complex<T> z, bool odd) {
   const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
-  if (df_isfinite(x) && df_isfinite(y)) {
-    if (y == (T)0) return df_complex<T>{odd ? df_sinh(x) : df_cosh(x), odd ? y : df_copysign((T)0, x) * y};
-    T sine, cosine;
-    df_sine_cosine(y, sine, cosine);
-    const T ax = df_fabs(x);
-    if (ax > df_range<T>::exp_limit) {
-      const df_complex<T> half = df_exp_cis(ax, cosine * (T)0.5, sine * (T)0.5);
-      const T sign = x < (T)0 ? (T)-1 : (T)1;
-      return odd ? df_complex<T>{sign * half.re, half.im} : df_complex<T>{half.re, sign * half.im};
-    }
-    const T sinh_x = df_sinh(x), cosh_x = df_cosh(x);
-    return odd ? df_complex<T>{sinh_x * cosine, cosh_x * sine} : df_complex<T>{cosh_x * cosine, sinh_x * sine};
+  if (y == (T)0 && !df_isnan(x)) return df_complex<T>{odd ? df_sinh(x) : df_cosh(x), odd ? y : df_copysign((T)0, x) * y};
+  if (df_isnan(x) || !df_isfinite(y)) {
+    if (x == (T)0) return odd ? df_complex<T>{x, nan} : df_complex<T>{nan, (T)0};
+    if (isinf(x)) return df_complex<T>{inf, nan};
+    return df_complex<T>{nan, y == (T)0 ? y : nan};
   }
-  if (x == (T)0) return odd ? df_complex<T>{x, nan} : df_complex<T>{nan, (T)0};  // y infinite or NaN
-  if (isinf(x)) {
-    if (y == (T)0) return df_complex<T>{odd ? x : inf, odd ? y : df_copysign((T)0, x) * y};
-    if (!df_isfinite(y)) return df_complex<T>{inf, nan};
-    T sine, cosine;
-    df_sine_cosine(y, sine, cosine);
-    const T sinh_x = x, cosh_x = inf;
-    return odd ? df_complex<T>{sinh_x * cosine, cosh_x * sine} : df_complex<T>{cosh_x * cosine, sinh_x * sine};
+  T sine, cosine;
+  df_sine_cosine(y, sine, cosine);
+  if (df_isfinite(x) && df_fabs(x) > df_range<T>::exp_limit) {
+    const df_complex<T> half = df_exp_cis(df_fabs(x), cosine * (T)0.5, sine * (T)0.5);
+    const T sign = x < (T)0 ? (T)-1 : (T)1;
+    return odd ? df_complex<T>{sign * half.re, half.im} : df_complex<T>{half.re, sign * half.im};
   }
-  return df_complex<T>{nan, y == (T)0 ? y : nan};  // a NaN part, or a finite x and a y that is not
+  const T sinh_x = df_sinh(x), cosh_x = df_cosh(x);  // +-inf and inf for an infinite x
+  return odd ? df_complex<T>{sinh_x * cosine, cosh_x * sine} : df_complex<T>{cosh_x * cosine, sinh_x * sine};
 }
 template <typename T> __device__ __forceinline__ df_complex<T> df_csinh(df_complex<T> z) { return df_chyperbolic(z, true); }
 template <typename T> __device__ __forceinline__ df_complex<T> df_ccosh(df_complex<T> z) { return df_chyperbolic(z, false); }
@@ -612,7 +608,7 @@ template <typename T> __device__ __forceinline__ T df_x2y2m1(T x, T y) {
 // 1/z's real part and +-pi/2
 template <typename T> __device__ __forceinline__ df_complex<T> df_catanh(df_complex<T> z) {
   const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf, eps = df_range<T>::epsilon;
-  const T half_pi = (T)1.57079632679489661923;
+  const T half_pi = df_range<T>::half_pi;
   if (isinf(x) || isinf(y)) return df_complex<T>{df_copysign((T)0, x), df_isnan(y) ? nan : df_copysign(half_pi, y)};
   if (df_isnan(x) || df_isnan(y)) return df_complex<T>{x == (T)0 ? x : nan, nan};
   if (x == (T)0 && y == (T)0) return z;
@@ -655,7 +651,7 @@ template <typename T> struct df_arcsine_parts {
   T asin_real, acos_real, imaginary;
 };
 template <typename T> __device__ __forceinline__ df_arcsine_parts<T> df_arcsine(T x, T y) {
-  const T eps = df_range<T>::epsilon, half_pi = (T)1.57079632679489661923;
+  const T eps = df_range<T>::epsilon, half_pi = df_range<T>::half_pi;
   if (x > (T)1 / eps || y > (T)1 / eps) {
     const T imaginary = df_log(df_hypot(x * (T)0.5, y * (T)0.5)) + (T)2 * df_range<T>::ln2;
     return df_arcsine_parts<T>{df_atan2(x, y), df_atan2(y, x), imaginary};
@@ -692,7 +688,7 @@ template <typename T> __device__ __forceinline__ df_arcsine_parts<T> df_arcsine(
 // asinh z = -i asin(iz): C99 Annex G's special values as the C library gives them
 template <typename T> __device__ __forceinline__ df_complex<T> df_carcsinh(df_complex<T> z) {
   const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
-  const T quarter_pi = (T)0.785398163397448309616, half_pi = (T)1.57079632679489661923;
+  const T quarter_pi = df_range<T>::quarter_pi, half_pi = df_range<T>::half_pi;
   if (isinf(x)) return df_complex<T>{x, df_isnan(y) ? y : df_copysign(isinf(y) ? quarter_pi : (T)0, y)};
   if (isinf(y)) return df_complex<T>{df_isnan(x) ? inf : df_copysign(inf, x), df_isnan(x) ? nan : df_copysign(half_pi, y)};
   if (df_isnan(x)) return df_complex<T>{nan, y == (T)0 ? y : nan};
@@ -714,7 +710,7 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_carcsin(df_com
 // acos z: pi/2 - asin z where a part is not finite or both are zero, as the C library; else from
 // df_arcsine, pi less it for a negative x
 template <typename T> __device__ __forceinline__ df_complex<T> df_carccos(df_complex<T> z) {
-  const T x = z.re, y = z.im, half_pi = (T)1.57079632679489661923, pi = (T)3.14159265358979323846;
+  const T x = z.re, y = z.im, half_pi = df_range<T>::half_pi, pi = df_range<T>::pi;
   if (!df_isfinite(x) || !df_isfinite(y) || (x == (T)0 && y == (T)0)) {
     const df_complex<T> sine = df_carcsin(z);
     return df_complex<T>{half_pi - sine.re, -sine.im};
@@ -725,8 +721,7 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_carccos(df_com
 // acosh z = +-i acos z, its real part not negative: the C library's special values
 template <typename T> __device__ __forceinline__ df_complex<T> df_carccosh(df_complex<T> z) {
   const T x = z.re, y = z.im, inf = df_infinity(x), nan = inf - inf;
-  const T quarter_pi = (T)0.785398163397448309616, half_pi = (T)1.57079632679489661923;
-  const T pi = (T)3.14159265358979323846;
+  const T quarter_pi = df_range<T>::quarter_pi, half_pi = df_range<T>::half_pi, pi = df_range<T>::pi;
   if (isinf(y)) {
     const T angle = isinf(x) ? (x < (T)0 ? (T)3 * quarter_pi : quarter_pi) : half_pi;
     return df_complex<T>{inf, df_isnan(x) ? nan : df_copysign(angle, y)};
@@ -741,10 +736,6 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_carccosh(df_co
 template <typename T> __device__ __forceinline__ df_complex<T> df_cscale(df_complex<T> z, double factor) {
   const T scale = (T)factor;
   return df_complex<T>{z.re * scale, z.im * scale};
-}
-// The product as NumPy's scalar cmul computes it, each product rounded, no infinity recovered
-template <typename T> __device__ __forceinline__ df_complex<T> df_cproduct(df_complex<T> x, df_complex<T> y) {
-  return df_complex<T>{x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
 }
 // C's product (C99 Annex G): where both parts come out NaN from an infinite operand or product, the
 // infinities are recovered
@@ -773,9 +764,9 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_cproduct_c99(d
   return df_complex<T>{inf * (a * c - b * d), inf * (a * d + b * c)};
 }
 // NumPy's complex power: 1 for a zero exponent; for a zero base 0 where the exponent's real part is
-// positive, else NaN; an integral exponent below 100 in magnitude by products (1, 2 and 3 unrolled,
-// others by binary powers from 1, a negative one divided into 1); the C library's cpow otherwise,
-// e^(b log a)
+// positive, else NaN; an integral exponent below 100 in magnitude by C's products, each rounded (1,
+// 2 and 3 unrolled, others by binary powers from 1, a negative one divided into 1); the C library's
+// cpow otherwise, e^(b log a)
 template <typename T> __device__ __forceinline__ df_complex<T> df_cpow(df_complex<T> a, df_complex<T> b) {
   const T inf = df_infinity(b.re), nan = inf - inf;
   const df_complex<T> unit{(T)1, (T)0};
@@ -784,13 +775,13 @@ template <typename T> __device__ __forceinline__ df_complex<T> df_cpow(df_comple
   if (b.im == (T)0 && b.re == df_trunc(b.re) && b.re > (T)-100 && b.re < (T)100) {
     const int exponent = (int)b.re, count = exponent < 0 ? -exponent : exponent;
     if (exponent == 1) return a;
-    if (exponent == 2) return df_cproduct(a, a);
-    if (exponent == 3) return df_cproduct(a, df_cproduct(a, a));
+    if (exponent == 2) return df_cmul(a, a, false);
+    if (exponent == 3) return df_cmul(a, df_cmul(a, a, false), false);
     df_complex<T> power = unit, base = a;
     for (int mask = 1;; mask <<= 1) {
-      if (count & mask) power = df_cproduct(power, base);
+      if (count & mask) power = df_cmul(power, base, false);
       if (count < (mask << 1)) break;
-      base = df_cproduct(base, base);
+      base = df_cmul(base, base, false);
     }
     return exponent < 0 ? df_cdiv(unit, power) : power;
   }
