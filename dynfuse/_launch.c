@@ -4,7 +4,8 @@
    and output, the element strides of each strided input and output, then each scalar parameter in its loop
    dtype, in the low bytes of its cell. ``backends.cpu._Launcher`` packs them with ``struct`` and
    calls through ctypes, about 3 us: a quarter of a small cached trace's time. ``KernelCall.run``
-   does the same in C for a call on one thread. It declines (returns False, having run nothing)
+   does the same in C, on one thread or split into ranges that pool threads take (``run_ranges``'s
+   pool), each caller with its own scratch. It declines (returns False, having run nothing)
    whatever it would not pack exactly as the Python packing does, and the Python packing then runs;
    tests hold the two to the same results (tests/test_cpu_backend.py). */
 
@@ -17,7 +18,7 @@
 #include <string.h>
 
 /* What dynfuse.accelerate checks, so a stale build is never used with newer Python code. */
-#define INTERFACE_VERSION 3
+#define INTERFACE_VERSION 4
 #define STACK_CELLS 64
 
 typedef void (*entry_function)(void *cells, void *scratch, int64_t start, int64_t stop);
@@ -31,7 +32,16 @@ typedef struct {
     Py_ssize_t *strided; /* the operands (inputs, then outputs after them) whose element strides follow the pointers */
     Py_ssize_t param_count;
     char *param_codes;   /* struct's format character of each parameter, one cell each */
+    Py_ssize_t scratch_bytes, scratch_alignment; /* each taker's scratch, and where it starts */
+    int64_t *bounds;     /* range i is rows [bounds[i], bounds[i + 1]) */
+    Py_ssize_t ranges;
+    int takers;          /* the calling thread and takers - 1 pool threads */
 } KernelCall;
+
+#ifndef _WIN32
+static void run_split(entry_function call, void *cells, void *const *scratch, int takers, const int64_t *bounds,
+                      int64_t ranges);
+#endif
 
 static const char PARAM_CODES[] = "?bhiqBHIQfd";
 
@@ -39,24 +49,64 @@ static void kernel_call_dealloc(KernelCall *self)
 {
     PyMem_Free(self->strided);
     PyMem_Free(self->param_codes);
+    PyMem_Free(self->bounds);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int kernel_call_init(KernelCall *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"entry", "inputs", "outputs", "strided", "ndim", "param_codes", "param_cell",
-                               "cell_count", "rows", NULL};
+    static char *keywords[] = {"entry",      "inputs",        "outputs",           "strided", "ndim",
+                               "param_codes", "param_cell",   "cell_count",        "rows",    "scratch_bytes",
+                               "scratch_alignment", "bounds", "takers", NULL};
     unsigned long long entry;
-    PyObject *strided;
+    PyObject *strided, *bounds = NULL;
     const char *codes;
     Py_ssize_t codes_length;
     long long rows;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KnnO!ns#nnL", keywords, &entry, &self->inputs,
+    int takers = 1;
+    self->scratch_bytes = 0;
+    self->scratch_alignment = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KnnO!ns#nnL|nnO!i", keywords, &entry, &self->inputs,
                                      &self->outputs, &PyTuple_Type, &strided, &self->ndim, &codes,
-                                     &codes_length, &self->param_cell, &self->cell_count, &rows))
+                                     &codes_length, &self->param_cell, &self->cell_count, &rows,
+                                     &self->scratch_bytes, &self->scratch_alignment, &PyTuple_Type, &bounds,
+                                     &takers))
         return -1;
     self->entry = (entry_function)(uintptr_t)entry;
     self->rows = rows;
+    if (self->scratch_bytes < 0 || self->scratch_alignment < 1) {
+        PyErr_SetString(PyExc_ValueError, "scratch_bytes must be >= 0 and scratch_alignment >= 1");
+        return -1;
+    }
+    /* The ranges each launch is split into, given as their starts and the end (rows; one range of
+       every row where not given), taken in turn by the calling thread and takers - 1 pool threads */
+    if (takers < 1 || takers > 257) {
+        PyErr_SetString(PyExc_ValueError, "takers must be 1 to 257: the caller and up to 256 pool threads");
+        return -1;
+    }
+    Py_ssize_t ranges = bounds == NULL ? 1 : PyTuple_GET_SIZE(bounds) - 1;
+    if (ranges < 1 || ranges > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "bounds must hold at least one range's start and the rows");
+        return -1;
+    }
+    PyMem_Free(self->bounds);
+    if ((self->bounds = PyMem_Calloc(ranges + 1, sizeof(int64_t))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->bounds[ranges] = rows;
+    for (Py_ssize_t i = 0; bounds != NULL && i <= ranges; i++) {
+        self->bounds[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, i));
+        if (self->bounds[i] == -1 && PyErr_Occurred())
+            return -1;
+        if ((i > 0 && self->bounds[i] < self->bounds[i - 1]) || (i == 0 && self->bounds[0] != 0)
+            || (i == ranges && self->bounds[i] != rows)) {
+            PyErr_SetString(PyExc_ValueError, "bounds must rise from 0 to the rows");
+            return -1;
+        }
+    }
+    self->ranges = ranges;
+    self->takers = takers;
     Py_ssize_t count = PyTuple_GET_SIZE(strided);
     PyMem_Free(self->strided);
     self->strided = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
@@ -218,6 +268,10 @@ static PyObject *kernel_call_run(KernelCall *self, PyObject *const *args, Py_ssi
         items_of(args[1], self->param_count, "params", &params) < 0 ||
         items_of(args[2], self->outputs, "outputs", &outputs) < 0)
         return NULL;
+#ifdef _WIN32
+    if (self->takers > 1) /* no pool threads here: the Python launch splits it */
+        Py_RETURN_FALSE;
+#endif
     int64_t stack_cells[STACK_CELLS];
     int64_t *cells = stack_cells;
     if (self->cell_count > STACK_CELLS) {
@@ -227,12 +281,34 @@ static PyObject *kernel_call_run(KernelCall *self, PyObject *const *args, Py_ssi
     } else {
         memset(cells, 0, self->cell_count * sizeof(int64_t));
     }
+    /* Each taker's scratch, its own (a kernel in column mode keeps a chunk's lanes there) */
+    void *scratch[257] = {NULL};
+    char *memory = NULL;
+    if (self->scratch_bytes) {
+        size_t each = (size_t)self->scratch_bytes, alignment = (size_t)self->scratch_alignment;
+        memory = PyMem_RawMalloc(each * self->takers + alignment);
+        if (memory == NULL) {
+            if (cells != stack_cells)
+                PyMem_Free(cells);
+            return PyErr_NoMemory();
+        }
+        uintptr_t start = (uintptr_t)memory;
+        start += (alignment - start % alignment) % alignment;
+        for (int taker = 0; taker < self->takers; taker++)
+            scratch[taker] = (void *)(start + each * taker);
+    }
     int filled = fill_cells(self, inputs, params, outputs, cells);
     if (filled) {
         Py_BEGIN_ALLOW_THREADS
-        self->entry(cells, NULL, 0, self->rows);
+#ifndef _WIN32
+        if (self->ranges > 1)
+            run_split(self->entry, cells, scratch, self->takers, self->bounds, self->ranges);
+        else
+#endif
+            self->entry(cells, scratch[0], 0, self->rows);
         Py_END_ALLOW_THREADS
     }
+    PyMem_RawFree(memory);
     if (cells != stack_cells)
         PyMem_Free(cells);
     return PyBool_FromLong(filled);
@@ -240,8 +316,8 @@ static PyObject *kernel_call_run(KernelCall *self, PyObject *const *args, Py_ssi
 
 static PyMethodDef kernel_call_methods[] = {
     {"run", (PyCFunction)(void (*)(void))kernel_call_run, METH_FASTCALL,
-     "run(inputs, params, outputs) -> bool: run the kernel over all its rows on this thread; False, "
-     "having run nothing, where the Python packing must do it"},
+     "run(inputs, params, outputs) -> bool: run the kernel over all its rows, on this thread or in its "
+     "ranges on pool threads too; False, having run nothing, where the Python packing must do it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -429,6 +505,43 @@ static int start_pool_threads(int count)
     return 0;
 }
 
+/* ``call(cells, scratch[taker], bounds[i], bounds[i + 1])`` for every range i, the ranges taken in
+   turn by this thread (taker 0) and takers - 1 pool threads; all on this thread where another
+   launch has the pool or no thread can be started. Without the GIL. */
+static void run_split(entry_function call, void *cells, void *const *scratch, int takers, const int64_t *bounds,
+                      int64_t ranges)
+{
+    int alone = takers == 1 || atomic_exchange(&pool.busy, 1) != 0;
+    if (!alone && start_pool_threads(takers - 1) < 0) {
+        atomic_store(&pool.busy, 0);
+        alone = 1;
+    }
+    if (alone) {
+        for (int64_t i = 0; i < ranges; i++)
+            call(cells, scratch[0], bounds[i], bounds[i + 1]);
+        return;
+    }
+    pool.entry = call;
+    pool.cells = cells;
+    pool.scratch = scratch;
+    pool.bounds = bounds;
+    pool.ranges = ranges;
+    pool.takers = takers;
+    atomic_store(&pool.next, 0);
+    atomic_store(&pool.open, 1);
+    atomic_fetch_add(&pool.generation, 1);
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    take_ranges(0);
+    atomic_store(&pool.open, 0);
+    while (atomic_load(&pool.active) > 0) /* the last ranges, being run */
+        spin_pause();
+    atomic_store(&pool.busy, 0);
+}
+
 /* Read ``count`` addresses (ints or None, as 0) from a sequence into ``into``. */
 static int addresses_of(PyObject *sequence, Py_ssize_t count, const char *name, uintptr_t *into)
 {
@@ -480,37 +593,8 @@ static PyObject *run_ranges(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (range_bounds[i] == -1 && PyErr_Occurred())
             goto done;
     }
-    int alone = takers == 1 || atomic_exchange(&pool.busy, 1) != 0;
-    if (!alone && start_pool_threads((int)takers - 1) < 0) {
-        atomic_store(&pool.busy, 0);
-        alone = 1;
-    }
-    entry_function call = (entry_function)entry;
     Py_BEGIN_ALLOW_THREADS
-    if (alone) {
-        for (Py_ssize_t i = 0; i < ranges; i++)
-            call((void *)cells, (void *)scratch_addresses[0], range_bounds[i], range_bounds[i + 1]);
-    } else {
-        pool.entry = call;
-        pool.cells = (void *)cells;
-        pool.scratch = (void *const *)scratch_addresses;
-        pool.bounds = range_bounds;
-        pool.ranges = ranges;
-        pool.takers = (int)takers;
-        atomic_store(&pool.next, 0);
-        atomic_store(&pool.open, 1);
-        atomic_fetch_add(&pool.generation, 1);
-        if (atomic_load(&pool.sleepers) > 0) {
-            pthread_mutex_lock(&pool.lock);
-            pthread_cond_broadcast(&pool.wake);
-            pthread_mutex_unlock(&pool.lock);
-        }
-        take_ranges(0);
-        atomic_store(&pool.open, 0);
-        while (atomic_load(&pool.active) > 0) /* the last ranges, being run */
-            spin_pause();
-        atomic_store(&pool.busy, 0);
-    }
+    run_split((entry_function)entry, (void *)cells, (void *const *)scratch_addresses, (int)takers, range_bounds, ranges);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:

@@ -5590,7 +5590,7 @@ static PyObject *placed_view(PyObject *buffer, PyObject *placement)
    earlier kernel of the plan made, in ``made``), the first ``loads`` the kernel's inputs, each read
    as it is or, where ``placements`` has one for it, through the view it places, the rest its
    parameters; fresh outputs of ``layouts``, appended to ``made``; ``run(inputs, params, outputs)``
-   (the kernel's C call on one thread). 1 where it ran, 0 where ``run`` declined, -1 on an error. */
+   (the kernel's C call). 1 where it ran, 0 where ``run`` declined, -1 on an error. */
 static int launch_step(PyObject *step, PyObject *leaves, PyObject *made)
 {
     PyObject *positions, *run, *layouts, *placements;

@@ -47,7 +47,7 @@ from .backends import cpu
 
 # What this Python code expects of each extension: a build from another version is not used.
 INTERFACE_VERSION = 16
-LAUNCH_INTERFACE_VERSION = 3
+LAUNCH_INTERFACE_VERSION = 4
 
 # (owner, attribute) -> the Python reference; LazyArray's methods with a fast path join below
 _REFERENCE: dict[tuple[Any, str], Any] = {

@@ -409,7 +409,7 @@ def run_planned(
     if key is not None and all(leaf.device is None for leaf in moved or ()):  # made while the trace is whole
         node = outputs[0] if group is None else group
         positions = trace.held_positions(node, list(held))
-        kept = replay.PlanReplay.of(plan, numbered.nodes, node, compile_small)
+        kept = replay.PlanReplay.of(plan, numbered.nodes, node)
         if kept is not None:
             replay.keep(key, node, order, positions, kept)
     given = None if into is None else (numbered.outputs[0], into)
@@ -467,9 +467,11 @@ def _replayed(
             and memory is HOST
             and not run.launchable
             and run.launch_plan is None
+            and run.launchable_in_c
             and replay.launch_replay is not None
         )
-        values, ran = run_plan(nodes, run.plan, backend, run.compile_small, moved, repeats, given, launches)
+        # A replayed trace is a repeated one: its tiny kernels take the tier rule too (``kernel_tier``)
+        values, ran = run_plan(nodes, run.plan, backend, True, moved, repeats, given, launches)
         outputs = [nodes[number] for number in run.outputs]
         if ran.compiled_step is not None and run.launchable:
             run.launchable = _keep_kernel(key, held, nodes, run.plan, ran.compiled_step, node, backend)

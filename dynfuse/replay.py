@@ -133,13 +133,19 @@ class PlanReplay:
     numbered them, are taken from the trace's ``pool`` (``nodes_of``), so nothing is walked,
     numbered or looked up. ``execute.run_plan`` runs it, each kernel at the tier it gets then."""
 
-    __slots__ = ("compile_small", "distinct", "first", "launch_plan", "launchable", "outputs", "plan", "take")
+    __slots__ = (
+        "distinct",
+        "first",
+        "launch_plan",
+        "launchable",
+        "launchable_in_c",
+        "outputs",
+        "plan",
+        "take",
+    )
 
-    def __init__(
-        self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int], compile_small: bool
-    ) -> None:
+    def __init__(self, plan: Plan, numbers: list[int], node: Node, positions: dict[int, int]) -> None:
         self.plan = plan
-        self.compile_small = compile_small  # the trace is tiny and repeated: its tiny kernels may compile
         take = operator.itemgetter(*numbers)
         self.take: Callable[[tuple], Any] = take if len(numbers) > 1 else lambda p: (take(p),)
         self.outputs = tuple(number for number, _ in plan.outputs)
@@ -151,11 +157,13 @@ class PlanReplay:
         first = tuple(positions[id(ancestor)] - leaves for ancestor in ancestors)
         self.first = None if first == tuple(range(len(ancestors))) else first
         self.distinct = len(set(map(id, ancestors)))
-        # What ``launch_replay`` takes, once its kernels alone ran, all compiled (``keep_launch``)
+        # What ``launch_replay`` takes, once its kernels alone ran, all compiled (``keep_launch``);
+        # whether that may still be: not once a kernel ran compiled that C cannot launch
         self.launch_plan: tuple | None = None
+        self.launchable_in_c = True
 
     @classmethod
-    def of(cls, plan: Plan, nodes: list[Node], node: Node, compile_small: bool) -> PlanReplay | None:
+    def of(cls, plan: Plan, nodes: list[Node], node: Node) -> PlanReplay | None:
         """The replay of ``plan`` over the numbered ``nodes`` of ``node``'s trace, or None where one
         of them is not at a position of its structure (then nothing is replayed)."""
         positions = positions_of(node)
@@ -163,7 +171,7 @@ class PlanReplay:
             numbers = [positions[id(member)] for member in nodes]
         except KeyError:
             return None
-        return cls(plan, numbers, node, positions, compile_small)
+        return cls(plan, numbers, node, positions)
 
     def nodes_of(self, node: Node) -> list[Node] | None:
         """``node``'s trace as the plan numbered it, or None where it shares its intermediates
@@ -184,7 +192,11 @@ class PlanReplay:
         launchable in C (``launched``, as ``execute.run_plan`` found them), reading leaves of the
         trace and outputs of the kernels before it, and each of the plan's outputs is a kernel's
         output as it is."""
-        if len(launched) != len(self.plan.steps) or any(launch is None for _, launch in launched):
+        # What keeps a plan from C holds for every trace of its structure; not an interpreted kernel
+        if any(launch is None for _, launch in launched):
+            self.launchable_in_c = False
+            return
+        if len(launched) != len(self.plan.steps):  # a kernel interpreted: maybe not next time
             return
         positions = positions_of(node)
         leaf_count = len(node.leaves)
@@ -200,6 +212,7 @@ class PlanReplay:
                 ]
                 params = [_leaf_position(positions, nodes[number], leaf_count) for number in step.params]
             except KeyError:  # an intermediate that no kernel before it stored
+                self.launchable_in_c = False
                 return
             for number in step.stores:
                 made[number] = leaf_count + len(made)
@@ -207,6 +220,7 @@ class PlanReplay:
         stores, keys = [], []
         for number, source in self.plan.outputs:
             if source.views or number not in made:
+                self.launchable_in_c = False
                 return
             at = positions[id(nodes[number])] - leaf_count
             stores.append((made[number] - leaf_count, -1 if at == len(node.ancestors) else at))
@@ -221,13 +235,13 @@ def kernel_launch(
 ) -> tuple | None:
     """How C launches a kernel again, once it ran on ``inputs`` (views of ``bases``, the values its
     loads read, or those values themselves) into fresh ``outputs``: (its loads, ``compiled``'s C
-    call on one thread (``single_call``), its outputs' layouts, where each load lies in its base
+    call (``native_call``), its outputs' layouts, where each load lies in its base
     (``_placement``; None where each is its base)); what a launch plan's step holds but the
     positions of the values it reads. None where C cannot: no such call, an output not
     C-contiguous, a load not placed, or one the kernel reads contiguous that was not (``launch``
     copied it). C takes a large output from the pool, as ``launch`` does."""
-    single_call = getattr(compiled, "single_call", None)
-    run = single_call() if single_call is not None else None
+    native_call = getattr(compiled, "native_call", None)
+    run = native_call() if native_call is not None else None
     if (
         run is None
         or any(not output.flags.c_contiguous for output in outputs)

@@ -7,7 +7,8 @@ it is seen too, where its whole work could not pay for any kernel's code (``unpl
 and planned from its second sighting. A kernel is interpreted until the work of its
 signature's interpreted runs reaches what getting its code costs: compiling it
 (``Backend.compile_work``), or loading it where the backend keeps it (tiered, like a JIT: one-off
-small work pays no compile), and compiled from then on; a tiny kernel only in a repeated trace.
+small work pays no compile), and compiled from then on; a tiny kernel only in a repeated trace
+(a tiny one, or one that replays).
 Where another core is free, the compile runs on a thread of its own from the run that reaches its
 cost, and the kernel stays interpreted until as much work again is interpreted (one run, where a
 run's work takes a compile's time, ``Target.background_work``); later runs wait for the compile
@@ -245,7 +246,7 @@ def kernel_tier(
     unplanned: int = 0,
 ) -> Tier:
     """How ``step`` of a plan over the numbered ``nodes`` runs on ``backend`` this time
-    (``compile_small``: its trace is tiny and repeated, so its tiny kernels may compile too; a
+    (``compile_small``: its trace is repeated, tiny or replayed, so its tiny kernels may compile too; a
     site's trial stands for its ``repeats`` runs by NumPy, whose work counts too: ``_direct_work``;
     the trace ran ``unplanned`` times before it was planned, interpreted: that work counts too).
 

@@ -195,6 +195,25 @@ def test_a_kernel_reading_views_of_its_leaves_is_launched_in_c(program, layout, 
         assert replayed(program, layout(rng.random((6, 5))))
 
 
+def assert_launched_in_c(run_once, kernels: int, monkeypatch) -> None:
+    """``run_once`` (a program, checked against NumPy) planned and compiled, then replayed as a plan
+    whose launch in C is found: from then on C launches its ``kernels`` kernels in turn, and no plan
+    runs in Python again."""
+    run_once()
+    run_once()
+    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
+    assert isinstance(kept, replay.PlanReplay) and len(kept.launch_plan[0]) == kernels
+
+    def not_in_python(*args, **kwargs):
+        raise AssertionError("run as a plan in Python")
+
+    monkeypatch.setattr(execute, "run_plan", not_in_python)
+    launched = dynfuse.stats()["kernels_launched"]
+    for _ in range(3):
+        run_once()
+    assert dynfuse.stats()["kernels_launched"] == launched + 3 * kernels
+
+
 def relaxation(p, b):
     """A pressure iteration as a cavity solver writes it: the copy it reads is held, so the plan
     has a kernel for the copy (all of ``p``) beside the stencil's (its interior)."""
@@ -231,19 +250,7 @@ def test_a_plan_of_several_compiled_kernels_is_launched_in_c(program, shapes, ke
         for result, wanted in zip(results, expected, strict=True):
             assert_same(result, wanted)
 
-    run_once()  # planned and compiled
-    run_once()  # replayed as a plan: its launch in C found
-    (kept,) = [run for structure in replay._replays.values() for run in structure.runs.values()]
-    assert isinstance(kept, replay.PlanReplay) and len(kept.launch_plan[0]) == kernels
-
-    def not_in_python(*args, **kwargs):
-        raise AssertionError("run as a plan in Python")
-
-    monkeypatch.setattr(execute, "run_plan", not_in_python)
-    launched = dynfuse.stats()["kernels_launched"]
-    for _ in range(3):
-        run_once()
-    assert dynfuse.stats()["kernels_launched"] == launched + 3 * kernels
+    assert_launched_in_c(run_once, kernels, monkeypatch)
 
 
 def test_a_floating_point_flag_raised_in_a_launch_in_c_is_heeded_as_numpy_does(monkeypatch):
@@ -398,3 +405,31 @@ def test_a_group_replays_only_what_shares_its_members_as_it_did(backend, monkeyp
         assert v._node.inputs == () and moved._node.inputs == ()
         assert_same(v, w * 2.0 - x)
         assert_same(moved, x + (w * 2.0 - x))
+
+
+def test_a_kernel_split_across_threads_is_launched_in_c(monkeypatch):
+    """A training step's softmax over rows, split across the pool's threads, and the gather of each
+    row's label after it: C launches both, as it launches kernels on one thread, and the values are
+    NumPy's."""
+    if replay.launch_replay is None or cpu.run_ranges is None:
+        pytest.skip("the C recorder or the C launcher is not in use")
+    monkeypatch.setattr(dynfuse.registry, "backend", "cpu")
+    monkeypatch.setattr(dynfuse.config, "threads", 3)
+    monkeypatch.setattr(cpu, "PARALLEL_ELEMENTS", 1 << 12)  # the softmax's work splits, the gather's not
+    rng = np.random.default_rng(8)
+    rows, labels = np.arange(200), rng.integers(0, 100, 200)
+
+    def step(logits, rows, labels):
+        probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probabilities = probabilities / probabilities.sum(axis=1, keepdims=True)
+        return probabilities, -np.log(probabilities[rows, labels]).mean()
+
+    def run_once() -> None:
+        logits = rng.standard_normal((200, 100))
+        probabilities, loss = step(*map(dynfuse.asarray, (logits, rows, labels)))
+        np.asarray(loss)  # while the program holds the probabilities
+        wanted, wanted_loss = step(logits, rows, labels)
+        assert_same(probabilities, wanted, max_ulp=16)  # each row summed in another order than NumPy's
+        assert_same(loss, wanted_loss, max_ulp=16)
+
+    assert_launched_in_c(run_once, 2, monkeypatch)

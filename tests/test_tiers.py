@@ -111,6 +111,28 @@ def test_a_kernel_runs_interpreted_until_that_has_cost_what_getting_its_code_wou
     assert counts == launched
 
 
+def test_a_tiny_kernel_of_a_replayed_trace_takes_the_rule_too(monkeypatch):
+    """A large kernel and a tiny one after it (each row's element at its label, summed): planned the
+    first time, the tiny kernel is interpreted; once the trace replays (a repeated trace, as a tiny
+    trace repeated ``tiny_repeats`` times is) it compiles when its interpreted work has paid for its
+    code, here at once, and the whole plan runs compiled."""
+    monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=100, first_sight_work=0))
+    monkeypatch.setattr(groups.BACKEND, "compile_work", lambda kernel: 1)
+    rows, labels = np.arange(5), np.array([3, 0, 7, 7, 1])
+    launched, interpreted = [], []
+    for _ in range(3):
+        values = np.arange(160.0).reshape(20, 8)
+        x = dynfuse.asarray(values)
+        p = np.exp(x / 100)
+        picked = np.log(p[dynfuse.asarray(rows), dynfuse.asarray(labels)]).sum()
+        dynfuse.evaluate(picked, p)
+        close(picked, np.log(np.exp(values / 100)[rows, labels]).sum())
+        launched.append(dynfuse.stats()["kernels_launched"])
+        interpreted.append(dynfuse.stats()["interpreted_ops"])
+    assert launched == [1, 3, 5]
+    assert interpreted[0] == interpreted[-1] > 0
+
+
 def test_a_trace_whose_work_cannot_pay_any_code_runs_unplanned_the_first_time(monkeypatch):
     """``exp(x) * 3`` over 37 float64 is 814 of work a run, under a compile's 2000: its first run is
     interpreted unplanned, as NumPy would run it (a long trace's planning is milliseconds a one-off

@@ -148,6 +148,7 @@ class _Launcher:
         # is loaded the first time a launch calls it.
         self.load = load
         self.entry = self.native = self.engine = self.entry_address = None
+        self.split_native: tuple[int, Any] | None = None  # (threads, the C call split for them)
         self.partial = self.finish = self.split_engine = None
         self.split_scratch_bytes = 0
         self.cell_count = max(layout.param_cell + sum(use.cells for use in layout.param_uses), 1)
@@ -185,13 +186,31 @@ class _Launcher:
     def shares_rows(self, threads: int) -> bool:
         return _shares_rows(self.layout, threads)
 
-    def single_call(self) -> Callable[[list, list, list], bool] | None:
-        """The C call that runs every launch of this kernel, whatever the threads configured: its
-        work is below what threads split, it has rows, and ``KernelCall`` packs its cells. It
-        returns False where it declines (a parameter it does not pack): then ``__call__`` runs."""
-        if self.native is None or self.rows == 0 or self.work >= PARALLEL_ELEMENTS:
+    def native_call(self) -> Callable[[list, list, list], bool] | None:
+        """The C call that runs a launch of this kernel with the threads configured now: on one
+        thread, or split into the ranges ``__call__`` splits it into (not where threads share rows),
+        where ``KernelCall`` packs its cells. What a launch plan in C calls from then on: the
+        threads it splits for are those configured when the plan was made. The call returns False
+        where it declines (a parameter it does not pack): then ``__call__`` runs."""
+        if self.native is None or self.rows == 0:
             return None
-        return self.native.run
+        threads = config.threads
+        if threads == 1 or self.work < PARALLEL_ELEMENTS:
+            return self.native.run
+        split = self.split_call(threads)
+        return None if split is None else split.run
+
+    def split_call(self, threads: int) -> Any:
+        """``KernelCall`` over the ranges a launch on ``threads`` threads takes in turn; None where
+        threads share rows, or there is no C pool of threads (``run_ranges``)."""
+        if self.split_native is None or self.split_native[0] != threads:
+            split = None
+            if self.native is not None and run_ranges is not None and not self.shares_rows(threads):
+                ranges = _ranges(self.rows, _pieces(self.work, self.rows, threads))
+                bounds = (*(start for start, _ in ranges), self.rows)
+                split = self.kernel_call(self.param_codes, bounds, min(threads, len(ranges)))
+            self.split_native = (threads, split)
+        return self.split_native[1]
 
     def load_entry(self, counted: bool = True) -> None:
         from ..codegen.llvm import ENTRY
@@ -218,16 +237,13 @@ class _Launcher:
             stats.count("compile_seconds", time.perf_counter() - started)
         return loaded
 
-    def kernel_call(self, param_codes: str) -> Any:
-        """The call on one thread done in C (``KernelCall``), where it was built and the cells are
-        the plain case it packs: parameters as they come, no range flags, no half floats, no scratch."""
-        if (
-            KernelCall is None
-            or self.fields is None
-            or self.fields_are_params < 0
-            or self.layout.scratch_bytes
-            or "e" in param_codes
-        ):
+    def kernel_call(self, param_codes: str, bounds: tuple[int, ...] | None = None, takers: int = 1) -> Any:
+        """The call done in C (``KernelCall``), where it was built and the cells are the plain case
+        it packs: parameters as they come, no range flags, no half floats. ``bounds``: the starts
+        of the ranges it splits a launch into, then the rows, taken by ``takers`` threads (the
+        caller's and pool threads), each with a scratch of its own; one range on the caller's
+        thread where not given."""
+        if KernelCall is None or self.fields is None or self.fields_are_params < 0 or "e" in param_codes:
             return None
         layout = self.layout
         return KernelCall(
@@ -240,6 +256,10 @@ class _Launcher:
             param_cell=layout.param_cell,
             cell_count=self.cell_count,
             rows=layout.extent,
+            scratch_bytes=layout.scratch_bytes,
+            scratch_alignment=self.scratch_alignment,
+            bounds=(0, layout.extent) if bounds is None else bounds,
+            takers=takers,
         )
 
     def cells(self, inputs: list, params: list, outputs: list) -> ctypes.Array:
@@ -299,13 +319,17 @@ class _Launcher:
                 scratch = self.scratch(1)
                 self.entry(cells, scratch.addresses[0], 0, rows)
             return
-        cells = self.cells(inputs, params, outputs)
-        address = ctypes.addressof(cells)
         if self.shares_rows(threads):
-            self.split_rows(address, rows, threads)
+            cells = self.cells(inputs, params, outputs)  # alive until the launch ends
+            self.split_rows(ctypes.addressof(cells), rows, threads)
             return
         if self.entry is None:
             self.load_entry()
+        split = self.split_call(threads)
+        if split is not None and split.run(inputs, params, outputs):
+            return
+        cells = self.cells(inputs, params, outputs)
+        address = ctypes.addressof(cells)
         ranges = _ranges(rows, _pieces(self.work, rows, threads))
         scratch = self.scratch(min(threads, len(ranges)))
         if run_ranges is not None:
