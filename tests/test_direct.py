@@ -758,6 +758,25 @@ def test_a_statement_whose_recording_does_not_pay_runs_at_once():
 
 
 @pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
+def test_a_statement_gathering_from_a_small_array_runs_at_once():
+    """A chain that would pay for recording, then a gather: recording the gather (its indices
+    checked at its line, in Python) costs more than the statement's NumPy calls, so the site's
+    one trial finds it cannot pay and the site runs at once from then on."""
+    values = np.random.default_rng(1).random((40, 40))
+    x = dnp.asarray(values.copy())
+    rows, columns = np.arange(40), np.arange(40)[::-1].copy()
+    expected = float(((np.exp(values) * 2 + 1) / 3 - values)[rows, columns].sum())
+
+    def program():
+        y = ((np.exp(x) * 2 + 1) / 3 - x)[dnp.asarray(rows), dnp.asarray(columns)]
+        assert float(y.sum()) == pytest.approx(expected, rel=1e-14)
+
+    ways = runs_of(program, 2000)
+    trials = [step for step, way in enumerate(ways) if way != "direct"]
+    assert trials == [tiers.SITE_TRIAL_AT - 1]
+
+
+@pytest.mark.skipif(not accelerate.in_use(), reason="sites are the C recorder's")
 def test_a_short_statement_over_a_large_region_is_recorded_once_that_pays():
     """``ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])`` on 150x150 computed arrays, below the direct
     size: two recorded ops (the update writes the region as NumPy's operator), too few for
