@@ -298,11 +298,11 @@ def kernel_tier(
     seen = _sighted(key, work * (1 + unplanned) + direct)  # this run's work included
     if compiled:
         if seen < compiled_at:
-            return Tier.INTERPRETED
+            return _climbing()
         _sightings.pop((_COMPILED_AT, key), None)
         return Tier.COMPILED
     if seen < target.first_sight_work:
-        return Tier.INTERPRETED
+        return _climbing()
     started = (_STARTED, backend.name)
     known = _sightings.get((_CODE_COST, key))
     if known is None and not backend.keeps_code():
@@ -312,12 +312,12 @@ def kernel_tier(
         # imported first: tens of ms): a short program never asks
         least = backend.least_compile_work(kernel) + (0 if started in _sightings else target.start_work)
         if seen < least:
-            return Tier.INTERPRETED
+            return _climbing()
     cost, at_hand = known or _code_cost(backend, kernel, key)
     if not at_hand and started not in _sightings:
         cost += target.start_work  # this compile would start the compiler too
     if seen < cost:
-        return Tier.INTERPRETED
+        return _climbing()
     _sightings[started] = True
     _sightings.pop((_CODE_COST, key), None)  # it will be kept: asked again if it is forgotten
     if work < target.background_work and config.threads > 1 and not at_hand:
@@ -326,6 +326,22 @@ def kernel_tier(
         return Tier.COMPILING
     _sightings.pop((_COMPILED_AT, key), None)
     return Tier.COMPILED
+
+
+# Runs of kernels interpreted while their work climbed toward their code's cost (``kernel_tier``)
+_climbing_runs = [0]
+
+
+def _climbing() -> Tier:
+    _climbing_runs[0] += 1
+    return Tier.INTERPRETED
+
+
+def climbing_runs() -> int:
+    """How many kernel runs were interpreted while their signature's work climbed toward what its
+    code costs: a loop that goes on running them compiles them, which is what a benchmark's warm-up
+    waits for before it calls a loop's runs its steady state."""
+    return _climbing_runs[0]
 
 
 # A plan's step, by its id, with its work and largest size (``_step_work``): a cached plan's steps

@@ -137,19 +137,21 @@ SETTLING = ("kernels_compiled", "kernels_launched", "interpreted_ops", "replays"
 def warm_up(function: Callable[[], object]) -> None:
     """Call ``function`` until dynfuse's tiers settle (its steady state); a NumPy contender's
     counters never move, so it warms up for the least time. Two calls alike are not settled while
+    a kernel's interpreted runs still climb toward its compile (``tiers.climbing_runs``), nor while
     a background compile is in flight (a loaded machine's compile outlasts several calls): once
     they look it, the compiles asked for are waited for, and two more calls must agree."""
     import dynfuse  # the timed process's: imported where it is used, so the copy timing needs none
-    from dynfuse import cache
+    from dynfuse import cache, tiers
 
     started, calls, last, waited = time.perf_counter(), 0, None, False
     while True:
-        before = dynfuse.stats()
+        before, climbing = dynfuse.stats(), tiers.climbing_runs()
         function()
         after = dynfuse.stats()
         done = {key: after[key] - before[key] for key in SETTLING}
         calls, elapsed = calls + 1, time.perf_counter() - started
-        settled = done == last and not done["kernels_compiled"]
+        # not while a kernel runs interpreted on its way to a compile: calls alike then are a plateau
+        settled = done == last and not done["kernels_compiled"] and tiers.climbing_runs() == climbing
         ready = calls >= WARM_UP_CALLS and elapsed >= WARM_UP_SECONDS and settled
         if elapsed > WARM_UP_LIMIT or (ready and waited):
             return
