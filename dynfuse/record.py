@@ -966,7 +966,7 @@ def _gather_by_index(array: Any, index: Any) -> Any:
             return direct.DECLINED
         indices[axis] = item
     try:
-        shape = views.broadcast_shapes("getitem", *(np.shape(item) for item in indices.values()))
+        shape = views.broadcast_shapes("getitem", *(item.shape for item in indices.values()))
     except ValueError:
         return direct.DECLINED
     if not array._node.inputs:  # computed data: NumPy's indexing at once, the indices computed
