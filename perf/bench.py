@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from bench_workloads import WORKLOADS, Workload
 from compile_probe import ELEMENTS as COMPILE_PROBE_ELEMENTS
-from timing import Timing, measure, measure_interleaved, write_results_section
+from timing import Timing, measure, measure_interleaved, warm_up, write_results_section
 
 import dynfuse
 from dynfuse import config, registry
@@ -185,9 +185,11 @@ def run_workload(workload, elements, repeats, rng):
             row.results[name] = f"FAIL: {problem}"
             print(f"  {workload.name}: {name} {row.results[name]}", flush=True)
             continue
-        run()  # warm-up, after the check's first run
-        if name == "dynfuse":
+        if name == "dynfuse":  # until its kernels are compiled (a run interpreted is not its speed)
+            warm_up(run)
             dynfuse.reset_stats()
+        else:
+            run()  # warm-up, after the check's first run
         row.results[name] = measure(run, repeats)
         if name == "dynfuse":
             row.dynfuse_note = dynfuse_activity(repeats)
