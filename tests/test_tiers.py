@@ -134,8 +134,9 @@ def test_a_tiny_kernel_of_a_replayed_trace_takes_the_rule_too(monkeypatch):
 
 
 def test_climbing_runs_count_the_interpreted_runs_on_their_way_to_a_compile(monkeypatch):
-    """``exp(x) * 3`` over 37 float64, 814 of work a run against a compile's 2000: two runs
-    interpreted on their way to it, none once it is compiled; tiny work, which never compiles, none."""
+    """``exp(x) * 3`` over 37 float64, 814 of work a run against a compile's 2000: the first run
+    unplanned, the second planned and interpreted on its way to the compile (credited with both
+    runs, 1628), the third compiled, none after; tiny work, which never compiles, none."""
     monkeypatch.setattr(groups.BACKEND, "target", Target("tiered", tiny_elements=4, first_sight_work=2000))
     monkeypatch.setattr(groups.BACKEND, "cached", lambda kernel: False)
     monkeypatch.setattr(config, "threads", 1)  # compiled in the foreground, on the run that pays
@@ -144,7 +145,7 @@ def test_climbing_runs_count_the_interpreted_runs_on_their_way_to_a_compile(monk
         before = tiers.climbing_runs()
         dynfuse.evaluate(np.exp(dynfuse.asarray(np.arange(37.0))) * 3)
         climbing.append(tiers.climbing_runs() - before)
-    assert climbing == [0, 1, 0, 0]  # the first run unplanned, the second credited with both
+    assert climbing == [0, 1, 0, 0]
     before = tiers.climbing_runs()
     dynfuse.evaluate(np.exp(dynfuse.asarray(np.arange(3.0))) * 3)
     assert tiers.climbing_runs() == before
