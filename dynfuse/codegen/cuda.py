@@ -595,12 +595,11 @@ COMPLEX_CODE: dict[str, Code] = {
     # the C library's functions, as the prelude computes them (``df_cexp`` ...)
     **{
         name: _complex(f"df_c{name}")
-        for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh")
+        for name in (
+            *("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh"),
+            *("arcsin", "arccos", "arcsinh", "arccosh"),
+        )
     },
-    "arcsin": _complex("df_carcsin"),
-    "arccos": _complex("df_carccos"),
-    "arcsinh": _complex("df_carcsinh"),
-    "arccosh": _complex("df_carccosh"),
     "arctan": _complex("df_catan"),
     "arctanh": _complex("df_catanh"),
     "power": _complex("df_cpow"),
