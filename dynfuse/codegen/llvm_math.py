@@ -39,6 +39,8 @@ from decimal import Context, Decimal, getcontext, localcontext
 import numpy as np
 from llvmlite import ir
 
+from .common import LOG2_E, LOG10_E
+
 I32, I64 = ir.IntType(32), ir.IntType(64)
 FLOAT, DOUBLE = ir.FloatType(), ir.DoubleType()
 
@@ -68,8 +70,6 @@ def _split(value: Decimal) -> tuple[float, float]:
 with localcontext(Context(prec=50)):
     _LN2 = Decimal(2).ln()
     LN2_HI, LN2_LO = _split(_LN2)
-    LOG2_E = float(1 / _LN2)
-    LOG10_E = float(1 / Decimal(10).ln())
     LOG10_2_HI, LOG10_2_LO = _split(_LN2 / Decimal(10).ln())
 SQRT_HALF_BITS = int(np.float64(math.sqrt(0.5)).view(np.int64))
 ROUNDING_SHIFTER = 1.5 * 2.0**52  # adding it rounds a double below 2^51 to an integer, in the low bits
